@@ -1,0 +1,52 @@
+"""Runners and the normalized contracts they share.
+
+The registry names each runner's module and the modules its extra installs,
+so listing runners imports no framework; `load()` imports one on demand.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+
+from adapters.base import Adapter, LooplabError, MissingExtra
+
+
+@dataclass(frozen=True)
+class RunnerInfo:
+    """Where a runner lives and what it needs installed."""
+
+    name: str
+    module: str
+    extra: str
+    requires: tuple[str, ...]
+    summary: str
+
+    def installed(self) -> bool:
+        return all(importlib.util.find_spec(m) is not None for m in self.requires)
+
+
+RUNNERS: dict[str, RunnerInfo] = {
+    info.name: info
+    for info in (
+        RunnerInfo(
+            "handrolled",
+            "adapters.handrolled",
+            "anthropic",
+            ("anthropic",),
+            "hand-written loop on the Anthropic SDK (or the OpenAI SDK with an openai: model)",
+        ),
+    )
+}
+
+
+def load(name: str) -> Adapter:
+    """Import a runner's adapter; a missing framework raises `MissingExtra` naming the extra."""
+    info = RUNNERS.get(name)
+    if info is None:
+        raise LooplabError(f"unknown runner {name!r}; known runners: {', '.join(RUNNERS)}")
+    for module in info.requires:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtra(name, info.extra, module)
+    return importlib.import_module(info.module).ADAPTER

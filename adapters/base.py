@@ -1,0 +1,241 @@
+"""The normalized contracts every runner shares.
+
+`Limits` in, `RunResult` out; between them an `Adapter` runs its framework's
+loop with the model reached through the `ModelRecorder` and the tools through
+the `Guard`. `RunSession` holds what one run needs from both boundaries and
+is the one place that decides whether the budget allows another model call.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from adapters.recorder import ModelRecorder, Pricing, http_module_for
+from adapters.trace import Trace
+from shared_tools import Guard
+
+SYSTEM_PROMPT = (
+    "You investigate failing tests in a Python repository using the tools given. "
+    "Run the failing test, read what it exercises, follow the code to the cause, "
+    "and answer with the function, the file and the cause. Never invent results you have not seen."
+)
+
+Api = Literal["chat", "responses", "messages"]
+PROVIDER_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+class StopReason(StrEnum):
+    """Why a run ended. Anything but `final_answer` carries `answer=None`."""
+
+    FINAL_ANSWER = "final_answer"
+    MAX_STEPS = "max_steps"
+    TIMEOUT = "timeout"
+    BUDGET = "budget"
+    REPETITION = "repetition"
+    REJECTED = "rejected"
+    ERROR = "error"
+
+
+class Limits(BaseModel):
+    """Normalized limits: the same numbers mean the same behaviour in every runner."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_steps: int = Field(12, ge=1, description="Most model calls a run may make.")
+    max_seconds: float = Field(300.0, gt=0, description="Wall-clock budget for the whole run.")
+    max_cost_usd: float | None = Field(None, ge=0, description="Dollar budget, from token usage and the model's price.")
+    max_repeats: int = Field(3, ge=2, description="Identical consecutive tool calls that end the run.")
+
+
+class LooplabError(Exception):
+    """A problem the user can fix; its message is one line that says how."""
+
+
+class MissingExtra(LooplabError, ImportError):
+    """A runner's framework is not installed."""
+
+    def __init__(self, runner: str, extra: str, module: str) -> None:
+        super().__init__(f"runner {runner!r} needs {module!r}: pip install 'looplab[{extra}]'")
+        self.runner, self.extra, self.module = runner, extra, module
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model, through which provider and endpoint.
+
+    `provider` is `openai` or `anthropic`; `base_url` points it at a
+    compatible server (the scripted model, vLLM, ...); `api` picks the wire
+    format where a runner can speak several.
+    """
+
+    provider: Literal["openai", "anthropic"]
+    name: str
+    base_url: str | None = None
+    api_key: str | None = None
+    api: Api | None = None
+    pricing: Pricing = field(default_factory=Pricing)
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.name}"
+
+    def key(self) -> str:
+        """The API key: given, or from the provider's usual variable; a local base URL needs none."""
+        key = self.api_key or os.environ.get(PROVIDER_ENV[self.provider])
+        if key:
+            return key
+        if self.base_url:
+            return "not-needed"
+        raise LooplabError(f"{PROVIDER_ENV[self.provider]} is not set; export it, or pass --base-url for a local server")
+
+
+def parse_model(text: str) -> tuple[str, str]:
+    """Split 'provider:name' (e.g. 'openai:gpt-4.1'), checking the provider."""
+    provider, sep, name = text.partition(":")
+    if not sep or provider not in PROVIDER_ENV or not name:
+        raise LooplabError(f"model {text!r}: spell it provider:name with provider one of {', '.join(PROVIDER_ENV)}")
+    return provider, name
+
+
+class NativeCap(BaseModel):
+    """The framework knob that caps the loop, and the value looplab set."""
+
+    knob: str
+    value: Any
+
+
+class Totals(BaseModel):
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    wall_s: float
+
+
+class RunResult(BaseModel):
+    """The same record for every runner."""
+
+    runner: str
+    runner_version: str
+    case: str | None = None
+    model: str
+    stop_reason: StopReason
+    stop_detail: str | None = None
+    answer: str | None
+    native_cap: NativeCap
+    totals: Totals
+    trace: Trace
+
+
+class RunSession:
+    """One run's shared bookkeeping: the clock, both boundaries, the budget."""
+
+    def __init__(self, guard: Guard, limits: Limits, model: ModelSpec) -> None:
+        self.guard, self.limits, self.model = guard, limits, model
+        self.clock = guard.clock
+        self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing)
+        self.started = self.clock()
+        self.guard.deadline = self.started + limits.max_seconds
+
+    def http_client(self, sdk: ModuleType, *, is_async: bool = False) -> Any:
+        """A recording HTTP client of the kind `sdk` (the `openai` or `anthropic` module) takes."""
+        return self.recorder.http_client(http_module_for(sdk), is_async=is_async)
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.started + self.limits.max_seconds - self.clock())
+
+    def budget_stop(self) -> tuple[StopReason, str] | None:
+        """Checked before every model call: the reason another call is not allowed, if any."""
+        calls = len(self.recorder.calls)
+        if calls >= self.limits.max_steps:
+            return StopReason.MAX_STEPS, f"max_steps={self.limits.max_steps} model calls made"
+        if self.remaining_s() <= 0:
+            return StopReason.TIMEOUT, f"max_seconds={self.limits.max_seconds:g} elapsed"
+        if self.limits.max_cost_usd is not None and self.recorder.cost_usd >= self.limits.max_cost_usd:
+            return StopReason.BUDGET, f"max_cost_usd={self.limits.max_cost_usd:g} spent ({self.recorder.cost_usd:.6f})"
+        return None
+
+    def tool_stop(self) -> tuple[StopReason, str] | None:
+        """Checked after tool calls: the Guard's request to end the run, if any."""
+        if self.guard.stop:
+            return StopReason(self.guard.stop.reason), self.guard.stop.detail
+        return None
+
+    def result(self, runner: Adapter, reason: StopReason, answer: str | None = None, detail: str | None = None) -> RunResult:
+        trace = Trace.from_boundaries(self.recorder.calls, self.guard.records)
+        calls = self.recorder.calls
+        return RunResult(
+            runner=runner.name,
+            runner_version=runner.version(self.model),
+            model=self.model.label,
+            stop_reason=reason,
+            stop_detail=detail,
+            answer=answer if reason is StopReason.FINAL_ANSWER else None,
+            native_cap=runner.native_cap(self.limits),
+            totals=Totals(
+                model_calls=len(calls),
+                tool_calls=len(trace.tool_calls),
+                input_tokens=sum(c.input_tokens for c in calls),
+                output_tokens=sum(c.output_tokens for c in calls),
+                cost_usd=round(self.recorder.cost_usd, 8),
+                wall_s=round(self.clock() - self.started, 4),
+            ),
+            trace=trace,
+        )
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a runner's loop hands back: how it ended, and the answer if it answered."""
+
+    reason: StopReason
+    answer: str | None = None
+    detail: str | None = None
+
+
+class Adapter(ABC):
+    """One runner. Subclasses hold framework glue only: `loop()` and `native_cap()`."""
+
+    #: Runner name, as the CLI spells it.
+    name: str
+    #: The pip extra that installs its framework.
+    extra: str
+    #: The distribution whose version is reported as `runner_version`.
+    distribution: str
+    #: The wire API used when the model does not say (the scripted model speaks all three).
+    default_api: Api = "chat"
+
+    def version(self, model: ModelSpec | None = None) -> str:
+        """The installed version of the framework (for some runners, the one `model` uses)."""
+        try:
+            return importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    @abstractmethod
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """The framework knob and the value set for these limits."""
+
+    @abstractmethod
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the framework's loop; only framework glue belongs here."""
+
+    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec) -> RunResult:
+        """Run `task` with the tools behind `guard`; never raises for a failing run."""
+        session = RunSession(guard, limits, model)
+        try:
+            finished = self.loop(task, session)
+        except LooplabError:
+            raise
+        except Exception as exc:  # a crash ends this run as `error`, with its partial trace
+            finished = Finished(StopReason.ERROR, detail=f"{type(exc).__name__}: {exc}")
+        return session.result(self, finished.reason, finished.answer, finished.detail)

@@ -1,0 +1,108 @@
+"""The ReAct loop written by hand: `for step in range(max_steps)`, the stop reason decides.
+
+On the Anthropic SDK (Messages API) by default, or on the OpenAI SDK (Chat
+Completions) when the model's provider is `openai`, which also reaches any
+OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from typing import Any
+
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, LooplabError, MissingExtra, ModelSpec, NativeCap, RunSession, StopReason
+
+MAX_TOKENS = 4096
+
+
+class HandRolled(Adapter):
+    name = "handrolled"
+    extra = "anthropic"
+    distribution = "anthropic"
+    default_api = "messages"
+
+    def version(self, model: ModelSpec | None = None) -> str:
+        sdk = "openai" if model and model.provider == "openai" else "anthropic"
+        try:
+            return f"{sdk} {importlib.metadata.version(sdk)}"
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        return NativeCap(knob="for step in range(max_steps)", value=limits.max_steps)
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        model = session.model
+        if model.provider == "openai":
+            if model.api not in (None, "chat"):
+                raise LooplabError(f"runner 'handrolled' speaks chat (openai) or messages (anthropic), not {model.api}")
+            return self._openai_loop(task, session, _sdk("openai", "openai"))
+        if model.api not in (None, "messages"):
+            raise LooplabError(f"runner 'handrolled' with an anthropic model speaks messages, not {model.api}")
+        return self._anthropic_loop(task, session, _sdk("anthropic", "anthropic"))
+
+    def _anthropic_loop(self, task: str, session: RunSession, anthropic: Any) -> Finished:
+        model = session.model
+        client = anthropic.Anthropic(
+            api_key=model.key(), base_url=model.base_url, http_client=session.http_client(anthropic)
+        )
+        tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.guard.tools]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+        for _ in range(session.limits.max_steps):
+            if stop := session.budget_stop():
+                return Finished(*stop)
+            reply = client.messages.create(
+                model=model.name, max_tokens=MAX_TOKENS, system=SYSTEM_PROMPT, tools=tools, messages=messages,
+                timeout=session.remaining_s(),
+            )
+            messages.append({"role": "assistant", "content": reply.content})
+            if reply.stop_reason != "tool_use":
+                return Finished(StopReason.FINAL_ANSWER, "".join(b.text for b in reply.content if b.type == "text"))
+            results = []
+            for block in reply.content:
+                if block.type == "tool_use":
+                    record = session.guard.call(block.name, block.input, block.id)
+                    results.append(
+                        {"type": "tool_result", "tool_use_id": block.id, "content": record.result, "is_error": record.is_error}
+                    )
+            messages.append({"role": "user", "content": results})
+            if stop := session.tool_stop():
+                return Finished(*stop)
+        return Finished(*session.budget_stop() or (StopReason.MAX_STEPS, None))
+
+    def _openai_loop(self, task: str, session: RunSession, openai: Any) -> Finished:
+        model = session.model
+        client = openai.OpenAI(api_key=model.key(), base_url=model.base_url, http_client=session.http_client(openai))
+        tools = [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in session.guard.tools
+        ]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
+        for _ in range(session.limits.max_steps):
+            if stop := session.budget_stop():
+                return Finished(*stop)
+            reply = client.chat.completions.create(
+                model=model.name, messages=messages, tools=tools, timeout=session.remaining_s()
+            )
+            message = reply.choices[0].message
+            messages.append(message.model_dump(include={"role", "content", "tool_calls"}, exclude_none=True))
+            if not message.tool_calls:
+                return Finished(StopReason.FINAL_ANSWER, message.content or "")
+            for call in message.tool_calls:
+                record = session.guard.call(call.function.name, call.function.arguments, call.id)
+                # Chat Completions has no is_error field: the observation text says it.
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": record.result})
+            if stop := session.tool_stop():
+                return Finished(*stop)
+        return Finished(*session.budget_stop() or (StopReason.MAX_STEPS, None))
+
+
+def _sdk(module: str, extra: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtra(HandRolled.name, extra, module) from None
+
+
+ADAPTER = HandRolled()

@@ -1,0 +1,259 @@
+"""The model boundary: one recorder for every model request of every runner.
+
+It sits in the HTTP client the provider SDK uses (a transport wrapper), so it
+sees the same bytes for the scripted model and for a real provider. The
+current `openai` and `anthropic` SDKs take an `httpx2` client and older ones
+an `httpx` client; the two share an API, so one wrapper is built per module.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from adapters.trace import ModelCall
+
+#: Endpoint kind by URL path suffix, for the three wire formats.
+ENDPOINTS = {"/chat/completions": "chat.completions", "/responses": "responses", "/messages": "messages"}
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """US dollars per million tokens."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1_000_000
+
+
+@dataclass
+class ModelRecorder:
+    """Collects a `ModelCall` for each successful model request that passes its transports."""
+
+    clock: Callable[[], float]
+    pricing: Pricing = field(default_factory=Pricing)
+    calls: list[ModelCall] = field(default_factory=list)
+    failed: list[ModelCall] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.cost_usd for c in self.calls)
+
+    def http_client(self, http: ModuleType, *, is_async: bool = False, **kwargs: Any) -> Any:
+        """A `Client` (or `AsyncClient`) of `http` (the `httpx` or `httpx2` module) that records."""
+        sync_cls, async_cls = _transport_classes(http)
+        kwargs.setdefault("timeout", http.Timeout(600.0, connect=10.0))
+        if is_async:
+            return http.AsyncClient(transport=async_cls(self, http.AsyncHTTPTransport()), **kwargs)
+        return http.Client(transport=sync_cls(self, http.HTTPTransport()), **kwargs)
+
+    def _record(self, url: str, request_body: bytes, status: int, response_body: bytes, started: float) -> None:
+        endpoint = next((kind for suffix, kind in ENDPOINTS.items() if url.split("?")[0].endswith(suffix)), None)
+        if endpoint is None:  # model listings, token counting: not model calls
+            return
+        latency = self.clock() - started
+        info = parse_exchange(endpoint, request_body, response_body)
+        with self._lock:
+            target = self.calls if 200 <= status < 300 else self.failed
+            call = ModelCall(
+                index=len(target) + 1,
+                endpoint=endpoint,
+                url=url,
+                status=status,
+                request_bytes=len(request_body),
+                response_bytes=len(response_body),
+                started_at=round(started, 6),
+                latency_s=round(latency, 6),
+                cost_usd=self.pricing.cost(info.input_tokens, info.output_tokens),
+                **info.__dict__,
+            )
+            target.append(call)
+
+
+def http_module_for(sdk: ModuleType) -> ModuleType:
+    """The HTTP client module (`httpx2` or `httpx`) an SDK such as `openai` or `anthropic` is built on."""
+    base = sys.modules.get(f"{sdk.__name__}._base_client") or __import__(f"{sdk.__name__}._base_client", fromlist=["_"])
+    for name in ("httpx2", "httpx"):
+        if isinstance(getattr(base, name, None), ModuleType):
+            return getattr(base, name)
+    raise RuntimeError(f"cannot tell which HTTP client {sdk.__name__} uses")
+
+
+@cache
+def _transport_classes(http: ModuleType) -> tuple[type, type]:
+    """Recording transport classes for one HTTP module, built once."""
+
+    class _Tee(http.SyncByteStream):
+        def __init__(self, inner: Any, done: Callable[[bytes], None]) -> None:
+            self.inner, self.done, self.chunks, self.finished = inner, done, [], False
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self.inner:
+                self.chunks.append(chunk)
+                yield chunk
+            self._finish()
+
+        def _finish(self) -> None:
+            if not self.finished:
+                self.finished = True
+                self.done(b"".join(self.chunks))
+
+        def close(self) -> None:
+            self._finish()
+            self.inner.close()
+
+    class _AsyncTee(http.AsyncByteStream):
+        def __init__(self, inner: Any, done: Callable[[bytes], None]) -> None:
+            self.inner, self.done, self.chunks, self.finished = inner, done, [], False
+
+        async def __aiter__(self) -> Any:
+            async for chunk in self.inner:
+                self.chunks.append(chunk)
+                yield chunk
+            self._finish()
+
+        def _finish(self) -> None:
+            if not self.finished:
+                self.finished = True
+                self.done(b"".join(self.chunks))
+
+        async def aclose(self) -> None:
+            self._finish()
+            await self.inner.aclose()
+
+    def _wrap(recorder: ModelRecorder, request: Any, response: Any, started: float, tee: type) -> Any:
+        body = request.content
+        url = str(request.url)
+
+        def done(data: bytes) -> None:
+            recorder._record(url, body, response.status_code, data, started)
+
+        return http.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=tee(response.stream, done),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    class RecordingTransport(http.BaseTransport):
+        def __init__(self, recorder: ModelRecorder, inner: Any) -> None:
+            self.recorder, self.inner = recorder, inner
+
+        def handle_request(self, request: Any) -> Any:
+            request.read()
+            started = self.recorder.clock()
+            return _wrap(self.recorder, request, self.inner.handle_request(request), started, _Tee)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    class AsyncRecordingTransport(http.AsyncBaseTransport):
+        def __init__(self, recorder: ModelRecorder, inner: Any) -> None:
+            self.recorder, self.inner = recorder, inner
+
+        async def handle_async_request(self, request: Any) -> Any:
+            await request.aread()
+            started = self.recorder.clock()
+            response = await self.inner.handle_async_request(request)
+            return _wrap(self.recorder, request, response, started, _AsyncTee)
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return RecordingTransport, AsyncRecordingTransport
+
+
+@dataclass
+class ExchangeInfo:
+    """What the recorder reads out of one request/response pair."""
+
+    streamed: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    tool_calls_requested: list[str] = field(default_factory=list)
+
+
+def parse_exchange(endpoint: str, request_body: bytes, response_body: bytes) -> ExchangeInfo:
+    """Tokens, finish reason and requested tools from a response, streamed (SSE) or not."""
+    info = ExchangeInfo()
+    try:
+        info.streamed = bool(json.loads(request_body or b"{}").get("stream"))
+    except (ValueError, AttributeError):
+        pass
+    events = list(_sse_events(response_body)) if info.streamed else [_json(response_body)]
+    reader = {"chat.completions": _read_chat, "responses": _read_responses, "messages": _read_messages}[endpoint]
+    for event in events:
+        if isinstance(event, dict):
+            reader(event, info)
+    return info
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _sse_events(body: bytes) -> Iterator[Any]:
+    for line in body.decode("utf-8", errors="replace").splitlines():
+        if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+            yield _json(line[5:].strip().encode())
+
+
+def _read_chat(event: dict[str, Any], info: ExchangeInfo) -> None:
+    if usage := event.get("usage"):
+        info.input_tokens = usage.get("prompt_tokens") or 0
+        info.output_tokens = usage.get("completion_tokens") or 0
+    for choice in event.get("choices") or []:
+        message = choice.get("message") or choice.get("delta") or {}
+        for call in message.get("tool_calls") or []:
+            if name := (call.get("function") or {}).get("name"):
+                info.tool_calls_requested.append(name)
+        info.finish_reason = choice.get("finish_reason") or info.finish_reason
+
+
+def _read_responses(event: dict[str, Any], info: ExchangeInfo) -> None:
+    if event.get("object") == "response":
+        response = event
+    elif event.get("type") in ("response.completed", "response.incomplete", "response.failed"):
+        response = event.get("response") or {}
+    else:  # streamed deltas: the closing event repeats everything
+        return
+    usage = response.get("usage") or {}
+    info.input_tokens = usage.get("input_tokens") or 0
+    info.output_tokens = usage.get("output_tokens") or 0
+    calls = [item.get("name") for item in response.get("output") or [] if item.get("type") == "function_call"]
+    info.tool_calls_requested = calls
+    info.finish_reason = "tool_calls" if calls else response.get("status")
+
+
+def _read_messages(event: dict[str, Any], info: ExchangeInfo) -> None:
+    kind = event.get("type")
+    message = event.get("message") if kind == "message_start" else event if kind == "message" else None
+    if message:
+        usage = message.get("usage") or {}
+        info.input_tokens = sum(usage.get(k) or 0 for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+        info.output_tokens = usage.get("output_tokens") or 0
+        info.finish_reason = message.get("stop_reason")
+        for block in message.get("content") or []:
+            if block.get("type") == "tool_use":
+                info.tool_calls_requested.append(block.get("name"))
+    elif kind == "content_block_start" and (event.get("content_block") or {}).get("type") == "tool_use":
+        info.tool_calls_requested.append(event["content_block"].get("name"))
+    elif kind == "message_delta":
+        info.finish_reason = (event.get("delta") or {}).get("stop_reason") or info.finish_reason
+        info.output_tokens = (event.get("usage") or {}).get("output_tokens") or info.output_tokens

@@ -1,0 +1,83 @@
+"""The normalized trace: steps of one model call plus the tool calls it asked for.
+
+A trace is assembled from the two boundaries' logs (the model recorder's
+calls and the Guard's tool records), never from a framework's own history,
+so every runner's trace means the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from shared_tools.records import ToolCallRecord
+
+
+class ModelCall(BaseModel):
+    """One model request and its response, as seen on the wire."""
+
+    index: int = Field(description="1-based position among the run's model calls.")
+    endpoint: str = Field(description="chat.completions, responses or messages.")
+    url: str
+    status: int
+    streamed: bool
+    request_bytes: int
+    response_bytes: int
+    input_tokens: int
+    output_tokens: int
+    finish_reason: str | None
+    tool_calls_requested: list[str]
+    started_at: float = Field(description="Seconds on the run's clock when the request was sent.")
+    latency_s: float
+    cost_usd: float
+
+
+class Step(BaseModel):
+    """One model call and the tool calls that followed it."""
+
+    index: int
+    model_call: ModelCall
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+
+
+class Trace(BaseModel):
+    """Ordered steps; tool calls made before any model call (none expected) are kept apart."""
+
+    steps: list[Step] = Field(default_factory=list)
+    orphan_tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+
+    @classmethod
+    def from_boundaries(cls, model_calls: Iterable[ModelCall], tool_calls: Iterable[ToolCallRecord]) -> Trace:
+        """Attribute each tool call to the latest model call sent before it."""
+        steps = [Step(index=i, model_call=call) for i, call in enumerate(sorted(model_calls, key=_start), 1)]
+        orphans: list[ToolCallRecord] = []
+        for record in sorted(tool_calls, key=lambda r: r.started_at):
+            owner = next((s for s in reversed(steps) if s.model_call.started_at <= record.started_at), None)
+            (owner.tool_calls if owner else orphans).append(record)
+        return cls(steps=steps, orphan_tool_calls=orphans)
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        return [call for step in self.steps for call in step.tool_calls] + self.orphan_tool_calls
+
+    def trajectory(self) -> list[str]:
+        """Tool names in order, with the step's first argument: 'read_file(tests/x.py)'."""
+        return [f"{c.name}({_first_arg(c.args)})" for c in self.tool_calls]
+
+    def jsonl(self) -> Iterator[str]:
+        """One JSON line per step."""
+        for step in self.steps:
+            yield step.model_dump_json()
+
+
+def _start(call: ModelCall) -> float:
+    return call.started_at
+
+
+def _first_arg(args: Any) -> str:
+    if isinstance(args, dict) and args:
+        return str(next(iter(args.values())))
+    return json.dumps(args) if not isinstance(args, str) else args

@@ -1,0 +1,28 @@
+"""Invoices: lines, quantities and the subtotal before discounts."""
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from billing.money import to_cents
+
+
+@dataclass(frozen=True)
+class Line:
+    description: str
+    quantity: int
+    unit_price: Decimal
+
+    def amount(self) -> Decimal:
+        return self.unit_price * self.quantity
+
+
+@dataclass
+class Invoice:
+    customer_tier: str
+    lines: list[Line] = field(default_factory=list)
+
+    def add(self, description: str, quantity: int, unit_price: str) -> None:
+        self.lines.append(Line(description, quantity, Decimal(unit_price)))
+
+    def subtotal(self) -> Decimal:
+        return to_cents(sum((line.amount() for line in self.lines), Decimal("0")))

@@ -1,0 +1,26 @@
+from decimal import Decimal
+
+from billing.discount import apply_discount
+from billing.invoice import Invoice
+
+
+def make_invoice(tier: str) -> Invoice:
+    invoice = Invoice(customer_tier=tier)
+    invoice.add("widget", 2, "30.00")
+    invoice.add("gadget", 1, "40.00")
+    return invoice
+
+
+def test_subtotal():
+    assert make_invoice("VIP").subtotal() == Decimal("100.00")
+
+
+def test_regular_customer_total():
+    invoice = make_invoice("REGULAR")
+    assert apply_discount(invoice.subtotal(), "REGULAR") == Decimal("95.00")
+
+
+def test_invoice_total():
+    invoice = make_invoice("VIP")
+    total = apply_discount(invoice.subtotal(), "VIP")
+    assert total == Decimal("90.00")

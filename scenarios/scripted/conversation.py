@@ -1,0 +1,161 @@
+"""The three wire formats' requests, read into one neutral conversation.
+
+The request models validate just what the scripted model relies on (extra
+fields pass through), so a malformed request is a 400 with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ChatMessage(_Lenient):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class ChatRequest(_Lenient):
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+
+class ResponsesRequest(_Lenient):
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    stream: bool = False
+    previous_response_id: str | None = None
+
+
+class AnthropicMessage(_Lenient):
+    role: Literal["user", "assistant"]
+    content: str | list[dict[str, Any]]
+
+
+class MessagesRequest(_Lenient):
+    model: str
+    max_tokens: int = Field(ge=1)
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    stream: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    args: Any
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call: ToolCall
+    content: str
+    is_error: bool
+
+
+@dataclass
+class Conversation:
+    """What the policy reads: the task, the tools offered, and each call with its result."""
+
+    task: str = ""
+    tools: list[str] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    assistant_turns: int = 0
+
+    def _add_call(self, pending: dict[str, ToolCall], call_id: str, name: str, raw_args: Any) -> None:
+        pending[call_id] = ToolCall(call_id, name, _decode_args(raw_args))
+
+    def _add_result(self, pending: dict[str, ToolCall], call_id: str, content: str, is_error: bool) -> None:
+        call = pending.pop(call_id, None) or ToolCall(call_id, "unknown", {})
+        self.results.append(ToolResult(call, content, is_error or content.startswith(_ERROR_PREFIXES)))
+
+
+#: Error observations over Chat Completions and Responses carry no flag; their text starts like this.
+_ERROR_PREFIXES = ("FileNotFoundError:", "PathRefused:", "InvalidArguments:", "UnknownTool:", "TimeoutError:", "ApprovalDenied:", "RepetitionStopped:", "IsADirectoryError:", "ToolError:", "Error:")
+
+
+def _decode_args(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw or "{}")
+        except ValueError:
+            return raw
+    return raw
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def from_chat(req: ChatRequest) -> Conversation:
+    conv = Conversation(tools=[(t.get("function") or {}).get("name", "") for t in req.tools or []])
+    pending: dict[str, ToolCall] = {}
+    for msg in req.messages:
+        if msg.role == "user" and not conv.task:
+            conv.task = _text(msg.content)
+        elif msg.role == "assistant":
+            conv.assistant_turns += 1
+            for call in msg.tool_calls or []:
+                fn = call.get("function") or {}
+                conv._add_call(pending, call.get("id", ""), fn.get("name", ""), fn.get("arguments"))
+        elif msg.role == "tool":
+            conv._add_result(pending, msg.tool_call_id or "", _text(msg.content), False)
+    return conv
+
+
+def from_responses(req: ResponsesRequest) -> Conversation:
+    conv = Conversation(tools=[t.get("name", "") for t in req.tools or [] if t.get("type", "function") == "function"])
+    items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else req.input
+    pending: dict[str, ToolCall] = {}
+    last_was_call = False
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message" and item.get("role") == "user" and not conv.task:
+            conv.task = _text(item.get("content"))
+        elif kind == "message" and item.get("role") == "assistant":
+            conv.assistant_turns += 1
+        elif kind == "function_call":
+            conv.assistant_turns += 0 if last_was_call else 1
+            conv._add_call(pending, item.get("call_id", ""), item.get("name", ""), item.get("arguments"))
+        elif kind == "function_call_output":
+            conv._add_result(pending, item.get("call_id", ""), _text(item.get("output")), False)
+        last_was_call = kind == "function_call"
+    return conv
+
+
+def from_messages(req: MessagesRequest) -> Conversation:
+    conv = Conversation(tools=[t.get("name", "") for t in req.tools or []])
+    pending: dict[str, ToolCall] = {}
+    for msg in req.messages:
+        blocks = [{"type": "text", "text": msg.content}] if isinstance(msg.content, str) else msg.content
+        if msg.role == "assistant":
+            conv.assistant_turns += 1
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "text" and msg.role == "user" and not conv.task:
+                conv.task = block.get("text", "")
+            elif kind == "tool_use":
+                conv._add_call(pending, block.get("id", ""), block.get("name", ""), block.get("input"))
+            elif kind == "tool_result":
+                conv._add_result(pending, block.get("tool_use_id", ""), _text(block.get("content")), bool(block.get("is_error")))
+    return conv

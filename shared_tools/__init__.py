@@ -1,0 +1,18 @@
+"""The one tool set every runner uses, the Workspace it works in, and the Guard around it."""
+
+from shared_tools.guard import Approver, Guard, Tool, default_tools, run_clock
+from shared_tools.records import StopSignal, ToolCallRecord
+from shared_tools.workspace import PathRefused, Workspace, tree_fingerprint
+
+__all__ = [
+    "Approver",
+    "Guard",
+    "PathRefused",
+    "StopSignal",
+    "Tool",
+    "ToolCallRecord",
+    "Workspace",
+    "default_tools",
+    "run_clock",
+    "tree_fingerprint",
+]

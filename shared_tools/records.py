@@ -1,0 +1,45 @@
+"""What the tool boundary emits: one record per tool call, and a stop signal.
+
+The Guard never decides how a run ends; it raises a `StopSignal` record and
+the adapters' shared code maps it onto a `StopReason`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+#: ok: the tool ran; error: it ran and failed, or its input was invalid;
+#: refused: the allowlist or path confinement said no; rejected: an effect
+#: tool was not approved; repetition / timeout: the call ended the run.
+Outcome = Literal["ok", "error", "refused", "rejected", "repetition", "timeout"]
+
+PREVIEW_CHARS = 300
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call as it passed the Guard."""
+
+    name: str
+    args: Any
+    call_id: str | None = None
+    outcome: Outcome
+    is_error: bool
+    result: str = Field(exclude=True, repr=False)
+    result_preview: str
+    result_chars: int
+    started_at: float = Field(description="Seconds on the run's clock when the call reached the Guard.")
+    duration_s: float
+
+
+class StopSignal(BaseModel):
+    """The Guard's request that the run end, and why."""
+
+    reason: Literal["repetition", "timeout"]
+    detail: str
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """The head of a tool result, for traces and tables."""
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
