@@ -64,6 +64,10 @@ class ModelRecorder:
             return
         latency = self.clock() - started
         info = parse_exchange(endpoint, request_body, response_body)
+        if not info.input_tokens and not info.output_tokens and 200 <= status < 300:
+            # No usage reported (e.g. a stream without include_usage): estimate, and say so.
+            info.input_tokens, info.output_tokens = -(-len(request_body) // 4), -(-len(response_body) // 8)
+            info.usage_estimated = True
         with self._lock:
             target = self.calls if 200 <= status < 300 else self.failed
             call = ModelCall(
@@ -184,6 +188,7 @@ class ExchangeInfo:
     output_tokens: int = 0
     finish_reason: str | None = None
     tool_calls_requested: list[str] = field(default_factory=list)
+    usage_estimated: bool = False
 
 
 def parse_exchange(endpoint: str, request_body: bytes, response_body: bytes) -> ExchangeInfo:

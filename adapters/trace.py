@@ -28,6 +28,7 @@ class ModelCall(BaseModel):
     response_bytes: int
     input_tokens: int
     output_tokens: int
+    usage_estimated: bool = Field(False, description="The response carried no usage; tokens estimated from bytes.")
     finish_reason: str | None
     tool_calls_requested: list[str]
     started_at: float = Field(description="Seconds on the run's clock when the request was sent.")

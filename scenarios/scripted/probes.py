@@ -1,0 +1,35 @@
+"""Probe policies: scripted models that exercise a loop's cap rather than investigate.
+
+`NeverStops` asks for a fresh tool call every turn (never the same one twice,
+so repetition detection stays out of the way); `AnswersOnCall(k)` does the
+same and answers on its k-th model call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scenarios.scripted.conversation import Conversation
+from scenarios.scripted.policy import Call, Decision
+
+
+@dataclass(frozen=True)
+class NeverStops:
+    """Always one more tool call; the loop's cap is the only way out."""
+
+    def __call__(self, conv: Conversation) -> Decision:
+        turn = conv.assistant_turns + 1
+        return Decision((Call("search_code", {"query": f"probe_{turn}"}),))
+
+
+@dataclass(frozen=True)
+class AnswersOnCall:
+    """Tool calls until model call `k`, which answers."""
+
+    k: int
+
+    def __call__(self, conv: Conversation) -> Decision:
+        turn = conv.assistant_turns + 1
+        if turn >= self.k:
+            return Decision(answer=f"answered on model call {turn}")
+        return NeverStops()(conv)

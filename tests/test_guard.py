@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from shared_tools import Guard, Workspace, default_tools
+
+
+def test_every_default_tool_has_a_schema_and_a_description(guard: Guard) -> None:
+    assert guard.names == ["run_tests", "read_file", "search_code"]
+    for tool in guard.tools:
+        assert tool.description and "Use it" in tool.description
+        assert tool.parameters["type"] == "object" and tool.parameters["required"]
+        assert "timeout_s" not in tool.parameters["properties"]
+
+
+def test_a_successful_call_is_recorded_with_timing(guard: Guard) -> None:
+    record = guard.call("search_code", {"query": "def apply_discount"}, call_id="c1")
+    assert (record.outcome, record.is_error, record.call_id) == ("ok", False, "c1")
+    assert record.result.startswith("billing/discount.py:15:")
+    assert record.duration_s >= 0 and guard.records == [record]
+
+
+def test_arguments_may_arrive_as_json_text(guard: Guard) -> None:
+    record = guard.call("read_file", json.dumps({"path": "billing/money.py"}))
+    assert record.outcome == "ok" and record.args == {"path": "billing/money.py"}
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "outcome", "message"),
+    [
+        ("delete_repo", {}, "refused", "UnknownTool: no tool named 'delete_repo'; available tools: run_tests, read_file, search_code"),
+        ("read_file", "{path: 1", "error", "not valid JSON"),
+        ("read_file", {"path": 7}, "error", "path: Input should be a valid string"),
+        ("read_file", {}, "error", "path: Field required"),
+        ("read_file", {"path": "a", "mode": "w"}, "error", "mode: Extra inputs are not permitted"),
+        ("read_file", {"path": "../../etc/passwd"}, "refused", "PathRefused"),
+        ("read_file", {"path": "/etc/passwd"}, "refused", "absolute paths are refused"),
+        ("read_file", {"path": ".env"}, "refused", "secret"),
+        ("read_file", {"path": "tests/test_invoce.py"}, "error", "FileNotFoundError: tests/test_invoce.py — did you mean tests/test_invoice.py?"),
+        ("write_file", {"path": "x.py", "content": ""}, "refused", "UnknownTool"),
+    ],
+)
+def test_failures_become_error_observations(guard: Guard, name: str, args: object, outcome: str, message: str) -> None:
+    record = guard.call(name, args)
+    assert record.outcome == outcome and record.is_error
+    assert message in record.result
+
+
+def test_effects_are_denied_when_no_one_can_approve(workspace: Workspace) -> None:
+    before = workspace.fingerprint()
+    guard = Guard(workspace, tools=default_tools(allow_writes=True))
+    record = guard.call("write_file", {"path": "tests/test_invoice.py", "content": "def test_ok(): pass\n"})
+    assert record.outcome == "rejected" and "no approver is configured" in record.result
+    assert workspace.fingerprint() == before
+
+
+def test_effects_run_when_the_approver_agrees(workspace: Workspace) -> None:
+    seen = []
+    guard = Guard(workspace, tools=default_tools(allow_writes=True), approver=lambda n, a: seen.append((n, a)) or True)
+    record = guard.call("write_file", {"path": "notes.md", "content": "x"})
+    assert record.outcome == "ok" and (workspace.root / "notes.md").read_text() == "x"
+    assert seen == [("write_file", {"path": "notes.md", "content": "x"})]
+
+
+def test_repeating_a_call_max_repeats_times_stops_the_run(workspace: Workspace) -> None:
+    guard = Guard(workspace, max_repeats=3)
+    outcomes = [guard.call("read_file", {"path": "README.md"}).outcome for _ in range(3)]
+    assert outcomes == ["ok", "ok", "repetition"]
+    assert guard.stop is not None and guard.stop.reason == "repetition"
+
+
+def test_a_different_call_in_between_resets_the_count(workspace: Workspace) -> None:
+    guard = Guard(workspace, max_repeats=3)
+    for args in ({"path": "README.md"}, {"path": "README.md"}, {"path": "billing/money.py"}, {"path": "README.md"}):
+        guard.call("read_file", args)
+    assert guard.stop is None
+
+
+def test_a_tool_crash_is_an_observation(workspace: Workspace) -> None:
+    guard = Guard(workspace)
+    tool = guard.get("search_code")
+    object.__setattr__(tool, "fn", lambda ws, query: 1 / 0)
+    record = guard.call("search_code", {"query": "x"})
+    assert record.outcome == "error" and record.result.startswith("ZeroDivisionError")
+
+
+def test_the_run_deadline_bounds_run_tests_and_signals_timeout(tmp_path) -> None:
+    repo = tmp_path / "slow"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_slow.py").write_text("import time\ndef test_slow():\n    time.sleep(30)\n")
+    with Workspace(repo) as ws:
+        guard = Guard(ws)
+        guard.deadline = guard.clock() + 1.5
+        started = time.monotonic()
+        record = guard.call("run_tests", {"target": "tests/test_slow.py"})
+        assert time.monotonic() - started < 3
+    assert record.outcome == "timeout" and guard.stop is not None and guard.stop.reason == "timeout"

@@ -1,0 +1,180 @@
+"""The loopback server through the real `openai` and `anthropic` clients, recorded at the model boundary."""
+
+from __future__ import annotations
+
+import json
+
+import anthropic
+import openai
+import pytest
+
+from adapters.recorder import ModelRecorder, http_module_for
+from scenarios.scripted.server import ScriptedModelServer
+from shared_tools import run_clock
+
+from tests.conftest import TASK
+
+TARGET = "tests/test_invoice.py::test_invoice_total"
+SCHEMA = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}
+CHAT_TOOLS = [{"type": "function", "function": {"name": "run_tests", "description": "Run pytest.", "parameters": SCHEMA}}]
+RESPONSES_TOOLS = [{"type": "function", "name": "run_tests", "description": "Run pytest.", "parameters": SCHEMA, "strict": False}]
+MESSAGES_TOOLS = [{"name": "run_tests", "description": "Run pytest.", "input_schema": SCHEMA}]
+# After the test ran and passed, the investigator answers: a final turn with text.
+PASSED = "exit code 0\n.\n1 passed in 0.01s"
+
+
+@pytest.fixture
+def recorder() -> ModelRecorder:
+    return ModelRecorder(clock=run_clock())
+
+
+def _openai(server: ScriptedModelServer, recorder: ModelRecorder) -> openai.OpenAI:
+    client = recorder.http_client(http_module_for(openai))
+    return openai.OpenAI(api_key="unused", base_url=server.openai_base_url, http_client=client, max_retries=0)
+
+
+def _anthropic(server: ScriptedModelServer, recorder: ModelRecorder) -> anthropic.Anthropic:
+    client = recorder.http_client(http_module_for(anthropic))
+    return anthropic.Anthropic(api_key="unused", base_url=server.anthropic_base_url, http_client=client, max_retries=0)
+
+
+def _only_call(recorder: ModelRecorder, endpoint: str, streamed: bool):
+    assert len(recorder.calls) == 1
+    call = recorder.calls[0]
+    assert (call.endpoint, call.streamed, call.status) == (endpoint, streamed, 200)
+    assert call.input_tokens > 0 and call.output_tokens > 0 and call.request_bytes > 0 and call.response_bytes > 0
+    return call
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_chat_completions_tool_call(model_server, recorder, stream: bool) -> None:
+    client = _openai(model_server, recorder)
+    request = dict(model="scripted", messages=[{"role": "user", "content": TASK}], tools=CHAT_TOOLS)
+    if stream:
+        chunks = list(client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True}))
+        calls = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+        assert calls[0].function.name == "run_tests"
+        assert json.loads("".join(tc.function.arguments for tc in calls)) == {"target": TARGET}
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+        assert chunks[-1].usage.prompt_tokens > 0
+    else:
+        reply = client.chat.completions.create(**request)
+        call = reply.choices[0].message.tool_calls[0]
+        assert (call.function.name, json.loads(call.function.arguments)) == ("run_tests", {"target": TARGET})
+        assert reply.choices[0].finish_reason == "tool_calls" and reply.usage.completion_tokens > 0
+    recorded = _only_call(recorder, "chat.completions", stream)
+    assert (recorded.finish_reason, recorded.tool_calls_requested) == ("tool_calls", ["run_tests"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_chat_completions_final_answer_after_a_passing_run(model_server, recorder, stream: bool) -> None:
+    client = _openai(model_server, recorder)
+    messages = [
+        {"role": "user", "content": TASK},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run_tests", "arguments": json.dumps({"target": TARGET})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": PASSED},
+    ]
+    if stream:
+        chunks = list(client.chat.completions.create(model="scripted", messages=messages, tools=CHAT_TOOLS, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    else:
+        text = client.chat.completions.create(model="scripted", messages=messages, tools=CHAT_TOOLS).choices[0].message.content
+    assert "nothing is broken" in text
+    recorded = _only_call(recorder, "chat.completions", stream)
+    # Without stream_options.include_usage a stream carries no usage: the recorder estimates and says so.
+    assert (recorded.finish_reason, recorded.usage_estimated) == ("stop", stream)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_responses_tool_call(model_server, recorder, stream: bool) -> None:
+    client = _openai(model_server, recorder)
+    if stream:
+        with client.responses.stream(model="scripted", input=TASK, tools=RESPONSES_TOOLS) as events:
+            kinds = [e.type for e in events]
+            reply = events.get_final_response()
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        assert "response.function_call_arguments.done" in kinds
+    else:
+        reply = client.responses.create(model="scripted", input=TASK, tools=RESPONSES_TOOLS)
+    item = reply.output[0]
+    assert (item.type, item.name, json.loads(item.arguments)) == ("function_call", "run_tests", {"target": TARGET})
+    assert reply.usage.input_tokens > 0
+    recorded = _only_call(recorder, "responses", stream)
+    assert (recorded.finish_reason, recorded.tool_calls_requested) == ("tool_calls", ["run_tests"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_responses_final_answer(model_server, recorder, stream: bool) -> None:
+    client = _openai(model_server, recorder)
+    items = [
+        {"role": "user", "content": TASK},
+        {"type": "function_call", "call_id": "c1", "name": "run_tests", "arguments": json.dumps({"target": TARGET})},
+        {"type": "function_call_output", "call_id": "c1", "output": PASSED},
+    ]
+    if stream:
+        with client.responses.stream(model="scripted", input=items, tools=RESPONSES_TOOLS) as events:
+            deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+            reply = events.get_final_response()
+        assert "".join(deltas) == reply.output_text
+    else:
+        reply = client.responses.create(model="scripted", input=items, tools=RESPONSES_TOOLS)
+    assert "nothing is broken" in reply.output_text
+    assert _only_call(recorder, "responses", stream).finish_reason == "completed"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_messages_tool_use(model_server, recorder, stream: bool) -> None:
+    client = _anthropic(model_server, recorder)
+    request = dict(model="scripted", max_tokens=1024, messages=[{"role": "user", "content": TASK}], tools=MESSAGES_TOOLS)
+    if stream:
+        with client.messages.stream(**request) as events:
+            kinds = [e.type for e in events]
+            reply = events.get_final_message()
+        assert kinds.count("input_json") >= 1 and kinds[-1] == "message_stop"
+    else:
+        reply = client.messages.create(**request)
+    block = reply.content[0]
+    assert (block.type, block.name, block.input) == ("tool_use", "run_tests", {"target": TARGET})
+    assert reply.stop_reason == "tool_use" and reply.usage.input_tokens > 0
+    recorded = _only_call(recorder, "messages", stream)
+    assert (recorded.finish_reason, recorded.tool_calls_requested) == ("tool_use", ["run_tests"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_messages_final_answer(model_server, recorder, stream: bool) -> None:
+    client = _anthropic(model_server, recorder)
+    messages = [
+        {"role": "user", "content": TASK},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "run_tests", "input": {"target": TARGET}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": PASSED}]},
+    ]
+    request = dict(model="scripted", max_tokens=1024, messages=messages, tools=MESSAGES_TOOLS)
+    if stream:
+        with client.messages.stream(**request) as events:
+            text = events.get_final_text()
+    else:
+        text = client.messages.create(**request).content[0].text
+    assert "nothing is broken" in text
+    assert _only_call(recorder, "messages", stream).finish_reason == "end_turn"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages"])
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"[1, 2]", b"{}", b'{"model": "m", "messages": "hello", "input": 5, "max_tokens": 0}'],
+    ids=["not-json", "not-object", "empty", "wrong-types"],
+)
+def test_malformed_requests_get_a_400_with_a_json_error(model_server, path: str, body: bytes) -> None:
+    import httpx2
+
+    response = httpx2.post(model_server.url + path, content=body, headers={"content-type": "application/json"}, timeout=5)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["message"]
+
+
+def test_the_sdks_raise_bad_request_for_a_400(model_server, recorder) -> None:
+    client = _anthropic(model_server, recorder)
+    with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
+        client.messages.create(model="scripted", max_tokens=0, messages=[{"role": "user", "content": "x"}])
+    assert recorder.calls == [] and len(recorder.failed) == 1 and recorder.failed[0].status == 400
