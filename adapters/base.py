@@ -94,7 +94,9 @@ class ModelSpec:
             return key
         if self.base_url:
             return "not-needed"
-        raise LooplabError(f"{PROVIDER_ENV[self.provider]} is not set; export it, or pass --base-url for a local server")
+        raise LooplabError(
+            f"{PROVIDER_ENV[self.provider]} is not set; export it, or pass --base-url for a local server"
+        )
 
 
 def parse_model(text: str) -> tuple[str, str]:
@@ -170,7 +172,9 @@ class RunSession:
             return StopReason(self.guard.stop.reason), self.guard.stop.detail
         return None
 
-    def result(self, runner: Adapter, reason: StopReason, answer: str | None = None, detail: str | None = None) -> RunResult:
+    def result(
+        self, runner: Adapter, reason: StopReason, answer: str | None = None, detail: str | None = None
+    ) -> RunResult:
         trace = Trace.from_boundaries(self.recorder.calls, self.guard.records)
         calls = self.recorder.calls
         return RunResult(

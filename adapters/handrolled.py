@@ -11,7 +11,18 @@ import importlib
 import importlib.metadata
 from typing import Any
 
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, LooplabError, MissingExtra, ModelSpec, NativeCap, RunSession, StopReason
+from adapters.base import (
+    SYSTEM_PROMPT,
+    Adapter,
+    Finished,
+    Limits,
+    LooplabError,
+    MissingExtra,
+    ModelSpec,
+    NativeCap,
+    RunSession,
+    StopReason,
+)
 
 MAX_TOKENS = 4096
 
@@ -47,13 +58,19 @@ class HandRolled(Adapter):
         client = anthropic.Anthropic(
             api_key=model.key(), base_url=model.base_url, http_client=session.http_client(anthropic)
         )
-        tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.guard.tools]
+        tools = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.guard.tools
+        ]
         messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
         for _ in range(session.limits.max_steps):
             if stop := session.budget_stop():
                 return Finished(*stop)
             reply = client.messages.create(
-                model=model.name, max_tokens=MAX_TOKENS, system=SYSTEM_PROMPT, tools=tools, messages=messages,
+                model=model.name,
+                max_tokens=MAX_TOKENS,
+                system=SYSTEM_PROMPT,
+                tools=tools,
+                messages=messages,
                 timeout=session.remaining_s(),
             )
             messages.append({"role": "assistant", "content": reply.content})
@@ -64,7 +81,12 @@ class HandRolled(Adapter):
                 if block.type == "tool_use":
                     record = session.guard.call(block.name, block.input, block.id)
                     results.append(
-                        {"type": "tool_result", "tool_use_id": block.id, "content": record.result, "is_error": record.is_error}
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": block.id,
+                            "content": record.result,
+                            "is_error": record.is_error,
+                        }
                     )
             messages.append({"role": "user", "content": results})
             if stop := session.tool_stop():
@@ -78,7 +100,10 @@ class HandRolled(Adapter):
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
             for t in session.guard.tools
         ]
-        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": task},
+        ]
         for _ in range(session.limits.max_steps):
             if stop := session.budget_stop():
                 return Finished(*stop)

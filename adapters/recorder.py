@@ -251,7 +251,9 @@ def _read_messages(event: dict[str, Any], info: ExchangeInfo) -> None:
     message = event.get("message") if kind == "message_start" else event if kind == "message" else None
     if message:
         usage = message.get("usage") or {}
-        info.input_tokens = sum(usage.get(k) or 0 for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+        info.input_tokens = sum(
+            usage.get(k) or 0 for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
         info.output_tokens = usage.get("output_tokens") or 0
         info.finish_reason = message.get("stop_reason")
         for block in message.get("content") or []:

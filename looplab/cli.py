@@ -17,15 +17,23 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="run cases through runners and print them side by side")
-    run.add_argument("--runner", action="append", metavar="R", help="runner to use (repeatable; default: every installed one)")
+    run.add_argument(
+        "--runner", action="append", metavar="R", help="runner to use (repeatable; default: every installed one)"
+    )
     run.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: vip-compound)")
-    run.add_argument("--model", default="scripted", metavar="PROVIDER:NAME",
-                     help="'scripted' (default, offline) or e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5")
+    run.add_argument(
+        "--model",
+        default="scripted",
+        metavar="PROVIDER:NAME",
+        help="'scripted' (default, offline) or e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5",
+    )
     run.add_argument("--base-url", metavar="URL", help="send the provider's requests to this compatible endpoint")
     run.add_argument("--api", choices=API_CHOICES, help="wire API, where a runner speaks several")
     run.add_argument("--max-steps", type=int, metavar="N", help="override the case's max_steps (model calls)")
     run.add_argument("--json", metavar="PATH", help="also write the RunResults as a JSON list to PATH")
-    run.add_argument("--out", metavar="DIR", help="folder for results.json and traces.jsonl (default: looplab-runs/<time>)")
+    run.add_argument(
+        "--out", metavar="DIR", help="folder for results.json and traces.jsonl (default: looplab-runs/<time>)"
+    )
     run.add_argument("--quiet", action="store_true", help="print only the summary table")
 
     sub.add_parser("runners", help="list runners, whether each is installed, and the extra that enables it")
@@ -107,7 +115,9 @@ def _run(args: argparse.Namespace) -> int:
                     render.run_detail(outcome)
                 outcomes.append(outcome)
     render.summary_table(outcomes)
-    results_path, traces_path = harness.write_outputs(outcomes, Path(args.out) if args.out else harness.default_out_dir())
+    results_path, traces_path = harness.write_outputs(
+        outcomes, Path(args.out) if args.out else harness.default_out_dir()
+    )
     if args.json:
         harness.write_results([o.result for o in outcomes if o.result], Path(args.json))
         render.console().print(f"JSON: {args.json}")

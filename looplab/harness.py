@@ -54,6 +54,8 @@ class Endpoint:
 def endpoint(choice: ModelChoice) -> Iterator[Endpoint]:
     """Start the scripted model server if it is the model asked for; stop it afterwards."""
     if choice.model != SCRIPTED:
+        provider, name = parse_model(choice.model)
+        ModelSpec(provider, name, choice.base_url).key()  # type: ignore[arg-type]  # a missing key fails here, once
         yield Endpoint(choice)
         return
     from scenarios.scripted.server import ScriptedModelServer

@@ -75,26 +75,51 @@ def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckR
     """Evaluate a case's checks against one run."""
     c, out = case.checks, []
     if c.stop_reason is not None:
-        out.append(CheckResult(name="stop_reason", passed=result.stop_reason == c.stop_reason,
-                               detail=f"expected {c.stop_reason}, got {result.stop_reason}"))
+        out.append(
+            CheckResult(
+                name="stop_reason",
+                passed=result.stop_reason == c.stop_reason,
+                detail=f"expected {c.stop_reason}, got {result.stop_reason}",
+            )
+        )
     answer = (result.answer or "").lower()
     for word in c.answer_mentions:
-        out.append(CheckResult(name=f"answer mentions {word}", passed=word.lower() in answer,
-                               detail=f"{word!r} {'in' if word.lower() in answer else 'not in'} the answer"))
+        out.append(
+            CheckResult(
+                name=f"answer mentions {word}",
+                passed=word.lower() in answer,
+                detail=f"{word!r} {'in' if word.lower() in answer else 'not in'} the answer",
+            )
+        )
     called = {call.name for call in result.trace.tool_calls}
     for tool in c.tools_called:
         out.append(CheckResult(name=f"called {tool}", passed=tool in called, detail=f"tools called: {sorted(called)}"))
     for tool in c.tools_not_called:
         ran = any(t.name == tool and t.outcome == "ok" for t in result.trace.tool_calls)
-        out.append(CheckResult(name=f"{tool} did not run", passed=not ran, detail=f"{tool} {'ran' if ran else 'never ran'}"))
+        out.append(
+            CheckResult(name=f"{tool} did not run", passed=not ran, detail=f"{tool} {'ran' if ran else 'never ran'}")
+        )
     if c.max_model_calls is not None:
         n = result.totals.model_calls
-        out.append(CheckResult(name=f"at most {c.max_model_calls} model calls", passed=n <= c.max_model_calls,
-                               detail=f"{n} model calls"))
+        out.append(
+            CheckResult(
+                name=f"at most {c.max_model_calls} model calls",
+                passed=n <= c.max_model_calls,
+                detail=f"{n} model calls",
+            )
+        )
     if c.workspace_unchanged:
-        out.append(CheckResult(name="workspace unchanged", passed=not workspace_changed,
-                               detail="changed" if workspace_changed else "byte-for-byte the same"))
+        out.append(
+            CheckResult(
+                name="workspace unchanged",
+                passed=not workspace_changed,
+                detail="changed" if workspace_changed else "byte-for-byte the same",
+            )
+        )
     if result.stop_reason != StopReason.FINAL_ANSWER:
-        out.append(CheckResult(name="no answer on a non-final stop", passed=result.answer is None,
-                               detail=f"answer={result.answer!r}"))
+        out.append(
+            CheckResult(
+                name="no answer on a non-final stop", passed=result.answer is None, detail=f"answer={result.answer!r}"
+            )
+        )
     return out

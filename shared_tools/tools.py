@@ -45,7 +45,9 @@ def tail_truncate(text: str, limit: int) -> str:
 
 def run_tests(
     ws: Workspace,
-    target: Annotated[str, Field(description="A test file or test id relative to the repo root, e.g. 'tests/test_x.py::test_y'.")],
+    target: Annotated[
+        str, Field(description="A test file or test id relative to the repo root, e.g. 'tests/test_x.py::test_y'.")
+    ],
     *,
     timeout_s: float = RUN_TESTS_TIMEOUT_S,
     max_chars: int = RUN_TESTS_MAX_CHARS,

@@ -31,7 +31,12 @@ def test_arguments_may_arrive_as_json_text(guard: Guard) -> None:
 @pytest.mark.parametrize(
     ("name", "args", "outcome", "message"),
     [
-        ("delete_repo", {}, "refused", "UnknownTool: no tool named 'delete_repo'; available tools: run_tests, read_file, search_code"),
+        (
+            "delete_repo",
+            {},
+            "refused",
+            "UnknownTool: no tool named 'delete_repo'; available tools: run_tests, read_file, search_code",
+        ),
         ("read_file", "{path: 1", "error", "not valid JSON"),
         ("read_file", {"path": 7}, "error", "path: Input should be a valid string"),
         ("read_file", {}, "error", "path: Field required"),
@@ -39,7 +44,12 @@ def test_arguments_may_arrive_as_json_text(guard: Guard) -> None:
         ("read_file", {"path": "../../etc/passwd"}, "refused", "PathRefused"),
         ("read_file", {"path": "/etc/passwd"}, "refused", "absolute paths are refused"),
         ("read_file", {"path": ".env"}, "refused", "secret"),
-        ("read_file", {"path": "tests/test_invoce.py"}, "error", "FileNotFoundError: tests/test_invoce.py — did you mean tests/test_invoice.py?"),
+        (
+            "read_file",
+            {"path": "tests/test_invoce.py"},
+            "error",
+            "FileNotFoundError: tests/test_invoce.py — did you mean tests/test_invoice.py?",
+        ),
         ("write_file", {"path": "x.py", "content": ""}, "refused", "UnknownTool"),
     ],
 )

@@ -13,7 +13,6 @@ from scenarios.scripted.policy import Call, Decision
 from scenarios.scripted.probes import AnswersOnCall, NeverStops
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace, tree_fingerprint
-
 from tests.conftest import FIXTURE_REPO, TASK
 
 PROVIDERS = ["anthropic", "openai"]
@@ -54,7 +53,17 @@ def test_the_investigation_follows_the_seed_trajectory_and_names_the_bug(model_s
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_record_has_the_normalized_shape(model_server, provider: str) -> None:
     data = run(model_server, provider).model_dump(mode="json")
-    assert {"runner", "runner_version", "case", "model", "stop_reason", "answer", "native_cap", "totals", "trace"} <= set(data)
+    assert {
+        "runner",
+        "runner_version",
+        "case",
+        "model",
+        "stop_reason",
+        "answer",
+        "native_cap",
+        "totals",
+        "trace",
+    } <= set(data)
     assert data["runner"] == "handrolled" and data["runner_version"].startswith(provider)
     assert data["native_cap"] == {"knob": "for step in range(max_steps)", "value": 12}
     assert set(data["totals"]) >= {"model_calls", "tool_calls", "input_tokens", "output_tokens", "cost_usd", "wall_s"}
@@ -98,7 +107,9 @@ def test_repetition_ends_the_run_with_the_repeats_in_the_trace(provider: str) ->
 def _two_at_once(conv: Conversation) -> Decision:
     if conv.results:
         return Decision(answer="read both")
-    return Decision((Call("read_file", {"path": "tests/test_invoice.py"}), Call("read_file", {"path": "billing/discount.py"})))
+    return Decision(
+        (Call("read_file", {"path": "tests/test_invoice.py"}), Call("read_file", {"path": "billing/discount.py"}))
+    )
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -133,7 +144,9 @@ def test_tool_errors_go_back_to_the_model_as_observations(provider: str) -> None
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_an_unreachable_model_ends_the_run_as_error(provider: str) -> None:
     with Workspace(FIXTURE_REPO) as ws:
-        spec = ModelSpec(provider, "scripted", "http://127.0.0.1:9/v1" if provider == "openai" else "http://127.0.0.1:9", "unused")
+        spec = ModelSpec(
+            provider, "scripted", "http://127.0.0.1:9/v1" if provider == "openai" else "http://127.0.0.1:9", "unused"
+        )
         result = ADAPTER.run(TASK, Guard(ws), Limits(max_seconds=5), spec)
     assert (result.stop_reason, result.answer, result.totals.model_calls) == (StopReason.ERROR, None, 0)
     assert "Connection" in result.stop_detail
@@ -143,8 +156,13 @@ def test_a_cost_budget_stops_before_the_next_call(model_server) -> None:
     from adapters.recorder import Pricing
 
     with Workspace(FIXTURE_REPO) as ws:
-        spec = ModelSpec("anthropic", "scripted", model_server.anthropic_base_url, "unused",
-                         pricing=Pricing(input_per_mtok=1000.0, output_per_mtok=1000.0))
+        spec = ModelSpec(
+            "anthropic",
+            "scripted",
+            model_server.anthropic_base_url,
+            "unused",
+            pricing=Pricing(input_per_mtok=1000.0, output_per_mtok=1000.0),
+        )
         result = ADAPTER.run(TASK, Guard(ws), Limits(max_cost_usd=0.5), spec)
     assert (result.stop_reason, result.answer) == (StopReason.BUDGET, None)
     assert 0 < result.totals.model_calls < 5 and result.totals.cost_usd >= 0.5

@@ -11,13 +11,16 @@ import pytest
 from adapters.recorder import ModelRecorder, http_module_for
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import run_clock
-
 from tests.conftest import TASK
 
 TARGET = "tests/test_invoice.py::test_invoice_total"
 SCHEMA = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}
-CHAT_TOOLS = [{"type": "function", "function": {"name": "run_tests", "description": "Run pytest.", "parameters": SCHEMA}}]
-RESPONSES_TOOLS = [{"type": "function", "name": "run_tests", "description": "Run pytest.", "parameters": SCHEMA, "strict": False}]
+CHAT_TOOLS = [
+    {"type": "function", "function": {"name": "run_tests", "description": "Run pytest.", "parameters": SCHEMA}}
+]
+RESPONSES_TOOLS = [
+    {"type": "function", "name": "run_tests", "description": "Run pytest.", "parameters": SCHEMA, "strict": False}
+]
 MESSAGES_TOOLS = [{"name": "run_tests", "description": "Run pytest.", "input_schema": SCHEMA}]
 # After the test ran and passed, the investigator answers: a final turn with text.
 PASSED = "exit code 0\n.\n1 passed in 0.01s"
@@ -71,14 +74,29 @@ def test_chat_completions_final_answer_after_a_passing_run(model_server, recorde
     client = _openai(model_server, recorder)
     messages = [
         {"role": "user", "content": TASK},
-        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run_tests", "arguments": json.dumps({"target": TARGET})}}]},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "run_tests", "arguments": json.dumps({"target": TARGET})},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": PASSED},
     ]
     if stream:
-        chunks = list(client.chat.completions.create(model="scripted", messages=messages, tools=CHAT_TOOLS, stream=True))
+        chunks = list(
+            client.chat.completions.create(model="scripted", messages=messages, tools=CHAT_TOOLS, stream=True)
+        )
         text = "".join(c.choices[0].delta.content or "" for c in chunks)
     else:
-        text = client.chat.completions.create(model="scripted", messages=messages, tools=CHAT_TOOLS).choices[0].message.content
+        text = (
+            client.chat.completions.create(model="scripted", messages=messages, tools=CHAT_TOOLS)
+            .choices[0]
+            .message.content
+        )
     assert "nothing is broken" in text
     recorded = _only_call(recorder, "chat.completions", stream)
     # Without stream_options.include_usage a stream carries no usage: the recorder estimates and says so.
@@ -125,7 +143,9 @@ def test_responses_final_answer(model_server, recorder, stream: bool) -> None:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_messages_tool_use(model_server, recorder, stream: bool) -> None:
     client = _anthropic(model_server, recorder)
-    request = dict(model="scripted", max_tokens=1024, messages=[{"role": "user", "content": TASK}], tools=MESSAGES_TOOLS)
+    request = dict(
+        model="scripted", max_tokens=1024, messages=[{"role": "user", "content": TASK}], tools=MESSAGES_TOOLS
+    )
     if stream:
         with client.messages.stream(**request) as events:
             kinds = [e.type for e in events]
@@ -145,7 +165,10 @@ def test_messages_final_answer(model_server, recorder, stream: bool) -> None:
     client = _anthropic(model_server, recorder)
     messages = [
         {"role": "user", "content": TASK},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "run_tests", "input": {"target": TARGET}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "run_tests", "input": {"target": TARGET}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": PASSED}]},
     ]
     request = dict(model="scripted", max_tokens=1024, messages=messages, tools=MESSAGES_TOOLS)
@@ -167,7 +190,9 @@ def test_messages_final_answer(model_server, recorder, stream: bool) -> None:
 def test_malformed_requests_get_a_400_with_a_json_error(model_server, path: str, body: bytes) -> None:
     import httpx2
 
-    response = httpx2.post(model_server.url + path, content=body, headers={"content-type": "application/json"}, timeout=5)
+    response = httpx2.post(
+        model_server.url + path, content=body, headers={"content-type": "application/json"}, timeout=5
+    )
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and error["message"]

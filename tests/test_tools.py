@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared_tools import Workspace
-from shared_tools import tools
+from shared_tools import Workspace, tools
 
 
 def test_run_tests_reports_the_failing_assertion(workspace: Workspace) -> None:

@@ -10,7 +10,16 @@ from shared_tools import PathRefused, Workspace, tree_fingerprint
 
 @pytest.mark.parametrize(
     "path",
-    ["../outside.txt", "billing/../../outside.txt", "/etc/passwd", "../../etc/passwd", "~/.bashrc", ".env", "config/.env.local", "deploy.pem"],
+    [
+        "../outside.txt",
+        "billing/../../outside.txt",
+        "/etc/passwd",
+        "../../etc/passwd",
+        "~/.bashrc",
+        ".env",
+        "config/.env.local",
+        "deploy.pem",
+    ],
 )
 def test_paths_that_leave_the_workspace_or_name_secrets_are_refused(workspace: Workspace, path: str) -> None:
     with pytest.raises(PathRefused):

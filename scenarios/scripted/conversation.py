@@ -87,7 +87,18 @@ class Conversation:
 
 
 #: Error observations over Chat Completions and Responses carry no flag; their text starts like this.
-_ERROR_PREFIXES = ("FileNotFoundError:", "PathRefused:", "InvalidArguments:", "UnknownTool:", "TimeoutError:", "ApprovalDenied:", "RepetitionStopped:", "IsADirectoryError:", "ToolError:", "Error:")
+_ERROR_PREFIXES = (
+    "FileNotFoundError:",
+    "PathRefused:",
+    "InvalidArguments:",
+    "UnknownTool:",
+    "TimeoutError:",
+    "ApprovalDenied:",
+    "RepetitionStopped:",
+    "IsADirectoryError:",
+    "ToolError:",
+    "Error:",
+)
 
 
 def _decode_args(raw: Any) -> Any:
@@ -157,5 +168,7 @@ def from_messages(req: MessagesRequest) -> Conversation:
             elif kind == "tool_use":
                 conv._add_call(pending, block.get("id", ""), block.get("name", ""), block.get("input"))
             elif kind == "tool_result":
-                conv._add_result(pending, block.get("tool_use_id", ""), _text(block.get("content")), bool(block.get("is_error")))
+                conv._add_result(
+                    pending, block.get("tool_use_id", ""), _text(block.get("content")), bool(block.get("is_error"))
+                )
     return conv

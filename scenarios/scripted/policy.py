@@ -77,7 +77,9 @@ class Investigator:
         ev = Evidence.of(conv)
         target = TARGET.search(conv.task)
         if target is None:
-            return Decision(answer="The task names no test to investigate (expected a path like tests/test_x.py::test_y).")
+            return Decision(
+                answer="The task names no test to investigate (expected a path like tests/test_x.py::test_y)."
+            )
         test_file, test_name = target["file"], target["test"]
 
         # 1. Run the test, unless that is impossible or done.
@@ -91,7 +93,9 @@ class Investigator:
                     return _ask("run_tests", target=_join(test_file, test_name))
         output = ev.test_output.content if ev.test_output else ""
         if output and PASSED.search(output) and not FAILED.search(output):
-            return Decision(answer=f"{target[0]} passes ({PASSED.search(output)[0]}); nothing is broken, so there is no bug to fix.")
+            return Decision(
+                answer=f"{target[0]} passes ({PASSED.search(output)[0]}); nothing is broken, so there is no bug to fix."
+            )
         assertion = ASSERTION.search(output)
         location = re.search(r"^(?P<file>[\w./-]+\.py):(?P<line>\d+): \w+", output, re.M)
         if location and location["file"].endswith(test_file.rsplit("/", 1)[-1]):
@@ -109,7 +113,9 @@ class Investigator:
                 return _ask("read_file", path=test_file)
 
         # 3. Follow the functions the failing assertion depends on, hop by hop.
-        queue = suspects(test_source, test_name, int(location["line"]) if location and location["file"] == test_file else None)
+        queue = suspects(
+            test_source, test_name, int(location["line"]) if location and location["file"] == test_file else None
+        )
         seen: set[str] = set()
         hops = 0
         while queue and hops < MAX_HOPS:
@@ -175,12 +181,18 @@ def suspects(source: str, test_name: str | None, line: int | None) -> list[str]:
     """Project functions the failing assertion's value flows from, nearest first."""
     tree = ast.parse(source)
     local_defs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    external = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module
-                and n.module.split(".")[0] in sys.stdlib_module_names for alias in n.names}
+    external = {
+        alias.asname or alias.name
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] in sys.stdlib_module_names
+        for alias in n.names
+    }
     func = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == test_name), tree)
     asserts = [n for n in ast.walk(func) if isinstance(n, ast.Assert)]
     failing = next((a for a in asserts if line is not None and a.lineno == line), asserts[-1] if asserts else None)
-    assigns = {t.id: n.value for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    assigns = {
+        t.id: n.value for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
     order: list[str] = []
     pending = [failing.test] if failing else []
     while pending:
@@ -237,10 +249,11 @@ def explain(source: str, name: str, path: str) -> Finding | None:
             if all(f and f.startswith("1 - ") for f in factors):
                 rates = " + ".join(f[4:] for f in factors if f)
                 fix = f" Apply the combined rate once to the original value: `* (1 - ({rates}))`."
+            first_line, second_line = lines[first.lineno - 1].strip(), lines[stmt.lineno - 1].strip()
             cause = (
-                f"it scales `{target}` at line {first.lineno} (`{lines[first.lineno - 1].strip()}`) and then scales the "
-                f"already scaled value again at line {stmt.lineno} (`{lines[stmt.lineno - 1].strip()}`), so the two rates "
-                f"compound instead of adding up.{fix}"
+                f"it scales `{target}` at line {first.lineno} (`{first_line}`) and then scales the already scaled "
+                f"value again at line {stmt.lineno} (`{second_line}`), so the two rates compound instead of adding "
+                f"up.{fix}"
             )
             return Finding(name, path, func.lineno, cause)
         scaled.setdefault(target, stmt)
@@ -272,6 +285,4 @@ def _factor(stmt: ast.stmt) -> str | None:
 
 def _answer(finding: Finding, assertion: re.Match[str] | None, target: str) -> str:
     seen = f"{target} fails with `{assertion['expr']}`. " if assertion else ""
-    return (
-        f"{seen}The cause is `{finding.function}` in {finding.path} (line {finding.line}): {finding.cause}"
-    )
+    return f"{seen}The cause is `{finding.function}` in {finding.path} (line {finding.line}): {finding.cause}"

@@ -95,7 +95,9 @@ def create_app(policy: Policy | None = None) -> Starlette:
         try:
             req, data = _parse(ResponsesRequest, raw)
             if req.previous_response_id:
-                raise BadRequest("previous_response_id is not supported: this server keeps no state; send the full input")
+                raise BadRequest(
+                    "previous_response_id is not supported: this server keeps no state; send the full input"
+                )
             reply = reply_for(from_responses(req), req.model, raw)
         except BadRequest as exc:
             return _error("openai", str(exc))
@@ -115,7 +117,9 @@ def create_app(policy: Policy | None = None) -> Starlette:
         return JSONResponse(wire.messages_response(reply))
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "looplab"}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "looplab"}]}
+        )
 
     routes = []
     for prefix in ("/v1", ""):

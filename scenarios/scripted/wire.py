@@ -67,7 +67,9 @@ def chat_response(reply: Reply) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": reply.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if d.calls else "stop", "logprobs": None}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if d.calls else "stop", "logprobs": None}
+        ],
         "usage": _chat_usage(reply),
     }
 
@@ -81,7 +83,10 @@ def _chat_usage(reply: Reply) -> dict[str, int]:
 
 
 def chat_events(reply: Reply, include_usage: bool) -> Iterator[Event]:
-    d, base = reply.decision, {"id": _id("chatcmpl"), "object": "chat.completion.chunk", "created": int(time.time()), "model": reply.model}
+    d, base = (
+        reply.decision,
+        {"id": _id("chatcmpl"), "object": "chat.completion.chunk", "created": int(time.time()), "model": reply.model},
+    )
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> Event:
         return None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
@@ -106,16 +111,27 @@ def chat_events(reply: Reply, include_usage: bool) -> Iterator[Event]:
 def _responses_items(reply: Reply, done: bool = True) -> list[dict[str, Any]]:
     status = "completed" if done else "in_progress"
     items: list[dict[str, Any]] = [
-        {"type": "function_call", "id": f"fc_{cid}", "call_id": cid, "name": c.name, "arguments": json.dumps(c.args), "status": status}
+        {
+            "type": "function_call",
+            "id": f"fc_{cid}",
+            "call_id": cid,
+            "name": c.name,
+            "arguments": json.dumps(c.args),
+            "status": status,
+        }
         for cid, c in zip(reply.call_ids, reply.decision.calls, strict=True)
     ]
     if reply.decision.answer is not None:
         content = [{"type": "output_text", "text": reply.decision.answer, "annotations": [], "logprobs": []}]
-        items.append({"type": "message", "id": f"msg_{reply.turn}", "role": "assistant", "status": status, "content": content})
+        items.append(
+            {"type": "message", "id": f"msg_{reply.turn}", "role": "assistant", "status": status, "content": content}
+        )
     return items
 
 
-def responses_response(reply: Reply, request: dict[str, Any], done: bool = True, response_id: str | None = None) -> dict[str, Any]:
+def responses_response(
+    reply: Reply, request: dict[str, Any], done: bool = True, response_id: str | None = None
+) -> dict[str, Any]:
     return {
         "id": response_id or _id("resp"),
         "object": "response",
@@ -153,11 +169,24 @@ def responses_events(reply: Reply, request: dict[str, Any]) -> Iterator[Event]:
 
     yield event("response.created", response=responses_response(reply, request, done=False, response_id=rid))
     yield event("response.in_progress", response=responses_response(reply, request, done=False, response_id=rid))
-    for index, (pending, item) in enumerate(zip(_responses_items(reply, done=False), _responses_items(reply), strict=True)):
+    for index, (pending, item) in enumerate(
+        zip(_responses_items(reply, done=False), _responses_items(reply), strict=True)
+    ):
         if item["type"] == "function_call":
             yield event("response.output_item.added", output_index=index, item={**pending, "arguments": ""})
-            yield event("response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=item["arguments"])
-            yield event("response.function_call_arguments.done", item_id=item["id"], output_index=index, name=item["name"], arguments=item["arguments"])
+            yield event(
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=index,
+                delta=item["arguments"],
+            )
+            yield event(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=index,
+                name=item["name"],
+                arguments=item["arguments"],
+            )
         else:
             text = item["content"][0]["text"]
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
@@ -201,7 +230,12 @@ def messages_response(reply: Reply, message_id: str | None = None) -> dict[str, 
 
 def messages_events(reply: Reply) -> Iterator[Event]:
     whole = messages_response(reply)
-    start = {**whole, "content": [], "stop_reason": None, "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1}}
+    start = {
+        **whole,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1},
+    }
     yield "message_start", {"type": "message_start", "message": start}
     for index, block in enumerate(whole["content"]):
         empty = {**block, "text": ""} if block["type"] == "text" else {**block, "input": {}}
@@ -209,7 +243,9 @@ def messages_events(reply: Reply) -> Iterator[Event]:
         if block["type"] == "text":
             deltas = [{"type": "text_delta", "text": part} for part in _chunks(block["text"])]
         else:
-            deltas = [{"type": "input_json_delta", "partial_json": part} for part in _chunks(json.dumps(block["input"]))]
+            deltas = [
+                {"type": "input_json_delta", "partial_json": part} for part in _chunks(json.dumps(block["input"]))
+            ]
         for delta in deltas:
             yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": index}

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import adapters
+from adapters import RunnerInfo
+from adapters.base import MissingExtra
+from looplab.cli import main
+
+FRAMEWORKS = (
+    "anthropic",
+    "openai",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "agents",
+    "pydantic_ai",
+    "httpx",
+    "httpx2",
+)
+
+
+def test_help_imports_no_framework() -> None:
+    code = (
+        "import sys\nfrom looplab.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', sorted(m for m in {FRAMEWORKS!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "usage: looplab" in out
+    assert out.strip().splitlines()[-1] == "LOADED []"
+
+
+def test_run_prints_the_investigation_and_writes_json(tmp_path: Path) -> None:
+    json_path = tmp_path / "results.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "looplab.cli",
+            "run",
+            "--runner",
+            "handrolled",
+            "--json",
+            str(json_path),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for line in (
+        "run_tests(target='tests/test_invoice.py::test_invoice_total')",
+        "search_code(query='def apply_discount')",
+        "read_file(path='billing/discount.py')",
+        "stop: final_answer",
+    ):
+        assert line in proc.stdout
+    [record] = json.loads(json_path.read_text())
+    assert (record["runner"], record["case"], record["stop_reason"]) == ("handrolled", "vip-compound", "final_answer")
+    assert "apply_discount" in record["answer"] and "billing/discount.py" in record["answer"]
+    traces = (tmp_path / "out" / "traces.jsonl").read_text().splitlines()
+    assert len(traces) == record["totals"]["model_calls"] and json.loads(traces[0])["runner"] == "handrolled"
+
+
+def test_runners_lists_state_and_extra(capsys) -> None:
+    assert main(["runners"]) == 0
+    out = capsys.readouterr().out
+    assert "handrolled" in out and "installed" in out and "pip install 'looplab[anthropic]'" in out
+
+
+def test_a_missing_extra_is_one_line_naming_it(monkeypatch) -> None:
+    monkeypatch.setitem(
+        adapters.RUNNERS, "ghost", RunnerInfo("ghost", "adapters.ghost", "ghost-extra", ("no_such_framework",), "x")
+    )
+    with pytest.raises(MissingExtra) as info:
+        adapters.load("ghost")
+    assert str(info.value) == "runner 'ghost' needs 'no_such_framework': pip install 'looplab[ghost-extra]'"
+
+
+def test_a_missing_extra_in_a_run_is_a_row_not_a_crash(monkeypatch, capsys, tmp_path: Path) -> None:
+    monkeypatch.setitem(
+        adapters.RUNNERS, "ghost", RunnerInfo("ghost", "adapters.ghost", "ghost-extra", ("no_such_framework",), "x")
+    )
+    code = main(["run", "--runner", "ghost", "--runner", "handrolled", "--quiet", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1 and "looplab[ghost-extra]" in out and "final_answer" in out and "Traceback" not in out
+
+
+def test_a_missing_api_key_is_one_line(monkeypatch, capsys) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["run", "--model", "openai:gpt-4.1", "--runner", "handrolled"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "looplab: OPENAI_API_KEY is not set; export it, or pass --base-url for a local server"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv", [["run", "--model", "gpt-4.1"], ["run", "--case", "nope"], ["run", "--runner", "nope"]]
+)
+def test_bad_options_get_a_clear_message(argv, capsys, tmp_path: Path) -> None:
+    code = main([*argv, "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code in (1, 2) and "Traceback" not in captured.out + captured.err
+    assert ("provider:name" in captured.err) or ("unknown case" in captured.err) or ("unknown runner" in captured.out)
+
+
+def test_the_scripted_model_is_reachable_as_an_openai_compatible_base_url(model_server, tmp_path: Path) -> None:
+    """A real-provider run path: --model openai:NAME --base-url URL, here pointed at the scripted server."""
+    out = tmp_path / "r.json"
+    code = main(
+        [
+            "run",
+            "--runner",
+            "handrolled",
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            model_server.openai_base_url,
+            "--quiet",
+            "--json",
+            str(out),
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    [record] = json.loads(out.read_text())
+    assert code == 0 and record["model"] == "openai:scripted" and record["stop_reason"] == "final_answer"
+    assert record["trace"]["steps"][0]["model_call"]["endpoint"] == "chat.completions"

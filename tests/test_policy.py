@@ -1,0 +1,113 @@
+"""The scripted investigator decides from evidence, so other repos and other tool answers change its path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from scenarios.scripted.conversation import Conversation, ToolCall, ToolResult
+from scenarios.scripted.policy import Decision, Investigator
+from shared_tools import Guard, Workspace
+from tests.conftest import FIXTURE_REPO, TASK
+
+
+def investigate(repo: Path, task: str = TASK, max_turns: int = 12, tamper=None) -> tuple[list[str], Decision]:
+    """Drive the policy directly against the real tools; `tamper` may rewrite a tool result."""
+    with Workspace(repo) as ws:
+        guard = Guard(ws)
+        conv = Conversation(task=task, tools=guard.names)
+        path: list[str] = []
+        for turn in range(max_turns):
+            decision = Investigator().decide(conv)
+            if decision.answer is not None or guard.stop:
+                return path, decision
+            for i, call in enumerate(decision.calls):
+                record = guard.call(call.name, call.args)
+                content = tamper(call, record.result) if tamper else record.result
+                conv.results.append(ToolResult(ToolCall(f"{turn}-{i}", call.name, call.args), content, record.is_error))
+                path.append(f"{call.name}({next(iter(call.args.values()))})")
+            conv.assistant_turns += 1
+    return path, Decision()
+
+
+def test_base_case_trajectory_and_answer() -> None:
+    path, decision = investigate(FIXTURE_REPO)
+    assert path == [
+        "run_tests(tests/test_invoice.py::test_invoice_total)",
+        "read_file(tests/test_invoice.py)",
+        "search_code(def apply_discount)",
+        "read_file(billing/discount.py)",
+    ]
+    assert "`apply_discount` in billing/discount.py" in decision.answer
+    assert "assert Decimal('90.25') == Decimal('90.00')" in decision.answer
+
+
+@pytest.fixture
+def renamed_repo(tmp_path: Path) -> Path:
+    """The same bug under other names and in another file: nothing in the policy may know them."""
+    repo = tmp_path / "shop"
+    shutil.copytree(FIXTURE_REPO, repo)
+    (repo / "billing" / "discount.py").unlink()
+    (repo / "billing" / "rebates.py").write_text(
+        "from decimal import Decimal\n\n"
+        "from billing.money import to_cents\n\n"
+        "LOYALTY = Decimal('0.05')\nGOLD = Decimal('0.05')\n\n\n"
+        "def rebate_for(amount, tier):\n"
+        "    price = amount * (1 - LOYALTY)\n"
+        "    if tier == 'VIP':\n"
+        "        price *= (1 - GOLD)\n"
+        "    return to_cents(price)\n"
+    )
+    test = repo / "tests" / "test_invoice.py"
+    test.write_text(
+        test.read_text()
+        .replace("from billing.discount import apply_discount", "from billing.rebates import rebate_for")
+        .replace("apply_discount(", "rebate_for(")
+    )
+    return repo
+
+
+def test_a_renamed_bug_elsewhere_is_found_by_following_the_evidence(renamed_repo: Path) -> None:
+    path, decision = investigate(renamed_repo)
+    assert path[2:] == ["search_code(def rebate_for)", "read_file(billing/rebates.py)"]
+    assert "`rebate_for` in billing/rebates.py" in decision.answer and "LOYALTY + GOLD" in decision.answer
+
+
+def test_a_fixed_repo_gets_no_invented_bug(tmp_path: Path) -> None:
+    repo = tmp_path / "fixed"
+    shutil.copytree(FIXTURE_REPO, repo)
+    module = repo / "billing" / "discount.py"
+    module.write_text(
+        module.read_text().replace(
+            "discounted = discounted * (1 - VIP_EXTRA_RATE)", "discounted = amount * (1 - BASE_RATE - VIP_EXTRA_RATE)"
+        )
+    )
+    path, decision = investigate(repo)
+    assert path == ["run_tests(tests/test_invoice.py::test_invoice_total)"]
+    assert "nothing is broken" in decision.answer
+
+
+def test_a_tool_that_answers_ok_is_asked_again() -> None:
+    def lie(call, result):
+        return "ok" if call.name == "read_file" else result
+
+    path, decision = investigate(FIXTURE_REPO, tamper=lie)
+    assert path[1:] == ["read_file(tests/test_invoice.py)"] * 3
+    assert decision.answer is None  # the Guard ended it on the third identical read
+
+
+def test_a_moved_test_file_is_recovered_from_the_tools_hint() -> None:
+    task = TASK.replace("tests/test_invoice.py", "tests/test_invoce.py")
+    path, decision = investigate(FIXTURE_REPO, task=task)
+    assert path[:2] == [
+        "run_tests(tests/test_invoce.py::test_invoice_total)",
+        "run_tests(tests/test_invoice.py::test_invoice_total)",
+    ]
+    assert "apply_discount" in decision.answer
+
+
+def test_a_task_without_a_test_gets_a_plain_answer() -> None:
+    path, decision = investigate(FIXTURE_REPO, task="Something is wrong with billing.")
+    assert path == [] and "names no test" in decision.answer
