@@ -7,9 +7,17 @@ OpenAI-compatible server.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 from typing import Any
+
+try:  # either SDK may be missing; the loop that needs it says which extra to install
+    import anthropic
+except ImportError:  # pragma: no cover - depends on the extras installed
+    anthropic = None  # type: ignore[assignment]
+try:
+    import openai
+except ImportError:  # pragma: no cover
+    openai = None  # type: ignore[assignment]
 
 from adapters.base import (
     SYSTEM_PROMPT,
@@ -48,12 +56,16 @@ class HandRolled(Adapter):
         if model.provider == "openai":
             if model.api not in (None, "chat"):
                 raise LooplabError(f"runner 'handrolled' speaks chat (openai) or messages (anthropic), not {model.api}")
-            return self._openai_loop(task, session, _sdk("openai", "openai"))
+            if openai is None:
+                raise MissingExtra(self.name, "openai", "openai")
+            return self._openai_loop(task, session)
         if model.api not in (None, "messages"):
             raise LooplabError(f"runner 'handrolled' with an anthropic model speaks messages, not {model.api}")
-        return self._anthropic_loop(task, session, _sdk("anthropic", "anthropic"))
+        if anthropic is None:
+            raise MissingExtra(self.name, "anthropic", "anthropic")
+        return self._anthropic_loop(task, session)
 
-    def _anthropic_loop(self, task: str, session: RunSession, anthropic: Any) -> Finished:
+    def _anthropic_loop(self, task: str, session: RunSession) -> Finished:
         model = session.model
         client = anthropic.Anthropic(
             api_key=model.key(), base_url=model.base_url, http_client=session.http_client(anthropic)
@@ -93,7 +105,7 @@ class HandRolled(Adapter):
                 return Finished(*stop)
         return Finished(*session.budget_stop() or (StopReason.MAX_STEPS, None))
 
-    def _openai_loop(self, task: str, session: RunSession, openai: Any) -> Finished:
+    def _openai_loop(self, task: str, session: RunSession) -> Finished:
         model = session.model
         client = openai.OpenAI(api_key=model.key(), base_url=model.base_url, http_client=session.http_client(openai))
         tools = [
@@ -121,13 +133,6 @@ class HandRolled(Adapter):
             if stop := session.tool_stop():
                 return Finished(*stop)
         return Finished(*session.budget_stop() or (StopReason.MAX_STEPS, None))
-
-
-def _sdk(module: str, extra: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise MissingExtra(HandRolled.name, extra, module) from None
 
 
 ADAPTER = HandRolled()

@@ -98,39 +98,34 @@ def http_module_for(sdk: ModuleType) -> ModuleType:
 def _transport_classes(http: ModuleType) -> tuple[type, type]:
     """Recording transport classes for one HTTP module, built once."""
 
-    class _Tee(http.SyncByteStream):
+    class _Collect:
+        """Keeps the bytes passing through and reports them once, when the body ends or closes."""
+
         def __init__(self, inner: Any, done: Callable[[bytes], None]) -> None:
             self.inner, self.done, self.chunks, self.finished = inner, done, [], False
 
+        def _finish(self) -> None:
+            if not self.finished:
+                self.finished = True
+                self.done(b"".join(self.chunks))
+
+    class _Tee(_Collect, http.SyncByteStream):
         def __iter__(self) -> Iterator[bytes]:
             for chunk in self.inner:
                 self.chunks.append(chunk)
                 yield chunk
             self._finish()
 
-        def _finish(self) -> None:
-            if not self.finished:
-                self.finished = True
-                self.done(b"".join(self.chunks))
-
         def close(self) -> None:
             self._finish()
             self.inner.close()
 
-    class _AsyncTee(http.AsyncByteStream):
-        def __init__(self, inner: Any, done: Callable[[bytes], None]) -> None:
-            self.inner, self.done, self.chunks, self.finished = inner, done, [], False
-
+    class _AsyncTee(_Collect, http.AsyncByteStream):
         async def __aiter__(self) -> Any:
             async for chunk in self.inner:
                 self.chunks.append(chunk)
                 yield chunk
             self._finish()
-
-        def _finish(self) -> None:
-            if not self.finished:
-                self.finished = True
-                self.done(b"".join(self.chunks))
 
         async def aclose(self) -> None:
             self._finish()

@@ -203,3 +203,11 @@ def test_the_sdks_raise_bad_request_for_a_400(model_server, recorder) -> None:
     with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
         client.messages.create(model="scripted", max_tokens=0, messages=[{"role": "user", "content": "x"}])
     assert recorder.calls == [] and len(recorder.failed) == 1 and recorder.failed[0].status == 400
+
+
+def test_a_stateful_responses_request_is_refused_with_the_reason(model_server) -> None:
+    import httpx2
+
+    body = {"model": "scripted", "input": "x", "previous_response_id": "resp_1"}
+    response = httpx2.post(model_server.url + "/v1/responses", json=body, timeout=5)
+    assert response.status_code == 400 and "keeps no state" in response.json()["error"]["message"]

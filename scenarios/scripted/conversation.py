@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Lenient(BaseModel):
@@ -39,6 +39,12 @@ class ResponsesRequest(_Lenient):
     tools: list[dict[str, Any]] | None = None
     stream: bool = False
     previous_response_id: str | None = None
+
+    @field_validator("previous_response_id")
+    @classmethod
+    def _stateless(cls, value: str | None) -> None:
+        if value is not None:
+            raise ValueError("not supported: this server keeps no state; send the whole conversation as input")
 
 
 class AnthropicMessage(_Lenient):

@@ -79,42 +79,45 @@ def create_app(policy: Policy | None = None) -> Starlette:
     def reply_for(conv: Conversation, model: str, raw: bytes) -> wire.Reply:
         return wire.Reply(decide(conv), model or MODEL_NAME, conv.assistant_turns + 1, wire.estimate_tokens(raw))
 
-    async def chat(request: Request) -> Response:
-        raw = await request.body()
-        try:
-            req, _ = _parse(ChatRequest, raw)
-            reply = reply_for(from_chat(req), req.model, raw)
-        except BadRequest as exc:
-            return _error("openai", str(exc))
-        if req.stream:
-            return _stream(wire.chat_events(reply, bool((req.stream_options or {}).get("include_usage"))))
-        return JSONResponse(wire.chat_response(reply))
+    def endpoint(
+        model: type[M],
+        read: Callable[[Any], Conversation],
+        dialect: Dialect,
+        whole: Callable[[wire.Reply, Any, dict[str, Any]], dict[str, Any]],
+        events: Callable[[wire.Reply, Any, dict[str, Any]], Iterator[wire.Event]],
+    ) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> Response:
+            raw = await request.body()
+            try:
+                req, data = _parse(model, raw)
+                reply = reply_for(read(req), req.model, raw)
+            except BadRequest as exc:
+                return _error(dialect, str(exc))
+            return _stream(events(reply, req, data)) if req.stream else JSONResponse(whole(reply, req, data))
 
-    async def responses(request: Request) -> Response:
-        raw = await request.body()
-        try:
-            req, data = _parse(ResponsesRequest, raw)
-            if req.previous_response_id:
-                raise BadRequest(
-                    "previous_response_id is not supported: this server keeps no state; send the full input"
-                )
-            reply = reply_for(from_responses(req), req.model, raw)
-        except BadRequest as exc:
-            return _error("openai", str(exc))
-        if req.stream:
-            return _stream(wire.responses_events(reply, data))
-        return JSONResponse(wire.responses_response(reply, data))
+        return handle
 
-    async def messages(request: Request) -> Response:
-        raw = await request.body()
-        try:
-            req, _ = _parse(MessagesRequest, raw)
-            reply = reply_for(from_messages(req), req.model, raw)
-        except BadRequest as exc:
-            return _error("anthropic", str(exc))
-        if req.stream:
-            return _stream(wire.messages_events(reply))
-        return JSONResponse(wire.messages_response(reply))
+    chat = endpoint(
+        ChatRequest,
+        from_chat,
+        "openai",
+        lambda reply, req, data: wire.chat_response(reply),
+        lambda reply, req, data: wire.chat_events(reply, bool((req.stream_options or {}).get("include_usage"))),
+    )
+    responses = endpoint(
+        ResponsesRequest,
+        from_responses,
+        "openai",
+        lambda reply, req, data: wire.responses_response(reply, data),
+        lambda reply, req, data: wire.responses_events(reply, data),
+    )
+    messages = endpoint(
+        MessagesRequest,
+        from_messages,
+        "anthropic",
+        lambda reply, req, data: wire.messages_response(reply),
+        lambda reply, req, data: wire.messages_events(reply),
+    )
 
     async def models(request: Request) -> Response:
         return JSONResponse(
@@ -140,7 +143,9 @@ class ScriptedModelServer:
     """
 
     def __init__(self, policy: Policy | None = None, port: int = 0) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
+        # without it every keep-alive response waits ~40 ms on a delayed ACK.
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", port))
         self.port: int = self._sock.getsockname()[1]
