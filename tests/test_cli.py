@@ -137,3 +137,39 @@ def test_the_scripted_model_is_reachable_as_an_openai_compatible_base_url(model_
     [record] = json.loads(out.read_text())
     assert code == 0 and record["model"] == "openai:scripted" and record["stop_reason"] == "final_answer"
     assert record["trace"]["steps"][0]["model_call"]["endpoint"] == "chat.completions"
+
+
+def test_serve_model_answers_an_openai_client() -> None:
+    import socket
+    import time
+
+    import openai
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looplab.cli", "serve-model", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        client = openai.OpenAI(api_key="unused", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                reply = client.chat.completions.create(
+                    model="s", messages=[{"role": "user", "content": "Why does tests/test_a.py fail?"}]
+                )
+                break
+            except openai.APIConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        # No tools offered, so the investigator cannot run anything and says so in its answer.
+        assert reply.choices[0].finish_reason == "stop"
+        assert reply.choices[0].message.content == "Cannot investigate further: the read_file tool is not available."
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -211,3 +211,37 @@ def test_a_stateful_responses_request_is_refused_with_the_reason(model_server) -
     body = {"model": "scripted", "input": "x", "previous_response_id": "resp_1"}
     response = httpx2.post(model_server.url + "/v1/responses", json=body, timeout=5)
     assert response.status_code == 400 and "keeps no state" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_async_clients_are_recorded_too(model_server, recorder, stream: bool) -> None:
+    import asyncio
+
+    async def both() -> None:
+        oa = openai.AsyncOpenAI(
+            api_key="unused",
+            base_url=model_server.openai_base_url,
+            http_client=recorder.http_client(http_module_for(openai), is_async=True),
+        )
+        an = anthropic.AsyncAnthropic(
+            api_key="unused",
+            base_url=model_server.anthropic_base_url,
+            http_client=recorder.http_client(http_module_for(anthropic), is_async=True),
+        )
+        messages = [{"role": "user", "content": TASK}]
+        if stream:
+            async for _ in await oa.chat.completions.create(
+                model="s", messages=messages, tools=CHAT_TOOLS, stream=True
+            ):
+                pass
+            async with an.messages.stream(model="s", max_tokens=64, messages=messages, tools=MESSAGES_TOOLS) as events:
+                await events.get_final_message()
+        else:
+            await oa.chat.completions.create(model="s", messages=messages, tools=CHAT_TOOLS)
+            await an.messages.create(model="s", max_tokens=64, messages=messages, tools=MESSAGES_TOOLS)
+
+    asyncio.run(both())
+    assert [(c.endpoint, c.streamed, c.tool_calls_requested) for c in recorder.calls] == [
+        ("chat.completions", stream, ["run_tests"]),
+        ("messages", stream, ["run_tests"]),
+    ]

@@ -74,6 +74,13 @@ class Investigator:
     """A deterministic policy over a `Conversation`; one instance serves any number of runs."""
 
     def decide(self, conv: Conversation) -> Decision:
+        decision = self._next(conv)
+        missing = sorted({c.name for c in decision.calls} - set(conv.tools))
+        if missing:  # never call a tool that was not offered
+            return Decision(answer=f"Cannot investigate further: the {', '.join(missing)} tool is not available.")
+        return decision
+
+    def _next(self, conv: Conversation) -> Decision:
         ev = Evidence.of(conv)
         target = TARGET.search(conv.task)
         if target is None:
