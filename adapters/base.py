@@ -115,6 +115,10 @@ class NativeCap(BaseModel):
 
 
 class Totals(BaseModel):
+    """Sums over the run, from the two boundaries' records."""
+
+    model_config = ConfigDict(protected_namespaces=())
+
     model_calls: int
     tool_calls: int
     input_tokens: int

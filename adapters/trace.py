@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shared_tools.records import ToolCallRecord
 
@@ -38,6 +38,8 @@ class ModelCall(BaseModel):
 
 class Step(BaseModel):
     """One model call and the tool calls that followed it."""
+
+    model_config = ConfigDict(protected_namespaces=())
 
     index: int
     model_call: ModelCall
