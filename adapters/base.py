@@ -142,15 +142,79 @@ class RunResult(BaseModel):
     trace: Trace
 
 
+class StopRun(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
+    """Raised at the model boundary when the budget allows no further model call.
+
+    A `BaseException` on purpose: SDK retry loops and framework error
+    handlers catch `Exception`, and this must end the framework's loop rather
+    than be retried or handed to the model.
+    """
+
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
 class RunSession:
-    """One run's shared bookkeeping: the clock, both boundaries, the budget."""
+    """One run's shared bookkeeping: the clock, both boundaries, the budget.
+
+    Every model request passes `gate()` first, so a runner whose own cap
+    would allow one more call is still stopped at `max_steps`, the deadline,
+    the budget or a stop the Guard asked for; `stop` remembers which.
+    """
 
     def __init__(self, guard: Guard, limits: Limits, model: ModelSpec) -> None:
         self.guard, self.limits, self.model = guard, limits, model
         self.clock = guard.clock
-        self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing)
+        self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing, gate=self.gate)
         self.started = self.clock()
         self.guard.deadline = self.started + limits.max_seconds
+        self.stop: StopRun | None = None
+
+    def gate(self) -> None:
+        """Called before each model request: raises `StopRun` if the run must end instead."""
+        if why := self.tool_stop() or self.budget_stop():
+            self.stop = self.stop or StopRun(*why)
+            raise self.stop
+
+    def conclude(self, answer: str | None, error: BaseException | None = None) -> Finished:
+        """How a framework's run ended, decided from the boundaries rather than from the framework.
+
+        A stop the boundaries asked for wins, however the framework surfaced
+        it (raised, wrapped, swallowed). Otherwise a run whose last model call
+        still asked for tools did not answer: it hit the cap (`max_steps`) or
+        failed (`error`).
+        """
+        if why := self.tool_stop():
+            return Finished(*why)
+        if self.stop is not None:
+            return Finished(self.stop.reason, detail=self.stop.detail)
+        calls = self.recorder.calls
+        wanted_tools = bool(calls and calls[-1].tool_calls_requested)
+        if wanted_tools and len(calls) >= self.limits.max_steps:
+            how = f"the runner raised {type(error).__name__}" if error else "the runner returned without an answer"
+            return Finished(StopReason.MAX_STEPS, detail=f"max_steps={self.limits.max_steps} model calls made; {how}")
+        if error is not None:
+            return Finished(StopReason.ERROR, detail=f"{type(error).__name__}: {error}")
+        if wanted_tools or answer is None:
+            return Finished(StopReason.ERROR, detail="the runner stopped before the model answered")
+        return Finished(StopReason.FINAL_ANSWER, answer)
+
+    def openai_client(self, *, is_async: bool = True) -> Any:
+        """An `openai` client for this run's model, recorded at the model boundary."""
+        import openai  # a provider SDK, present whenever a runner that calls this is installed
+
+        cls = openai.AsyncOpenAI if is_async else openai.OpenAI
+        http = self.http_client(openai, is_async=is_async)
+        return cls(api_key=self.model.key(), base_url=self.model.base_url, http_client=http)
+
+    def anthropic_client(self, *, is_async: bool = True) -> Any:
+        """An `anthropic` client for this run's model, recorded at the model boundary."""
+        import anthropic
+
+        cls = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
+        http = self.http_client(anthropic, is_async=is_async)
+        return cls(api_key=self.model.key(), base_url=self.model.base_url, http_client=http)
 
     def http_client(self, sdk: ModuleType, *, is_async: bool = False) -> Any:
         """A recording HTTP client of the kind `sdk` (the `openai` or `anthropic` module) takes."""
@@ -244,6 +308,6 @@ class Adapter(ABC):
             finished = self.loop(task, session)
         except LooplabError:
             raise
-        except Exception as exc:  # a crash ends this run as `error`, with its partial trace
-            finished = Finished(StopReason.ERROR, detail=f"{type(exc).__name__}: {exc}")
+        except (Exception, StopRun, BaseExceptionGroup) as exc:  # a crash is `error`, with its partial trace
+            finished = session.conclude(None, exc)
         return session.result(self, finished.reason, finished.answer, finished.detail)

@@ -67,9 +67,7 @@ class HandRolled(Adapter):
 
     def _anthropic_loop(self, task: str, session: RunSession) -> Finished:
         model = session.model
-        client = anthropic.Anthropic(
-            api_key=model.key(), base_url=model.base_url, http_client=session.http_client(anthropic)
-        )
+        client = session.anthropic_client(is_async=False)
         tools = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.guard.tools
         ]
@@ -107,7 +105,7 @@ class HandRolled(Adapter):
 
     def _openai_loop(self, task: str, session: RunSession) -> Finished:
         model = session.model
-        client = openai.OpenAI(api_key=model.key(), base_url=model.base_url, http_client=session.http_client(openai))
+        client = session.openai_client(is_async=False)
         tools = [
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
             for t in session.guard.tools

@@ -40,6 +40,8 @@ class ModelRecorder:
 
     clock: Callable[[], float]
     pricing: Pricing = field(default_factory=Pricing)
+    #: Called before each model request is sent; it may raise to refuse the request.
+    gate: Callable[[], None] | None = None
     calls: list[ModelCall] = field(default_factory=list)
     failed: list[ModelCall] = field(default_factory=list)
 
@@ -58,8 +60,12 @@ class ModelRecorder:
             return http.AsyncClient(transport=async_cls(self, http.AsyncHTTPTransport()), **kwargs)
         return http.Client(transport=sync_cls(self, http.HTTPTransport()), **kwargs)
 
+    def _before(self, request: Any) -> None:
+        if self.gate is not None and _endpoint(str(request.url)) is not None:
+            self.gate()
+
     def _record(self, url: str, request_body: bytes, status: int, response_body: bytes, started: float) -> None:
-        endpoint = next((kind for suffix, kind in ENDPOINTS.items() if url.split("?")[0].endswith(suffix)), None)
+        endpoint = _endpoint(url)
         if endpoint is None:  # model listings, token counting: not model calls
             return
         latency = self.clock() - started
@@ -83,6 +89,11 @@ class ModelRecorder:
                 **info.__dict__,
             )
             target.append(call)
+
+
+def _endpoint(url: str) -> str | None:
+    path = url.split("?")[0]
+    return next((kind for suffix, kind in ENDPOINTS.items() if path.endswith(suffix)), None)
 
 
 def http_module_for(sdk: ModuleType) -> ModuleType:
@@ -151,6 +162,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self.recorder, self.inner = recorder, inner
 
         def handle_request(self, request: Any) -> Any:
+            self.recorder._before(request)
             request.read()
             started = self.recorder.clock()
             return _wrap(self.recorder, request, self.inner.handle_request(request), started, _Tee)
@@ -163,6 +175,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self.recorder, self.inner = recorder, inner
 
         async def handle_async_request(self, request: Any) -> Any:
+            self.recorder._before(request)
             await request.aread()
             started = self.recorder.clock()
             response = await self.inner.handle_async_request(request)

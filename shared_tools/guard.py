@@ -82,7 +82,8 @@ class Guard:
     """Wraps the tool set bound to one workspace, for one run.
 
     `records` is the ordered log of every call; `stop` is set when a call
-    should end the run (repetition, or the run's deadline hit inside a tool).
+    should end the run (repetition, an effect not approved, or the run's
+    deadline hit inside a tool).
     `clock` reads seconds since the run started and `deadline` is on that
     clock; the model boundary shares it, so both logs interleave.
     Thread-safe, since some frameworks run parallel tool calls on threads.
@@ -147,7 +148,8 @@ class Guard:
             return "repetition", f"RepetitionStopped: {detail}; the run is ended"
         if tool.effect and not (self.approver and self.approver(name, parsed)):
             who = "the approver said no" if self.approver else "no approver is configured, so effects are denied"
-            return "rejected", f"ApprovalDenied: {name} is an effect tool and {who}; it did not run"
+            self.stop = self.stop or StopSignal(reason="rejected", detail=f"{name} was not approved: {who}")
+            return "rejected", f"ApprovalDenied: {name} is an effect tool and {who}; it did not run; the run is ended"
         kwargs = dict(parsed)
         timeout = self._remaining()
         if timeout is not None and "timeout_s" in inspect.signature(tool.fn).parameters:

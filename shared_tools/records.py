@@ -36,7 +36,7 @@ class ToolCallRecord(BaseModel):
 class StopSignal(BaseModel):
     """The Guard's request that the run end, and why."""
 
-    reason: Literal["repetition", "timeout"]
+    reason: Literal["repetition", "timeout", "rejected"]
     detail: str
 
 

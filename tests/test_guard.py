@@ -64,6 +64,7 @@ def test_effects_are_denied_when_no_one_can_approve(workspace: Workspace) -> Non
     guard = Guard(workspace, tools=default_tools(allow_writes=True))
     record = guard.call("write_file", {"path": "tests/test_invoice.py", "content": "def test_ok(): pass\n"})
     assert record.outcome == "rejected" and "no approver is configured" in record.result
+    assert guard.stop is not None and guard.stop.reason == "rejected"
     assert workspace.fingerprint() == before
 
 
