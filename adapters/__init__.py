@@ -37,6 +37,41 @@ RUNNERS: dict[str, RunnerInfo] = {
             ("anthropic",),
             "hand-written loop on the Anthropic SDK (or the OpenAI SDK with an openai: model)",
         ),
+        RunnerInfo(
+            "anthropic_tool_runner",
+            "adapters.anthropic_tool_runner",
+            "anthropic",
+            ("anthropic",),
+            "the Anthropic SDK's beta tool runner (max_iterations)",
+        ),
+        RunnerInfo(
+            "langchain",
+            "adapters.langchain",
+            "langchain",
+            ("langchain", "langchain_openai", "langchain_anthropic"),
+            "LangChain 1.x create_agent",
+        ),
+        RunnerInfo(
+            "langgraph",
+            "adapters.langgraph",
+            "langgraph",
+            ("langgraph", "langchain_openai", "langchain_anthropic"),
+            "a LangGraph StateGraph: model node, tools node, step counter",
+        ),
+        RunnerInfo(
+            "openai_agents",
+            "adapters.openai_agents",
+            "openai-agents",
+            ("agents",),
+            "OpenAI Agents SDK Agent + Runner.run (max_turns)",
+        ),
+        RunnerInfo(
+            "pydantic_ai",
+            "adapters.pydantic_ai",
+            "pydantic-ai",
+            ("pydantic_ai",),
+            "Pydantic AI Agent + UsageLimits(request_limit)",
+        ),
     )
 }
 

@@ -283,8 +283,19 @@ class Adapter(ABC):
     extra: str
     #: The distribution whose version is reported as `runner_version`.
     distribution: str
-    #: The wire API used when the model does not say (the scripted model speaks all three).
-    default_api: Api = "chat"
+    #: Wire APIs the runner speaks, its default first; `messages` is Anthropic's, the others OpenAI's.
+    apis: tuple[Api, ...] = ("chat",)
+
+    def api_for(self, model: ModelSpec) -> Api:
+        """The wire API for `model`, or a one-line refusal if this runner cannot speak it."""
+        fits = [a for a in self.apis if (a == "messages") == (model.provider == "anthropic")]
+        api = model.api or (fits[0] if fits else None)
+        if api is None or api not in fits:
+            wanted = f"the {api} API with" if api else "an"
+            raise LooplabError(
+                f"runner {self.name!r} cannot use {wanted} {model.provider} model; it speaks {', '.join(self.apis)}"
+            )
+        return api
 
     def version(self, model: ModelSpec | None = None) -> str:
         """The installed version of the framework (for some runners, the one `model` uses)."""

@@ -24,7 +24,6 @@ from adapters.base import (
     Adapter,
     Finished,
     Limits,
-    LooplabError,
     MissingExtra,
     ModelSpec,
     NativeCap,
@@ -39,7 +38,7 @@ class HandRolled(Adapter):
     name = "handrolled"
     extra = "anthropic"
     distribution = "anthropic"
-    default_api = "messages"
+    apis = ("messages", "chat")
 
     def version(self, model: ModelSpec | None = None) -> str:
         sdk = "openai" if model and model.provider == "openai" else "anthropic"
@@ -52,15 +51,10 @@ class HandRolled(Adapter):
         return NativeCap(knob="for step in range(max_steps)", value=limits.max_steps)
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        model = session.model
-        if model.provider == "openai":
-            if model.api not in (None, "chat"):
-                raise LooplabError(f"runner 'handrolled' speaks chat (openai) or messages (anthropic), not {model.api}")
+        if self.api_for(session.model) == "chat":
             if openai is None:
                 raise MissingExtra(self.name, "openai", "openai")
             return self._openai_loop(task, session)
-        if model.api not in (None, "messages"):
-            raise LooplabError(f"runner 'handrolled' with an anthropic model speaks messages, not {model.api}")
         if anthropic is None:
             raise MissingExtra(self.name, "anthropic", "anthropic")
         return self._anthropic_loop(task, session)

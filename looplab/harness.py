@@ -45,7 +45,7 @@ class Endpoint:
         if self.scripted_urls is None:
             provider, name = parse_model(choice.model)
             return ModelSpec(provider, name, choice.base_url, None, choice.api, choice.pricing)  # type: ignore[arg-type]
-        api = choice.api or adapter.default_api
+        api = choice.api or adapter.apis[0]
         provider = PROVIDER_OF_API[api]
         return ModelSpec(provider, SCRIPTED, self.scripted_urls[provider], "scripted", choice.api, choice.pricing)  # type: ignore[arg-type]
 

@@ -1,0 +1,36 @@
+"""Running one runner against a scripted policy, for the conformance tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import adapters
+from adapters.base import Api, Limits, RunResult
+from looplab.harness import Endpoint, ModelChoice
+from scenarios.scripted.server import ScriptedModelServer
+from shared_tools import Guard, Tool, Workspace, default_tools
+from tests.conftest import FIXTURE_REPO, TASK
+
+ALL_RUNNERS = list(adapters.RUNNERS)
+
+
+def run_runner(
+    runner: str,
+    server: ScriptedModelServer,
+    limits: Limits | None = None,
+    *,
+    api: Api | None = None,
+    repo: Path = FIXTURE_REPO,
+    tools: list[Tool] | None = None,
+    task: str = TASK,
+    pricing=None,
+) -> RunResult:
+    """One run of `runner` with the model served by `server`, in a fresh workspace of `repo`."""
+    limits = limits or Limits()
+    adapter = adapters.load(runner)
+    urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
+    choice = ModelChoice(api=api) if pricing is None else ModelChoice(api=api, pricing=pricing)
+    spec = Endpoint(choice, urls).spec_for(adapter)
+    with Workspace(repo) as ws:
+        guard = Guard(ws, tools=tools if tools is not None else default_tools(), max_repeats=limits.max_repeats)
+        return adapter.run(task, guard, limits, spec)
