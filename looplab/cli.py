@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve-model", help="serve the scripted model over HTTP for other tools")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--policy", default="investigator", metavar="P",
+                       help="investigator (default), never-stops, or answers-on:K (probes for iteration caps)")
     return parser
 
 
@@ -78,10 +80,17 @@ def _cases(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from adapters.base import LooplabError
+    from scenarios.scripted.probes import policy_named
     from scenarios.scripted.server import create_app
 
-    print(f"scripted model on http://{args.host}:{args.port} (OpenAI base_url: .../v1, Anthropic base_url: ...)")
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+    try:
+        policy = policy_named(args.policy)
+    except ValueError as exc:
+        raise LooplabError(str(exc)) from None
+    url = f"http://{args.host}:{args.port}"
+    print(f"scripted model ({args.policy}) on {url}: OpenAI base_url {url}/v1, Anthropic base_url {url}", flush=True)
+    uvicorn.run(create_app(policy), host=args.host, port=args.port, log_level="warning")
     return 0
 
 

@@ -7,6 +7,7 @@ same and answers on its k-th model call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scenarios.scripted.conversation import Conversation
@@ -33,3 +34,17 @@ class AnswersOnCall:
         if turn >= self.k:
             return Decision(answer=f"answered on model call {turn}")
         return NeverStops()(conv)
+
+
+def policy_named(spec: str) -> Callable[[Conversation], Decision]:
+    """A policy from its command-line spelling: `investigator`, `never-stops` or `answers-on:K`."""
+    from scenarios.scripted.policy import Investigator
+
+    name, _, arg = spec.partition(":")
+    if name == "investigator" and not arg:
+        return Investigator().decide
+    if name == "never-stops" and not arg:
+        return NeverStops()
+    if name == "answers-on" and arg.isdigit() and int(arg) >= 1:
+        return AnswersOnCall(int(arg))
+    raise ValueError(f"unknown policy {spec!r}; use investigator, never-stops or answers-on:K")

@@ -1,0 +1,82 @@
+"""The Anthropic SDK's beta tool runner: `client.beta.messages.tool_runner(max_iterations=N)`.
+
+The SDK runs the loop: it sends a request, runs the reply's tool calls one
+after another, and sends the results back, until a reply asks for no tools or
+`max_iterations` replies have been received. At that cap it stops silently and
+its last message still has `stop_reason == "tool_use"`; `session.conclude`
+turns that into `max_steps`. Messages API only (Anthropic models).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from typing import Any
+
+import anthropic
+from anthropic.lib.tools import BetaFunctionTool, ToolError
+
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, NativeCap, RunSession
+from shared_tools import Tool
+
+MAX_TOKENS = 4096
+
+
+class AnthropicToolRunner(Adapter):
+    """`client.beta.messages.tool_runner(...)` with the Guard's tools as `BetaFunctionTool`s."""
+
+    name = "anthropic_tool_runner"
+    extra = "anthropic"
+    distribution = "anthropic"
+    apis = ("messages",)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`max_iterations` counts the replies the runner asks for, i.e. model calls."""
+        return NativeCap(knob="client.beta.messages.tool_runner(max_iterations=)", value=limits.max_steps)
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the SDK's tool runner to its end and conclude from its last message."""
+        self.api_for(session.model)
+        # The SDK makes OpenTelemetry spans by default; this run records at its own boundaries instead.
+        client: anthropic.Anthropic = session.anthropic_client(is_async=False).with_options(open_telemetry=False)
+        # A tool function sees only its input, not the `tool_use` id; the runner yields each reply before it
+        # runs the reply's calls, in order, so the ids are queued per tool name for the Guard's records.
+        call_ids: defaultdict[str, deque[str]] = defaultdict(deque)
+        runner = client.beta.messages.tool_runner(
+            model=session.model.name,
+            max_tokens=MAX_TOKENS,
+            system=SYSTEM_PROMPT,
+            messages=[{"role": "user", "content": task}],
+            tools=[self._tool(t, session, call_ids) for t in session.guard.tools],
+            max_iterations=session.limits.max_steps,
+            # Send the whole history each turn: a server-side message thread is an Anthropic API beta that
+            # OpenAI-compatible and local servers (and the scripted model) do not keep.
+            thread=False,
+            timeout=session.remaining_s(),
+        )
+        message = None
+        for message in runner:
+            for block in message.content:
+                if block.type == "tool_use":
+                    call_ids[block.name].append(block.id)
+        if message is None or message.stop_reason == "tool_use":
+            # At `max_iterations` the runner returns its last reply, which still asked for tools.
+            return session.conclude(None)
+        return session.conclude("".join(b.text for b in message.content if b.type == "text"))
+
+    @staticmethod
+    def _tool(t: Tool, session: RunSession, call_ids: defaultdict[str, deque[str]]) -> BetaFunctionTool[Any]:
+        """`t` with its own name, description and JSON schema, its body a call through the Guard."""
+
+        def call(**args: Any) -> str:
+            # `**args` keeps the SDK's argument validation a pass-through: invalid input reaches the Guard.
+            ids = call_ids[t.name]
+            record = session.guard.call(t.name, args, ids.popleft() if ids else None)
+            if record.is_error:
+                # The runner catches a ToolError and sends its content with `is_error: true`.
+                raise ToolError(record.result)
+            return record.result
+
+        return BetaFunctionTool(call, name=t.name, description=t.description, input_schema=t.parameters)
+
+
+ADAPTER = AnthropicToolRunner()

@@ -1,0 +1,90 @@
+"""A hand-built LangGraph `StateGraph`: a model node, a tools node, and a step counter in the state.
+
+The model node counts its calls; the edge after it ends the graph when the
+model answered or when the counter reached `max_steps` while the model still
+wants tools. `recursion_limit` stays as a backstop that the counter always
+reaches first. The chat model and tools come from `adapters._langchain`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+
+from adapters._langchain import chat_model, guard_tools, no_tracing
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, NativeCap, RunSession
+
+
+class AgentState(TypedDict):
+    """The graph's state: the conversation, and how many model calls were made."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    steps: int
+
+
+def recursion_backstop(limits: Limits) -> int:
+    """A `recursion_limit` the step counter always reaches first.
+
+    One model and one tools super-step per call: the counter needs `2 * max_steps` (measured).
+    """
+    return 2 * limits.max_steps + 10
+
+
+def build_graph(model: BaseChatModel, tools: list[BaseTool], max_steps: int) -> Any:
+    """model -> (tools -> model)* -> END, ending after `max_steps` model calls at most."""
+    bound = model.bind_tools(tools)
+
+    def call_model(state: AgentState) -> dict[str, Any]:
+        reply = bound.invoke([SystemMessage(SYSTEM_PROMPT), *state["messages"]])
+        return {"messages": [reply], "steps": state["steps"] + 1}
+
+    def route(state: AgentState) -> str:
+        wants_tools = bool(getattr(state["messages"][-1], "tool_calls", None))
+        return "tools" if wants_tools and state["steps"] < max_steps else END
+
+    graph = StateGraph(AgentState)
+    graph.add_node("model", call_model)
+    # handle_tool_errors=True: a tool that raises becomes an error observation, not a crash
+    # (ToolNode's default re-raises everything but argument validation errors).
+    graph.add_node("tools", ToolNode(tools, handle_tool_errors=True))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", route, ["tools", END])
+    graph.add_edge("tools", "model")
+    return graph.compile()
+
+
+class LangGraphAgent(Adapter):
+    """A two-node ReAct `StateGraph` with the cap as state, not as a recursion limit."""
+
+    name = "langgraph"
+    extra = "langgraph"
+    distribution = "langgraph"
+    apis = ("chat", "responses", "messages")
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """The state's step counter stops at `max_steps` model calls."""
+        return NativeCap(
+            knob=f"state step counter (recursion_limit={recursion_backstop(limits)} backstop)", value=limits.max_steps
+        )
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the graph once; the last AI message is the answer unless it still asks for tools."""
+        api = self.api_for(session.model)
+        graph = build_graph(chat_model(api, session), guard_tools(session.guard), session.limits.max_steps)
+        with no_tracing():
+            state = graph.invoke(
+                {"messages": [HumanMessage(task)], "steps": 0},
+                {"recursion_limit": recursion_backstop(session.limits)},
+            )
+        last = state["messages"][-1]
+        # The counter ended the graph: the model asked for tools, so it did not answer.
+        return session.conclude(None if getattr(last, "tool_calls", None) else last.text)
+
+
+ADAPTER = LangGraphAgent()

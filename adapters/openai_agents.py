@@ -1,0 +1,90 @@
+"""The OpenAI Agents SDK: an `Agent` with function tools, driven by `Runner.run(max_turns=)`.
+
+The SDK's own loop calls the model, runs the requested tools (concurrently,
+as asyncio tasks) and repeats until the model answers without tools. Its
+model objects take an `AsyncOpenAI` client, so both OpenAI wire APIs go
+through the recording client: Responses (the SDK's default) and Chat
+Completions. Anthropic is reached only through the LiteLLM / any-llm
+extensions, which build their own clients, so this runner does not speak it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agents import (
+    Agent,
+    FunctionTool,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    RunConfig,
+    Runner,
+)
+from agents.tool_context import ToolContext
+
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, NativeCap, RunSession
+from shared_tools import Guard, Tool
+
+KNOB = "Runner.run(max_turns=)"
+
+
+class OpenAIAgents(Adapter):
+    """Runner `openai_agents`: `Agent` + `Runner.run`, capped by `max_turns`."""
+
+    name = "openai_agents"
+    extra = "openai-agents"
+    distribution = "openai-agents"
+    apis = ("responses", "chat")
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`max_turns` counts model calls (measured): turn N+1 raises `MaxTurnsExceeded` before calling."""
+        return NativeCap(knob=KNOB, value=limits.max_steps)
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the agent once; `MaxTurnsExceeded` or `StopRun` propagate to `Adapter.run`."""
+        api = self.api_for(session.model)
+        return asyncio.run(self._run(task, session, api))
+
+    async def _run(self, task: str, session: RunSession, api: str) -> Finished:
+        client = session.openai_client(is_async=True)
+        model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
+        agent = Agent(
+            name="looplab",
+            instructions=SYSTEM_PROMPT,
+            tools=[_function_tool(t, session.guard) for t in session.guard.tools],
+            model=model_cls(model=session.model.name, openai_client=client),
+        )
+        try:
+            result = await Runner.run(
+                agent,
+                task,
+                max_turns=session.limits.max_steps,
+                # Per run, so nothing global changes: no trace export (there is no network, and no key).
+                run_config=RunConfig(tracing_disabled=True),
+            )
+        finally:
+            await client.close()
+        return session.conclude(str(result.final_output) if result.final_output is not None else None)
+
+
+def _function_tool(tool: Tool, guard: Guard) -> FunctionTool:
+    """`tool` as the SDK sees it: the Guard's own name, description and schema; the body is the Guard."""
+
+    async def invoke(ctx: ToolContext[Any], raw_args: str) -> str:
+        # The raw JSON string goes to the Guard, so bad arguments become its observations. On a
+        # thread, so that a turn's parallel calls (asyncio tasks in the SDK) really overlap.
+        record = await asyncio.to_thread(guard.call, tool.name, raw_args, ctx.tool_call_id)
+        return record.result  # neither OpenAI API has an is_error field: the text says it
+
+    return FunctionTool(
+        name=tool.name,
+        description=tool.description,
+        params_json_schema=tool.parameters,
+        on_invoke_tool=invoke,
+        # Strict mode would rewrite the schema (all fields required, no defaults); keep it as given.
+        strict_json_schema=False,
+    )
+
+
+ADAPTER = OpenAIAgents()
