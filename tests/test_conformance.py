@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import Limits, StopReason
+import adapters
+from adapters.base import Limits, LooplabError, StopReason
 from adapters.recorder import Pricing
 from scenarios.scripted.conversation import Conversation
 from scenarios.scripted.policy import Call, Decision
@@ -154,3 +155,26 @@ def test_max_seconds_ends_every_runner_as_timeout(runner: str, slow_repo: Path) 
     assert (result.stop_reason, result.answer) == (StopReason.TIMEOUT, None), result.stop_detail
     assert result.totals.wall_s < 3.5
     assert [c.outcome for c in result.trace.tool_calls] == ["timeout"]
+
+
+API_CELLS = [(r, api) for r in ALL_RUNNERS for api in adapters.load(r).apis]
+
+
+@pytest.mark.parametrize(("runner", "api"), API_CELLS)
+def test_every_declared_wire_api_investigates(runner: str, api: str, model_server) -> None:
+    result = run_runner(runner, model_server, api=api)
+    assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
+    assert result.trace.trajectory() == SEED_TRAJECTORY
+    assert {s.model_call.endpoint for s in result.trace.steps} == {
+        {"chat": "chat.completions", "responses": "responses", "messages": "messages"}[api]
+    }
+
+
+UNSPOKEN = [(r, a) for r in ALL_RUNNERS for a in ("chat", "responses", "messages") if a not in adapters.load(r).apis]
+
+
+@pytest.mark.parametrize(("runner", "api"), UNSPOKEN)
+def test_an_api_a_runner_cannot_speak_is_refused_in_one_line(runner: str, api: str, model_server) -> None:
+    with pytest.raises(LooplabError) as info:
+        run_runner(runner, model_server, api=api)
+    assert "\n" not in str(info.value) and f"cannot use the {api} API" in str(info.value)
