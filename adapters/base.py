@@ -189,6 +189,9 @@ class RunSession:
             return Finished(*why)
         if self.stop is not None:
             return Finished(self.stop.reason, detail=self.stop.detail)
+        if answer is None and self.remaining_s() <= 0:  # e.g. a model call that hung until the deadline
+            how = f" ({type(error).__name__})" if error else ""
+            return Finished(StopReason.TIMEOUT, detail=f"max_seconds={self.limits.max_seconds:g} elapsed{how}")
         calls = self.recorder.calls
         wanted_tools = bool(calls and calls[-1].tool_calls_requested)
         if wanted_tools and len(calls) >= self.limits.max_steps:
@@ -217,8 +220,13 @@ class RunSession:
         return cls(api_key=self.model.key(), base_url=self.model.base_url, http_client=http)
 
     def http_client(self, sdk: ModuleType, *, is_async: bool = False) -> Any:
-        """A recording HTTP client of the kind `sdk` (the `openai` or `anthropic` module) takes."""
-        return self.recorder.http_client(http_module_for(sdk), is_async=is_async)
+        """A recording HTTP client of the kind `sdk` (the `openai` or `anthropic` module) takes.
+
+        Its timeout is the run's whole `max_seconds`, so a model call that hangs cannot outlast the run.
+        """
+        http = http_module_for(sdk)
+        timeout = http.Timeout(self.limits.max_seconds, connect=min(10.0, self.limits.max_seconds))
+        return self.recorder.http_client(http, is_async=is_async, timeout=timeout)
 
     def remaining_s(self) -> float:
         return max(0.0, self.started + self.limits.max_seconds - self.clock())

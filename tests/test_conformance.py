@@ -178,3 +178,23 @@ def test_an_api_a_runner_cannot_speak_is_refused_in_one_line(runner: str, api: s
     with pytest.raises(LooplabError) as info:
         run_runner(runner, model_server, api=api)
     assert "\n" not in str(info.value) and f"cannot use the {api} API" in str(info.value)
+
+
+def _hang(conv: Conversation) -> Decision:
+    import time
+
+    time.sleep(4)  # a model that does not answer within the run's 1.5 s
+    return Decision(answer="too late")
+
+
+@pytest.fixture(scope="module")
+def hanging_model() -> Iterator[ScriptedModelServer]:
+    with serve(_hang) as server:
+        yield server
+
+
+@runners
+def test_a_model_call_that_hangs_ends_as_timeout(runner: str, hanging_model) -> None:
+    result = run_runner(runner, hanging_model, Limits(max_seconds=1.5))
+    assert (result.stop_reason, result.answer) == (StopReason.TIMEOUT, None), result.stop_detail
+    assert result.totals.wall_s < 3 and result.totals.model_calls == 0

@@ -16,6 +16,7 @@ import uvicorn
 from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -90,7 +91,8 @@ def create_app(policy: Policy | None = None) -> Starlette:
             raw = await request.body()
             try:
                 req, data = _parse(model, raw)
-                reply = reply_for(read(req), req.model, raw)
+                # In a worker thread: a slow policy (a stand-in for a slow model) must not block the server.
+                reply = await run_in_threadpool(reply_for, read(req), req.model, raw)
             except BadRequest as exc:
                 return _error(dialect, str(exc))
             return _stream(events(reply, req, data)) if req.stream else JSONResponse(whole(reply, req, data))
@@ -149,7 +151,9 @@ class ScriptedModelServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", port))
         self.port: int = self._sock.getsockname()[1]
-        config = uvicorn.Config(create_app(policy), log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            create_app(policy), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 
