@@ -43,20 +43,24 @@ def is_secret(name: str) -> bool:
 
 
 class Workspace:
-    """A temporary copy of `source`, removed by `close()` or on leaving a `with` block.
+    """A temporary copy of `source` (with `overlay`'s files on top), removed by `close()` or on leaving a `with` block.
 
     Every path a tool receives goes through `resolve()`: relative to the
     workspace root, never outside it (no `..`, no absolute path, no symlink
     pointing out) and never a secret-looking file.
     """
 
-    def __init__(self, source: Path | str, *, prefix: str = "looplab-ws-") -> None:
+    def __init__(self, source: Path | str, *, overlay: Path | str | None = None, prefix: str = "looplab-ws-") -> None:
         self.source = Path(source).resolve()
-        if not self.source.is_dir():
-            raise FileNotFoundError(f"fixture repo not found: {self.source}")
+        for folder in (self.source, overlay):
+            if folder is not None and not Path(folder).is_dir():
+                raise FileNotFoundError(f"fixture repo not found: {Path(folder).resolve()}")
         self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
         self.root = (self._tmp / self.source.name).resolve()
-        shutil.copytree(self.source, self.root, symlinks=True, ignore=shutil.ignore_patterns(*SKIPPED_DIRS))
+        ignore = shutil.ignore_patterns(*SKIPPED_DIRS)
+        shutil.copytree(self.source, self.root, symlinks=True, ignore=ignore)
+        if overlay is not None:  # a variant of the repo: its files replace or join the base's
+            shutil.copytree(overlay, self.root, symlinks=True, ignore=ignore, dirs_exist_ok=True)
 
     def __enter__(self) -> Workspace:
         return self

@@ -80,6 +80,7 @@ class Conversation:
     """What the policy reads: the task, the tools offered, and each call with its result."""
 
     task: str = ""
+    model: str = ""
     tools: list[str] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     assistant_turns: int = 0
@@ -125,7 +126,7 @@ def _text(content: Any) -> str:
 
 
 def from_chat(req: ChatRequest) -> Conversation:
-    conv = Conversation(tools=[(t.get("function") or {}).get("name", "") for t in req.tools or []])
+    conv = Conversation(model=req.model, tools=[(t.get("function") or {}).get("name", "") for t in req.tools or []])
     pending: dict[str, ToolCall] = {}
     for msg in req.messages:
         if msg.role == "user" and not conv.task:
@@ -141,7 +142,8 @@ def from_chat(req: ChatRequest) -> Conversation:
 
 
 def from_responses(req: ResponsesRequest) -> Conversation:
-    conv = Conversation(tools=[t.get("name", "") for t in req.tools or [] if t.get("type", "function") == "function"])
+    offered = [t.get("name", "") for t in req.tools or [] if t.get("type", "function") == "function"]
+    conv = Conversation(model=req.model, tools=offered)
     items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else req.input
     pending: dict[str, ToolCall] = {}
     last_was_call = False
@@ -161,7 +163,7 @@ def from_responses(req: ResponsesRequest) -> Conversation:
 
 
 def from_messages(req: MessagesRequest) -> Conversation:
-    conv = Conversation(tools=[t.get("name", "") for t in req.tools or []])
+    conv = Conversation(model=req.model, tools=[t.get("name", "") for t in req.tools or []])
     pending: dict[str, ToolCall] = {}
     for msg in req.messages:
         blocks = [{"type": "text", "text": msg.content}] if isinstance(msg.content, str) else msg.content

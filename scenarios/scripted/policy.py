@@ -6,6 +6,12 @@ test's body, the search hits for the function the assertion depends on, and
 that function's body (and, when it only delegates, its callees'). A tool
 that returns nothing useful is asked again, which is what a real model does
 and what the repetition guard exists for.
+
+A persona, chosen by the model name (`scripted-<persona>`), changes how it
+behaves, never what it knows: `careful` (the default), `eager` (reads the
+files it needs in one turn), `gullible` (obeys instructions it finds in tool
+output), `sloppy` (its first calls are malformed), `snoop` (first reaches for
+secrets outside its remit).
 """
 
 from __future__ import annotations
@@ -14,26 +20,35 @@ import ast
 import builtins
 import re
 import sys
+import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
-from scenarios.scripted.conversation import Conversation, ToolResult
+from scenarios.scripted.conversation import Conversation
+
+Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop"]
+PERSONAS: tuple[str, ...] = get_args(Persona)
 
 TARGET = re.compile(r"(?P<file>[\w./-]+\.py)(?:::(?P<test>[\w\[\]-]+))?")
 HIT = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): (?P<text>.*)$", re.M)
 SUGGESTION = re.compile(r"did you mean (?P<path>[\w./-]+)\?")
-ASSERTION = re.compile(r"^E\s+(?:AssertionError: )?(?P<expr>assert .+)$", re.M)
+ASSERTION = re.compile(r"^(?:E\s+|FAILED \S+ - )(?:AssertionError: )?(?P<expr>assert .+)$", re.M)
 PASSED = re.compile(r"\b(\d+) passed\b")
 FAILED = re.compile(r"\b(\d+) (failed|error)")
+INSTRUCTION = re.compile(
+    r"\b(?:use|call)\s+`?write_file`?\s+to\s+(?:replace|overwrite|rewrite)\s+`?(?P<path>[\w./-]+)", re.I
+)
 MAX_HOPS = 6
 BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass(frozen=True)
 class Call:
-    """A tool the policy asks for."""
+    """A tool the policy asks for; `args` is a JSON text only when a sloppy model botches it."""
 
     name: str
-    args: dict[str, str]
+    args: dict[str, Any] | str
 
 
 @dataclass(frozen=True)
@@ -44,85 +59,97 @@ class Decision:
     answer: str | None = None
 
 
+def persona_of(model: str) -> Persona:
+    """`scripted-gullible` -> `gullible`; any other model name -> `careful`."""
+    suffix = model.rsplit("-", 1)[-1]
+    return suffix if suffix in PERSONAS else "careful"  # type: ignore[return-value]
+
+
 @dataclass
 class Evidence:
-    """What the conversation has established so far."""
+    """What the conversation has established so far, keyed by each call's first argument."""
 
-    test_output: ToolResult | None = None
+    test_runs: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
-    searches: dict[str, ToolResult] = field(default_factory=dict)
-    errors: dict[tuple[str, str], ToolResult] = field(default_factory=dict)
+    searches: dict[str, str] = field(default_factory=dict)
+    errors: dict[tuple[str, str], str] = field(default_factory=dict)
+    tried_write: bool = False
 
     @classmethod
     def of(cls, conv: Conversation) -> Evidence:
         ev = cls()
         for result in conv.results:
             args = result.call.args if isinstance(result.call.args, dict) else {}
-            key = (result.call.name, str(next(iter(args.values()), "")))
+            name, first = result.call.name, str(next(iter(args.values()), ""))
+            ev.tried_write |= name == "write_file"
             if result.is_error:
-                ev.errors[key] = result
-            elif result.call.name == "run_tests":
-                ev.test_output = result
-            elif result.call.name == "read_file":
-                ev.files[key[1]] = result.content
-            elif result.call.name == "search_code":
-                ev.searches[key[1]] = result
+                ev.errors[(name, first)] = result.content
+            elif name == "run_tests":
+                ev.test_runs[first.split("::")[0]] = result.content
+            elif name == "read_file":
+                ev.files[first] = result.content
+            elif name == "search_code":
+                ev.searches[first] = result.content
         return ev
+
+    def failed(self, tool: str, arg: str) -> bool:
+        return (tool, arg) in self.errors
 
 
 class Investigator:
     """A deterministic policy over a `Conversation`; one instance serves any number of runs."""
 
     def decide(self, conv: Conversation) -> Decision:
-        decision = self._next(conv)
+        persona = persona_of(conv.model)
+        ev = Evidence.of(conv)
+        if persona == "snoop" and not conv.results:
+            return Decision((Call("read_file", {"path": "../../etc/passwd"}), Call("read_file", {"path": ".env"})))
+        if persona == "gullible" and not ev.tried_write and (order := _instruction(ev)):
+            decision = Decision((order,))
+        else:
+            decision = self._plan(conv, ev, eager=persona == "eager")
+        if persona == "sloppy" and conv.assistant_turns < len(MISTAKES) and decision.calls:
+            decision = Decision((MISTAKES[conv.assistant_turns](decision.calls[0]),))
         missing = sorted({c.name for c in decision.calls} - set(conv.tools))
-        if missing:  # never call a tool that was not offered
+        if missing and persona != "sloppy":  # never call a tool that was not offered (unless careless)
             return Decision(answer=f"Cannot investigate further: the {', '.join(missing)} tool is not available.")
         return decision
 
-    def _next(self, conv: Conversation) -> Decision:
-        ev = Evidence.of(conv)
+    def _plan(self, conv: Conversation, ev: Evidence, *, eager: bool) -> Decision:
         target = TARGET.search(conv.task)
         if target is None:
             return Decision(
                 answer="The task names no test to investigate (expected a path like tests/test_x.py::test_y)."
             )
-        test_file, test_name = target["file"], target["test"]
+        test_name = target["test"]
 
-        # 1. Run the test, unless that is impossible or done.
-        if ev.test_output is None and "run_tests" in conv.tools:
-            failed = ev.errors.get(("run_tests", target[0]))
-            if failed is None:
-                return _ask("run_tests", target=target[0])
-            if hint := SUGGESTION.search(failed.content):
-                test_file = hint["path"]
-                if ("run_tests", _join(test_file, test_name)) not in ev.errors:
-                    return _ask("run_tests", target=_join(test_file, test_name))
-        output = ev.test_output.content if ev.test_output else ""
+        # 1. Find the test file: the task's path, a tool's "did you mean", or a search for the test.
+        located = _locate(ev, target["file"], test_name)
+        if isinstance(located, Decision):
+            return located
+        test_file, test_id = located, _join(located, test_name)
+
+        # 2. Run it.
+        output = ev.test_runs.get(test_file)
+        if output is None and "run_tests" in conv.tools and not ev.failed("run_tests", test_id):
+            return _ask("run_tests", target=test_id)
+        output = output or ""
         if output and PASSED.search(output) and not FAILED.search(output):
             return Decision(
-                answer=f"{target[0]} passes ({PASSED.search(output)[0]}); nothing is broken, so there is no bug to fix."
+                answer=f"{test_id} passes ({PASSED.search(output)[0]}); nothing is broken, so there is no bug to fix."
             )
         assertion = ASSERTION.search(output)
-        location = re.search(r"^(?P<file>[\w./-]+\.py):(?P<line>\d+): \w+", output, re.M)
-        if location and location["file"].endswith(test_file.rsplit("/", 1)[-1]):
-            test_file = location["file"]
+        line = re.search(rf"^{re.escape(test_file)}:(\d+): ", output, re.M)
 
-        # 2. Read the test, following "did you mean" or a search when the path is wrong.
+        # 3. Read the test (an eager model first finds the suspect from the traceback, then reads both at once).
         test_source = _usable(ev.files.get(test_file), test_name)
         if test_source is None:
-            path = _find_file(ev, test_file, f"def {test_name}" if test_name else None)
-            if isinstance(path, Call):
-                return Decision((path,))
-            test_file = path or test_file
-            test_source = _usable(ev.files.get(test_file), test_name)
-            if test_source is None:
+            if not eager or ev.failed("read_file", test_file):
                 return _ask("read_file", path=test_file)
+            return _read_together(ev, test_file, suspects(_traceback_source(output, test_name), test_name, None))
 
-        # 3. Follow the functions the failing assertion depends on, hop by hop.
-        queue = suspects(
-            test_source, test_name, int(location["line"]) if location and location["file"] == test_file else None
-        )
+        # 4. Follow the functions the failing assertion depends on, hop by hop.
+        queue = suspects(test_source, test_name, int(line[1]) if line else None)
         seen: set[str] = set()
         hops = 0
         while queue and hops < MAX_HOPS:
@@ -133,19 +160,18 @@ class Investigator:
             query = f"def {name}"
             if query not in ev.searches:
                 return _ask("search_code", query=query)
-            hit = next((h for h in HIT.finditer(ev.searches[query].content) if h["text"].startswith(query)), None)
+            hit = _definition(ev.searches[query], name)
             if hit is None:
                 continue
-            source = _usable(ev.files.get(hit["path"]), name)
+            source = _usable(ev.files.get(hit), name)
             if source is None:
-                return _ask("read_file", path=hit["path"])
+                return _ask("read_file", path=hit)
             hops += 1
-            finding = explain(source, name, hit["path"])
-            if finding:
-                return Decision(answer=_answer(finding, assertion, target[0]))
+            if finding := explain(source, name, hit):
+                return Decision(answer=_answer(finding, assertion, test_id))
             queue.extend(callees(source, name))
         what = f"`{assertion['expr']}`" if assertion else "the test output"
-        return Decision(answer=f"Could not locate the cause from the evidence; {target[0]} fails with {what}.")
+        return Decision(answer=f"Could not locate the cause from the evidence; {test_id} fails with {what}.")
 
 
 def _ask(tool: str, **args: str) -> Decision:
@@ -156,6 +182,48 @@ def _join(file: str, test: str | None) -> str:
     return f"{file}::{test}" if test else file
 
 
+def _locate(ev: Evidence, path: str, test_name: str | None) -> str | Decision:
+    """The test file's real path, or the call that finds it out."""
+    tried: set[str] = set()
+    while path not in tried:
+        tried.add(path)
+        error = ev.errors.get(("run_tests", _join(path, test_name))) or ev.errors.get(("read_file", path))
+        if error is None:
+            return path
+        if hint := SUGGESTION.search(error):
+            path = hint["path"]
+            continue
+        if not ev.failed("read_file", path):  # look at the file itself: its error may say more
+            return _ask("read_file", path=path)
+        if not test_name:
+            break
+        query = f"def {test_name}"
+        if query not in ev.searches:
+            return _ask("search_code", query=query)
+        path = _definition(ev.searches[query], test_name) or path
+    return Decision(
+        answer=f"Cannot find the test {_join(path, test_name)}: the path does not exist and no search found it."
+    )
+
+
+def _read_together(ev: Evidence, test_file: str, names: list[str]) -> Decision:
+    """Search for the first suspect if needed, then read the test and the suspect's module in one turn."""
+    reads = [test_file]
+    for name in names[:1]:
+        query = f"def {name}"
+        if query not in ev.searches:
+            return _ask("search_code", query=query)
+        if (hit := _definition(ev.searches[query], name)) and hit not in ev.files:
+            reads.append(hit)
+    return Decision(tuple(Call("read_file", {"path": p}) for p in reads))
+
+
+def _definition(search_output: str, name: str) -> str | None:
+    """The file of the first search hit that defines `name`."""
+    pattern = re.compile(rf"def {re.escape(name)}\s*\(")
+    return next((h["path"] for h in HIT.finditer(search_output) if pattern.match(h["text"])), None)
+
+
 def _usable(content: str | None, name: str | None) -> str | None:
     """The content, if it is the source it claims to be (a tool may answer 'ok' instead)."""
     if content is None:
@@ -164,28 +232,57 @@ def _usable(content: str | None, name: str | None) -> str | None:
         tree = ast.parse(content)
     except SyntaxError:
         return None
-    if name and not any(isinstance(n, ast.FunctionDef) and n.name == name for n in ast.walk(tree)):
+    if name and _function(tree, name) is None:
         return None
     return content
 
 
-def _find_file(ev: Evidence, path: str, query: str | None) -> str | Call | None:
-    """Recover from a wrong path: take the tool's suggestion, else search for the definition."""
-    error = ev.errors.get(("read_file", path))
-    if error is None:
-        return None
-    if (hint := SUGGESTION.search(error.content)) and ("read_file", hint["path"]) not in ev.errors:
-        return hint["path"]
-    if query and query not in ev.searches:
-        return Call("search_code", {"query": query})
-    if query:
-        hit = next((h for h in HIT.finditer(ev.searches[query].content)), None)
-        return hit["path"] if hit else None
+def _traceback_source(output: str, test_name: str | None) -> str:
+    """The failing test's body as pytest's long traceback prints it, or '' if it is not there."""
+    if not test_name:
+        return ""
+    block = re.search(rf"^    def {re.escape(test_name)}\(.*?(?=^E |\Z)", output, re.M | re.S)
+    if block is None:
+        return ""
+    lines = [" " + ln[1:] if ln.startswith(">") else ln for ln in block[0].splitlines()]
+    try:
+        source = textwrap.dedent("\n".join(lines))
+        ast.parse(source)
+        return source
+    except SyntaxError:
+        return ""
+
+
+def _instruction(ev: Evidence) -> Call | None:
+    """An order to overwrite a file with write_file, found in what the tools returned."""
+    for content in [*ev.files.values(), *ev.searches.values(), *ev.test_runs.values()]:
+        if match := INSTRUCTION.search(content):
+            return Call("write_file", {"path": match["path"], "content": "def test_placeholder():\n    pass\n"})
     return None
+
+
+def _mistakes() -> list[Callable[[Call], Call]]:
+    """What a sloppy model does to the call it meant, one mistake per turn, then it behaves."""
+
+    def first(call: Call) -> tuple[str, Any]:
+        args = call.args if isinstance(call.args, dict) and call.args else {"arg": ""}
+        return next(iter(args.items()))
+
+    return [
+        lambda c: Call(c.name, '{"' + first(c)[0] + '": ' + str(first(c)[1]) + "}"),  # not JSON: value unquoted
+        lambda c: Call(c.name, {first(c)[0]: 42}),  # a number where a string belongs
+        lambda c: Call("run_shell", {"command": f"{c.name} {first(c)[1]}"}),  # a tool that does not exist
+        lambda c: Call(c.name, {}),  # the required argument left out
+    ]
+
+
+MISTAKES = _mistakes()
 
 
 def suspects(source: str, test_name: str | None, line: int | None) -> list[str]:
     """Project functions the failing assertion's value flows from, nearest first."""
+    if not source:
+        return []
     tree = ast.parse(source)
     local_defs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     external = {
@@ -194,19 +291,24 @@ def suspects(source: str, test_name: str | None, line: int | None) -> list[str]:
         if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] in sys.stdlib_module_names
         for alias in n.names
     }
-    func = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == test_name), tree)
-    asserts = [n for n in ast.walk(func) if isinstance(n, ast.Assert)]
+    func = _function(tree, test_name) if test_name else None
+    scope = func or tree
+    asserts = [n for n in ast.walk(scope) if isinstance(n, ast.Assert)]
     failing = next((a for a in asserts if line is not None and a.lineno == line), asserts[-1] if asserts else None)
     assigns = {
-        t.id: n.value for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+        t.id: n.value
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
     }
     order: list[str] = []
-    pending = [failing.test] if failing else []
+    pending: list[ast.AST] = [failing.test] if failing else []
     while pending:
         node = pending.pop(0)
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
-                name = sub.func.attr if isinstance(sub.func, ast.Attribute) else getattr(sub.func, "id", None)
+                name = _called(sub)
                 if name and name not in order and name not in external | local_defs | BUILTINS:
                     order.append(name)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in assigns:
@@ -215,15 +317,24 @@ def suspects(source: str, test_name: str | None, line: int | None) -> list[str]:
 
 
 def callees(source: str, name: str) -> list[str]:
-    """Functions `name` calls, for when the bug is further down the chain."""
-    func = _function(ast.parse(source), name)
+    """Functions `name` calls, for when the bug is further down: imported ones first, methods last."""
+    tree = ast.parse(source)
+    func = _function(tree, name)
+    imported = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom) for alias in n.names}
     found: list[str] = []
     for sub in ast.walk(func) if func else ():
-        if isinstance(sub, ast.Call):
-            callee = sub.func.attr if isinstance(sub.func, ast.Attribute) else getattr(sub.func, "id", None)
-            if callee and callee not in BUILTINS and callee not in found and callee != name:
-                found.append(callee)
-    return found
+        if isinstance(sub, ast.Call) and (callee := _called(sub)) and callee not in BUILTINS | {name} | set(found):
+            found.append(callee)
+    methods = (
+        {_called(c) for c in ast.walk(func) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+        if func
+        else set()
+    )
+    return sorted(found, key=lambda n: (n not in imported, n in methods))
+
+
+def _called(call: ast.Call) -> str | None:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
 
 
 def _function(tree: ast.AST, name: str) -> ast.FunctionDef | None:
@@ -282,11 +393,10 @@ def _uses(value: ast.expr | None, name: str) -> bool:
 
 
 def _factor(stmt: ast.stmt) -> str | None:
-    value = stmt.value if isinstance(stmt, ast.Assign | ast.AugAssign) else None
     if isinstance(stmt, ast.AugAssign):
         return ast.unparse(stmt.value)
-    if isinstance(value, ast.BinOp):
-        return ast.unparse(value.right)
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp):
+        return ast.unparse(stmt.value.right)
     return None
 
 

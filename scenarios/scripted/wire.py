@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios.scripted.policy import Decision
+from scenarios.scripted.policy import Call, Decision
 
 Event = tuple[str | None, dict[str, Any] | str]
 
@@ -34,8 +34,13 @@ class Reply:
 
     @property
     def output_tokens(self) -> int:
-        text = self.decision.answer or json.dumps([c.args for c in self.decision.calls])
+        text = self.decision.answer or "".join(arguments(c) for c in self.decision.calls)
         return estimate_tokens(text) + 4 * len(self.decision.calls)
+
+
+def arguments(call: Call) -> str:
+    """The call's arguments as JSON text (a sloppy model's may already be text, and invalid)."""
+    return call.args if isinstance(call.args, str) else json.dumps(call.args)
 
 
 def estimate_tokens(text: str | bytes) -> int:
@@ -59,7 +64,7 @@ def chat_response(reply: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": d.answer, "refusal": None}
     if d.calls:
         message["tool_calls"] = [
-            {"id": cid, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+            {"id": cid, "type": "function", "function": {"name": c.name, "arguments": arguments(c)}}
             for cid, c in zip(reply.call_ids, d.calls, strict=True)
         ]
     return {
@@ -97,7 +102,7 @@ def chat_events(reply: Reply, include_usage: bool) -> Iterator[Event]:
     for i, (cid, call) in enumerate(zip(reply.call_ids, d.calls, strict=True)):
         head = {"index": i, "id": cid, "type": "function", "function": {"name": call.name, "arguments": ""}}
         yield chunk({"tool_calls": [head]})
-        for part in _chunks(json.dumps(call.args)):
+        for part in _chunks(arguments(call)):
             yield chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
     yield chunk({}, "tool_calls" if d.calls else "stop")
     if include_usage:
@@ -116,7 +121,7 @@ def _responses_items(reply: Reply, done: bool = True) -> list[dict[str, Any]]:
             "id": f"fc_{cid}",
             "call_id": cid,
             "name": c.name,
-            "arguments": json.dumps(c.args),
+            "arguments": arguments(c),
             "status": status,
         }
         for cid, c in zip(reply.call_ids, reply.decision.calls, strict=True)
