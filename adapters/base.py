@@ -171,9 +171,9 @@ class RunSession:
         self.guard.deadline = self.started + limits.max_seconds
         self.stop: StopRun | None = None
 
-    def gate(self) -> None:
+    def gate(self, request_bytes: int = 0) -> None:
         """Called before each model request: raises `StopRun` if the run must end instead."""
-        if why := self.tool_stop() or self.budget_stop():
+        if why := self.tool_stop() or self.budget_stop(request_bytes):
             self.stop = self.stop or StopRun(*why)
             raise self.stop
 
@@ -231,15 +231,24 @@ class RunSession:
     def remaining_s(self) -> float:
         return max(0.0, self.started + self.limits.max_seconds - self.clock())
 
-    def budget_stop(self) -> tuple[StopReason, str] | None:
-        """Checked before every model call: the reason another call is not allowed, if any."""
+    def budget_stop(self, request_bytes: int = 0) -> tuple[StopReason, str] | None:
+        """Checked before every model call: the reason another call is not allowed, if any.
+
+        The dollar budget looks ahead: a call whose estimated cost (from the
+        request's size) would take the spend past `max_cost_usd` is not made.
+        """
         calls = len(self.recorder.calls)
         if calls >= self.limits.max_steps:
             return StopReason.MAX_STEPS, f"max_steps={self.limits.max_steps} model calls made"
         if self.remaining_s() <= 0:
             return StopReason.TIMEOUT, f"max_seconds={self.limits.max_seconds:g} elapsed"
-        if self.limits.max_cost_usd is not None and self.recorder.cost_usd >= self.limits.max_cost_usd:
-            return StopReason.BUDGET, f"max_cost_usd={self.limits.max_cost_usd:g} spent ({self.recorder.cost_usd:.6f})"
+        if self.limits.max_cost_usd is not None:
+            spent, next_call = self.recorder.cost_usd, self.recorder.forecast_cost(request_bytes)
+            if spent + next_call > self.limits.max_cost_usd:
+                return StopReason.BUDGET, (
+                    f"max_cost_usd={self.limits.max_cost_usd:g}: spent {spent:.6f}, "
+                    f"the next call would cost about {next_call:.6f}"
+                )
         return None
 
     def tool_stop(self) -> tuple[StopReason, str] | None:

@@ -40,8 +40,8 @@ class ModelRecorder:
 
     clock: Callable[[], float]
     pricing: Pricing = field(default_factory=Pricing)
-    #: Called before each model request is sent; it may raise to refuse the request.
-    gate: Callable[[], None] | None = None
+    #: Called with the request's size before each model request is sent; it may raise to refuse it.
+    gate: Callable[[int], None] | None = None
     calls: list[ModelCall] = field(default_factory=list)
     failed: list[ModelCall] = field(default_factory=list)
 
@@ -60,9 +60,14 @@ class ModelRecorder:
             return http.AsyncClient(transport=async_cls(self, http.AsyncHTTPTransport()), **kwargs)
         return http.Client(transport=sync_cls(self, http.HTTPTransport()), **kwargs)
 
+    def forecast_cost(self, request_bytes: int) -> float:
+        """A call's likely cost: about 4 request bytes a token in, the largest reply so far out."""
+        output = max((c.output_tokens for c in self.calls), default=0)
+        return self.pricing.cost(-(-request_bytes // 4), output)
+
     def _before(self, request: Any) -> None:
         if self.gate is not None and _endpoint(str(request.url)) is not None:
-            self.gate()
+            self.gate(len(request.content))
 
     def _record(self, url: str, request_body: bytes, status: int, response_body: bytes, started: float) -> None:
         endpoint = _endpoint(url)
@@ -162,8 +167,8 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self.recorder, self.inner = recorder, inner
 
         def handle_request(self, request: Any) -> Any:
-            self.recorder._before(request)
             request.read()
+            self.recorder._before(request)
             started = self.recorder.clock()
             return _wrap(self.recorder, request, self.inner.handle_request(request), started, _Tee)
 
@@ -175,8 +180,8 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self.recorder, self.inner = recorder, inner
 
         async def handle_async_request(self, request: Any) -> Any:
-            self.recorder._before(request)
             await request.aread()
+            self.recorder._before(request)
             started = self.recorder.clock()
             response = await self.inner.handle_async_request(request)
             return _wrap(self.recorder, request, response, started, _AsyncTee)

@@ -42,8 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve-model", help="serve the scripted model over HTTP for other tools")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--policy", default="investigator", metavar="P",
-                       help="investigator (default), never-stops, or answers-on:K (probes for iteration caps)")
+    serve.add_argument(
+        "--policy",
+        default="investigator",
+        metavar="P",
+        help="investigator (default), never-stops, or answers-on:K (probes for iteration caps)",
+    )
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -12,8 +13,8 @@ from pathlib import Path
 import adapters
 from adapters.base import Adapter, Api, LooplabError, ModelSpec, RunResult, parse_model
 from adapters.recorder import Pricing
-from scenarios.cases import Case, CheckResult, check
-from shared_tools import Guard, Workspace, default_tools
+from scenarios.cases import Case, CheckResult, ScriptedModel, check
+from shared_tools import Approver, Guard, Workspace, default_tools, with_faults
 
 SCRIPTED = "scripted"
 PROVIDER_OF_API: dict[str, str] = {"messages": "anthropic", "chat": "openai", "responses": "openai"}
@@ -40,14 +41,20 @@ class Endpoint:
     choice: ModelChoice
     scripted_urls: dict[str, str] | None = None
 
-    def spec_for(self, adapter: Adapter) -> ModelSpec:
+    def spec_for(self, adapter: Adapter, scripted: ScriptedModel | None = None) -> ModelSpec:
+        """The model spec for one run; `scripted` (a case's persona and price) applies to the scripted model only."""
         choice = self.choice
         if self.scripted_urls is None:
             provider, name = parse_model(choice.model)
             return ModelSpec(provider, name, choice.base_url, None, choice.api, choice.pricing)  # type: ignore[arg-type]
         api = choice.api or adapter.apis[0]
         provider = PROVIDER_OF_API[api]
-        return ModelSpec(provider, SCRIPTED, self.scripted_urls[provider], "scripted", choice.api, choice.pricing)  # type: ignore[arg-type]
+        name, pricing = SCRIPTED, choice.pricing
+        if scripted is not None:
+            # The persona travels in the model name, as choosing another model would.
+            name = SCRIPTED if scripted.persona == "careful" else f"{SCRIPTED}-{scripted.persona}"
+            pricing = Pricing(scripted.input_per_mtok, scripted.output_per_mtok)
+        return ModelSpec(provider, name, self.scripted_urls[provider], "scripted", choice.api, pricing)  # type: ignore[arg-type]
 
 
 @contextmanager
@@ -79,26 +86,48 @@ class RunOutcome:
         return self.result is not None and all(c.passed for c in self.checks)
 
 
-def run_one(runner: str, case: Case, where: Endpoint, max_steps: int | None = None) -> RunOutcome:
-    """Run one case through one runner. Never raises: a failure is a row, not a crash."""
+def run_one(
+    runner: str,
+    case: Case,
+    where: Endpoint,
+    max_steps: int | None = None,
+    *,
+    approver: Approver | None = None,
+    grace_s: float = 30.0,
+) -> RunOutcome:
+    """Run one case through one runner. Never raises: a failure is a row, not a crash.
+
+    The run happens on a worker thread; one still going `grace_s` after its
+    `max_seconds` is abandoned and recorded as hung, so one runner that hangs
+    cannot stall a matrix.
+    """
     outcome = RunOutcome(runner, case.id)
     limits = case.limits if max_steps is None else case.limits.model_copy(update={"max_steps": max_steps})
-    try:
-        adapter = adapters.load(runner)
-        with Workspace(case.repo_path) as ws:
-            before = ws.fingerprint()
-            guard = Guard(ws, tools=default_tools(), max_repeats=limits.max_repeats)
-            result = adapter.run(case.task, guard, limits, where.spec_for(adapter))
-            changed = ws.fingerprint() != before
-    except LooplabError as exc:
-        outcome.error = str(exc)
-        return outcome
-    except Exception as exc:  # a crash in one runner never stops the others
-        outcome.error = f"{type(exc).__name__}: {exc}"
-        return outcome
-    result.case = case.id
-    outcome.result = result
-    outcome.checks = check(case, result, changed)
+
+    def work() -> None:
+        try:
+            adapter = adapters.load(runner)
+            with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+                before = ws.fingerprint()
+                tools = with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
+                guard = Guard(ws, tools=tools, max_repeats=limits.max_repeats, approver=approver)
+                result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model))
+                changed = ws.fingerprint() != before
+        except LooplabError as exc:
+            outcome.error = str(exc)
+            return
+        except Exception as exc:  # a crash in one runner never stops the others
+            outcome.error = f"{type(exc).__name__}: {exc}"
+            return
+        result.case = case.id
+        outcome.checks = check(case, result, changed)
+        outcome.result = result
+
+    worker = threading.Thread(target=work, name=f"looplab-{runner}-{case.id}", daemon=True)
+    worker.start()
+    worker.join(limits.max_seconds + grace_s)
+    if worker.is_alive():
+        outcome.error = f"hung: still running {grace_s:g} s after max_seconds={limits.max_seconds:g}; abandoned"
     return outcome
 
 

@@ -1,8 +1,9 @@
-"""Cases are data: a TOML file names the fixture repo, the task, the limits and the checks.
+"""Cases are data: a TOML file names the fixture repo, the task, the limits, the faults and the checks.
 
 A suite is a folder under `scenarios/` with a `cases/` folder of `*.toml`
-files; each case's `repo` is a folder of that suite. Adding either needs no
-code change.
+files; a case's `repo` is a folder of that suite, and its optional `overlay`
+another folder whose files are laid over the repo's (a variant without a
+copy). Adding a case, a variant or a fixture repo needs no code change.
 """
 
 from __future__ import annotations
@@ -10,44 +11,76 @@ from __future__ import annotations
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters.base import Limits, RunResult, StopReason
+from adapters.base import Limits, LooplabError, RunResult, StopReason
+from scenarios.scripted.policy import Persona
+from shared_tools import Fault
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 
 
-class Checks(BaseModel):
-    """What a run must show for the case to pass; every field is optional."""
-
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class ObservationCheck(_Strict):
+    """Some call of `tool` returned an observation containing `text`."""
+
+    tool: str
+    text: str
+
+
+class Checks(_Strict):
+    """What a run must show for the case to pass; every field is optional."""
 
     stop_reason: StopReason | None = None
     answer_mentions: list[str] = Field(default_factory=list)
+    answer_excludes: list[str] = Field(default_factory=list)
     tools_called: list[str] = Field(default_factory=list)
-    tools_not_called: list[str] = Field(default_factory=list)
+    tools_not_called: list[str] = Field(default_factory=list, description="Tools that must never run (outcome ok).")
+    files_read: list[str] = Field(default_factory=list, description="Paths read_file returned content for.")
+    refused: list[str] = Field(default_factory=list, description="First arguments of calls that must be refused.")
+    observation_contains: list[ObservationCheck] = Field(default_factory=list)
+    parallel_calls: int | None = Field(None, description="Some step holds at least this many tool calls.")
     max_model_calls: int | None = None
+    max_wall_s: float | None = None
     workspace_unchanged: bool = False
 
 
-class Case(BaseModel):
-    """One investigation to run through every runner."""
+class ScriptedModel(_Strict):
+    """How the scripted model plays this case: its persona and its price (for cost budgets)."""
 
-    model_config = ConfigDict(extra="forbid")
+    persona: Persona = "careful"
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+
+class Case(_Strict):
+    """One investigation to run through every runner."""
 
     id: str
     description: str = ""
     suite: str = ""
     repo: str
+    overlay: str | None = None
     target: str
     task: str
+    allow_writes: bool = Field(False, description="Offer write_file (still behind the approval gate).")
     limits: Limits = Field(default_factory=Limits)
+    faults: list[Fault] = Field(default_factory=list)
+    model: ScriptedModel = Field(default_factory=ScriptedModel)
     checks: Checks = Field(default_factory=Checks)
 
     @property
     def repo_path(self) -> Path:
         return SCENARIOS_DIR / self.suite / self.repo
+
+    @property
+    def overlay_path(self) -> Path | None:
+        return SCENARIOS_DIR / self.suite / self.overlay if self.overlay else None
 
 
 class CheckResult(BaseModel):
@@ -56,70 +89,86 @@ class CheckResult(BaseModel):
     detail: str
 
 
+def load_case(path: Path) -> Case:
+    """One case file; a bad one is a one-line `LooplabError` naming the file and the field."""
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        case = Case.model_validate({**data, "suite": path.parent.parent.name})
+    except tomllib.TOMLDecodeError as exc:
+        raise LooplabError(f"{path}: not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise LooplabError(f"{path}: {where}: {err['msg']}") from None
+    for folder in (case.repo_path, case.overlay_path):
+        if folder is not None and not folder.is_dir():
+            raise LooplabError(f"{path}: folder {folder} does not exist")
+    return case
+
+
 @cache
 def load_cases() -> dict[str, Case]:
     """Every case of every suite, by id."""
     cases: dict[str, Case] = {}
     for path in sorted(SCENARIOS_DIR.glob("*/cases/*.toml")):
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        case = Case.model_validate({**data, "suite": path.parent.parent.name})
+        case = load_case(path)
         if case.id in cases:
-            raise ValueError(f"duplicate case id {case.id!r} in {path}")
-        if not case.repo_path.is_dir():
-            raise ValueError(f"{path}: repo folder {case.repo_path} does not exist")
+            raise LooplabError(f"{path}: duplicate case id {case.id!r}")
         cases[case.id] = case
     return cases
+
+
+def _first_arg(args: Any) -> str:
+    return str(next(iter(args.values()), "")) if isinstance(args, dict) else str(args)
 
 
 def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckResult]:
     """Evaluate a case's checks against one run."""
     c, out = case.checks, []
+    calls = result.trace.tool_calls
+
+    def add(name: str, passed: bool, detail: str) -> None:
+        out.append(CheckResult(name=name, passed=passed, detail=detail))
+
     if c.stop_reason is not None:
-        out.append(
-            CheckResult(
-                name="stop_reason",
-                passed=result.stop_reason == c.stop_reason,
-                detail=f"expected {c.stop_reason}, got {result.stop_reason}",
-            )
-        )
+        add("stop_reason", result.stop_reason == c.stop_reason, f"expected {c.stop_reason}, got {result.stop_reason}")
     answer = (result.answer or "").lower()
     for word in c.answer_mentions:
-        out.append(
-            CheckResult(
-                name=f"answer mentions {word}",
-                passed=word.lower() in answer,
-                detail=f"{word!r} {'in' if word.lower() in answer else 'not in'} the answer",
-            )
+        add(f"answer mentions {word}", word.lower() in answer, "yes" if word.lower() in answer else "no")
+    for word in c.answer_excludes:
+        add(
+            f"answer does not mention {word}",
+            word.lower() not in answer,
+            "no" if word.lower() not in answer else "it does",
         )
-    called = {call.name for call in result.trace.tool_calls}
+    called = sorted({call.name for call in calls})
     for tool in c.tools_called:
-        out.append(CheckResult(name=f"called {tool}", passed=tool in called, detail=f"tools called: {sorted(called)}"))
+        add(f"called {tool}", tool in called, f"tools called: {called}")
     for tool in c.tools_not_called:
-        ran = any(t.name == tool and t.outcome == "ok" for t in result.trace.tool_calls)
-        out.append(
-            CheckResult(name=f"{tool} did not run", passed=not ran, detail=f"{tool} {'ran' if ran else 'never ran'}")
+        ran = [call for call in calls if call.name == tool and call.outcome == "ok"]
+        add(f"{tool} did not run", not ran, f"{tool} ran {len(ran)} times")
+    read = [_first_arg(call.args) for call in calls if call.name == "read_file" and call.outcome == "ok"]
+    for path in c.files_read:
+        add(f"read {path}", path in read, f"files read: {read}")
+    for arg in c.refused:
+        outcomes = [call.outcome for call in calls if _first_arg(call.args) == arg]
+        add(f"refused {arg}", bool(outcomes) and set(outcomes) == {"refused"}, f"outcomes: {outcomes or 'never asked'}")
+    for obs in c.observation_contains:
+        found = any(call.name == obs.tool and obs.text in call.result for call in calls)
+        add(f"{obs.tool} observation contains {obs.text!r}", found, "found" if found else "not found")
+    if c.parallel_calls is not None:
+        most = max((len(s.tool_calls) for s in result.trace.steps), default=0)
+        add(
+            f"a step with {c.parallel_calls} tool calls", most >= c.parallel_calls, f"most tool calls in a step: {most}"
         )
     if c.max_model_calls is not None:
         n = result.totals.model_calls
-        out.append(
-            CheckResult(
-                name=f"at most {c.max_model_calls} model calls",
-                passed=n <= c.max_model_calls,
-                detail=f"{n} model calls",
-            )
-        )
+        add(f"at most {c.max_model_calls} model calls", n <= c.max_model_calls, f"{n} model calls")
+    if c.max_wall_s is not None:
+        wall = result.totals.wall_s
+        add(f"wall time at most {c.max_wall_s:g} s", wall <= c.max_wall_s, f"{wall:.2f} s")
     if c.workspace_unchanged:
-        out.append(
-            CheckResult(
-                name="workspace unchanged",
-                passed=not workspace_changed,
-                detail="changed" if workspace_changed else "byte-for-byte the same",
-            )
-        )
+        add("workspace unchanged", not workspace_changed, "changed" if workspace_changed else "byte-for-byte the same")
     if result.stop_reason != StopReason.FINAL_ANSWER:
-        out.append(
-            CheckResult(
-                name="no answer on a non-final stop", passed=result.answer is None, detail=f"answer={result.answer!r}"
-            )
-        )
+        add("no answer on a non-final stop", result.answer is None, f"answer={result.answer!r}")
     return out

@@ -130,6 +130,7 @@ def test_a_cost_budget_ends_every_runner_as_budget(runner: str, model_server) ->
     result = run_runner(runner, model_server, Limits(max_cost_usd=0.5), pricing=pricing)
     assert (result.stop_reason, result.answer) == (StopReason.BUDGET, None), result.stop_detail
     assert 0 < result.totals.model_calls < 5
+    assert result.totals.cost_usd <= 0.5  # stopped before the call that would have gone over
 
 
 @pytest.fixture(scope="module")
