@@ -77,7 +77,9 @@ class HandRolled(Adapter):
                 messages=messages,
                 timeout=session.remaining_s(),
             )
-            messages.append({"role": "assistant", "content": reply.content})
+            # As plain dicts: a model may send tool input that is not an object, which the SDK's types warn about.
+            content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
+            messages.append({"role": "assistant", "content": content})
             if reply.stop_reason != "tool_use":
                 return Finished(StopReason.FINAL_ANSWER, "".join(b.text for b in reply.content if b.type == "text"))
             results = []

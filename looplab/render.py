@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
     from adapters import RunnerInfo
+    from looplab.evaluation import Cell, RunnerSummary
     from looplab.harness import RunOutcome
     from scenarios.cases import Case
 
 ANSWER_EXCERPT = 160
+#: Stop reasons as the matrix cells spell them, short enough for six runner columns.
+SHORT_STOP = {
+    "final_answer": "answer",
+    "max_steps": "cap",
+    "timeout": "timeout",
+    "budget": "budget",
+    "repetition": "repeat",
+    "rejected": "rejected",
+    "error": "error",
+}
 
 
 @cache
@@ -113,8 +126,73 @@ def runners_table(runners: Iterable[RunnerInfo]) -> None:
 
 def cases_table(cases: Iterable[Case]) -> None:
     table = Table(title="cases", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("case", "suite", "target", "max_steps", "what it shows"):
-        table.add_column(col)
+    for col in ("case", "persona", "max_steps", "what it shows"):
+        table.add_column(col, no_wrap=col != "what it shows")
     for case in cases:
-        table.add_row(case.id, case.suite, case.target, str(case.limits.max_steps), case.description)
+        table.add_row(case.id, case.model.persona, str(case.limits.max_steps), case.description)
+    console().print(table)
+
+
+@contextmanager
+def matrix_progress(total: int) -> Iterator[Callable[[RunOutcome], None]]:
+    """A progress bar over the matrix; yields the callback that advances it by one finished run."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console(), transient=True) as progress:
+        task = progress.add_task("matrix", total=total)
+
+        def advance(outcome: RunOutcome) -> None:
+            progress.update(task, advance=1, description=f"{outcome.runner} · {outcome.case}")
+
+        yield advance
+
+
+def matrix_table(cells: Iterable[Cell], runners: list[str], cases: list[str]) -> None:
+    """Rows cases, columns runners; each cell the stop reason, or the first failed check."""
+    by_key: dict[tuple[str, str], list[Cell]] = {}
+    for cell in cells:
+        by_key.setdefault((cell.case, cell.runner), []).append(cell)
+    table = Table(
+        title="eval: case × runner (✓ passed, with its stop; ✗ the first failed check)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+    )
+    table.add_column("case", no_wrap=True)
+    for runner in runners:
+        table.add_column(runner, overflow="fold")
+    for case in cases:
+        row = []
+        for runner in runners:
+            runs = by_key.get((case, runner), [])
+            bad = [c for c in runs if not c.passed]
+            if not bad:
+                stops = sorted({SHORT_STOP.get(str(c.stop_reason), str(c.stop_reason)) for c in runs})
+                row.append(Text("✓ " + ", ".join(stops), style="green"))
+            else:
+                first = bad[0]
+                why = first.error or (first.failed_checks[0] if first.failed_checks else "failed")
+                row.append(Text(f"✗ {len(bad)}/{len(runs)} {first.stop_reason or 'not run'}: {why}", style="red"))
+        table.add_row(case, *row)
+    console().print(table)
+
+
+def runner_summary(summaries: Iterable[RunnerSummary]) -> None:
+    """Per runner: completion rate, model calls and cost per task (median, p95), stop reasons."""
+    table = Table(title="eval: per runner", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
+    for col in ("runner", "passed", "calls med/p95", "tools med", "cost med/p95 $", "stops"):
+        table.add_column(col, no_wrap=col != "stops", overflow="fold")
+
+    def num(x: float | None, fmt: str = "g") -> str:
+        return "—" if x is None else format(x, fmt)
+
+    for s in summaries:
+        stops = ", ".join(f"{k} {v}" for k, v in s.stop_reasons.items())
+        table.add_row(
+            s.runner,
+            f"{s.passed}/{s.runs} ({s.completion_rate:.0%})",
+            f"{num(s.model_calls_median)}/{num(s.model_calls_p95)}",
+            num(s.tool_calls_median),
+            f"{num(s.cost_usd_median, '.4f')}/{num(s.cost_usd_p95, '.4f')}",
+            stops,
+        )
     console().print(table)

@@ -36,7 +36,7 @@ class ObservationCheck(_Strict):
 class Checks(_Strict):
     """What a run must show for the case to pass; every field is optional."""
 
-    stop_reason: StopReason | None = None
+    stop_reason: StopReason | list[StopReason] | None = Field(None, description="The stop reason, or the allowed ones.")
     answer_mentions: list[str] = Field(default_factory=list)
     answer_excludes: list[str] = Field(default_factory=list)
     tools_called: list[str] = Field(default_factory=list)
@@ -45,6 +45,9 @@ class Checks(_Strict):
     refused: list[str] = Field(default_factory=list, description="First arguments of calls that must be refused.")
     observation_contains: list[ObservationCheck] = Field(default_factory=list)
     parallel_calls: int | None = Field(None, description="Some step holds at least this many tool calls.")
+    failed_calls: int | None = Field(
+        None, description="At least this many requested tool calls did not run (refused, invalid, unknown)."
+    )
     max_model_calls: int | None = None
     max_wall_s: float | None = None
     workspace_unchanged: bool = False
@@ -131,7 +134,9 @@ def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckR
         out.append(CheckResult(name=name, passed=passed, detail=detail))
 
     if c.stop_reason is not None:
-        add("stop_reason", result.stop_reason == c.stop_reason, f"expected {c.stop_reason}, got {result.stop_reason}")
+        allowed = c.stop_reason if isinstance(c.stop_reason, list) else [c.stop_reason]
+        expected = " or ".join(map(str, allowed))
+        add("stop_reason", result.stop_reason in allowed, f"expected {expected}, got {result.stop_reason}")
     answer = (result.answer or "").lower()
     for word in c.answer_mentions:
         add(f"answer mentions {word}", word.lower() in answer, "yes" if word.lower() in answer else "no")
@@ -161,12 +166,20 @@ def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckR
         add(
             f"a step with {c.parallel_calls} tool calls", most >= c.parallel_calls, f"most tool calls in a step: {most}"
         )
+    if c.failed_calls is not None:
+        requested = sum(len(s.model_call.tool_calls_requested) for s in result.trace.steps)
+        failed = requested - sum(call.outcome == "ok" for call in calls)
+        detail = f"{failed} of {requested} requested"
+        add(f"at least {c.failed_calls} failed tool calls", failed >= c.failed_calls, detail)
     if c.max_model_calls is not None:
         n = result.totals.model_calls
         add(f"at most {c.max_model_calls} model calls", n <= c.max_model_calls, f"{n} model calls")
     if c.max_wall_s is not None:
         wall = result.totals.wall_s
         add(f"wall time at most {c.max_wall_s:g} s", wall <= c.max_wall_s, f"{wall:.2f} s")
+    if case.limits.max_cost_usd is not None:
+        spent, budget = result.totals.cost_usd, case.limits.max_cost_usd
+        add("spent within max_cost_usd", spent <= budget, f"{spent:.6f} of {budget:g}")
     if c.workspace_unchanged:
         add("workspace unchanged", not workspace_changed, "changed" if workspace_changed else "byte-for-byte the same")
     if result.stop_reason != StopReason.FINAL_ANSWER:

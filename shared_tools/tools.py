@@ -63,7 +63,14 @@ def run_tests(
         raise _not_found(ws, file_part)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", target]
     # No plugin autoload: the fixture repo needs plain pytest, and the host's plugins cost seconds per run.
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # COLUMNS: pytest cuts its one-line failure summary to the terminal width; keep the assertion whole.
+    env = {
+        **os.environ,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "COLUMNS": "200",
+    }
     env.pop("PYTEST_ADDOPTS", None)
     # Its own session (process group) so a timeout kills pytest and everything it spawned.
     proc = subprocess.Popen(

@@ -90,6 +90,8 @@ class Conversation:
 
     def _add_result(self, pending: dict[str, ToolCall], call_id: str, content: str, is_error: bool) -> None:
         call = pending.pop(call_id, None) or ToolCall(call_id, "unknown", {})
+        if wrapped := _error_envelope(content):  # some frameworks send a failed tool's text as {"error": text}
+            content, is_error = wrapped, True
         self.results.append(ToolResult(call, content, is_error or content.startswith(_ERROR_PREFIXES)))
 
 
@@ -106,6 +108,16 @@ _ERROR_PREFIXES = (
     "ToolError:",
     "Error:",
 )
+
+
+def _error_envelope(content: str) -> str | None:
+    if not content.startswith('{"error"'):
+        return None
+    try:
+        error = json.loads(content).get("error")
+    except ValueError:
+        return None
+    return error if isinstance(error, str) else None
 
 
 def _decode_args(raw: Any) -> Any:

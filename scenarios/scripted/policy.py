@@ -207,14 +207,19 @@ def _locate(ev: Evidence, path: str, test_name: str | None) -> str | Decision:
 
 
 def _read_together(ev: Evidence, test_file: str, names: list[str]) -> Decision:
-    """Search for the first suspect if needed, then read the test and the suspect's module in one turn."""
+    """Search for a suspect until one is found, then read the test and the suspect's module in one turn.
+
+    Without the test's imports, class-like names (constructors) are tried last.
+    """
     reads = [test_file]
-    for name in names[:1]:
+    for name in sorted(names, key=lambda n: n[:1].isupper()):
         query = f"def {name}"
         if query not in ev.searches:
             return _ask("search_code", query=query)
-        if (hit := _definition(ev.searches[query], name)) and hit not in ev.files:
-            reads.append(hit)
+        if hit := _definition(ev.searches[query], name):
+            if hit not in ev.files:
+                reads.append(hit)
+            break
     return Decision(tuple(Call("read_file", {"path": p}) for p in reads))
 
 
