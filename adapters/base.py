@@ -9,8 +9,12 @@ is the one place that decides whether the budget allows another model call.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
+import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType
@@ -140,6 +144,9 @@ class RunResult(BaseModel):
     native_cap: NativeCap
     totals: Totals
     trace: Trace
+    warnings: list[str] = Field(
+        default_factory=list, description="What the framework warned or logged (WARNING and up) during the run."
+    )
 
 
 class StopRun(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
@@ -332,10 +339,38 @@ class Adapter(ABC):
     def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec) -> RunResult:
         """Run `task` with the tools behind `guard`; never raises for a failing run."""
         session = RunSession(guard, limits, model)
-        try:
-            finished = self.loop(task, session)
-        except LooplabError:
-            raise
-        except (Exception, StopRun, BaseExceptionGroup) as exc:  # a crash is `error`, with its partial trace
-            finished = session.conclude(None, exc)
-        return session.result(self, finished.reason, finished.answer, finished.detail)
+        with framework_noise() as noise:
+            try:
+                finished = self.loop(task, session)
+            except LooplabError:
+                raise
+            except (Exception, StopRun, BaseExceptionGroup) as exc:  # a crash is `error`, with its partial trace
+                finished = session.conclude(None, exc)
+        result = session.result(self, finished.reason, finished.answer, finished.detail)
+        result.warnings = noise
+        return result
+
+
+@contextmanager
+def framework_noise() -> Iterator[list[str]]:
+    """Collects the warnings and WARNING-level log records a framework emits, instead of printing them.
+
+    They belong to the run's record (a framework complaining about a sloppy
+    tool call is part of how it behaved), not on the terminal. Process-wide,
+    like the warnings module itself: runs in one process go one at a time.
+    """
+    collected: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            collected.append(f"{record.name}: {record.getMessage()}"[:500])
+
+    handler, root = Collect(level=logging.WARNING), logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield collected
+            collected.extend(f"{w.category.__name__}: {w.message}"[:500] for w in caught)
+    finally:
+        root.removeHandler(handler)

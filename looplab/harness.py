@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import adapters
 from adapters.base import Adapter, Api, LooplabError, ModelSpec, RunResult, parse_model
@@ -57,12 +59,26 @@ class Endpoint:
         return ModelSpec(provider, name, self.scripted_urls[provider], "scripted", choice.api, pricing)  # type: ignore[arg-type]
 
 
+def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
+    """A one-line error, before any run, when nothing answers at `base_url`'s host and port."""
+    url = urlsplit(base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise LooplabError(f"--base-url {base_url!r} is not an http(s) URL")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise LooplabError(f"cannot reach --base-url {base_url}: {exc.strerror or exc}") from None
+
+
 @contextmanager
 def endpoint(choice: ModelChoice) -> Iterator[Endpoint]:
     """Start the scripted model server if it is the model asked for; stop it afterwards."""
     if choice.model != SCRIPTED:
         provider, name = parse_model(choice.model)
         ModelSpec(provider, name, choice.base_url).key()  # type: ignore[arg-type]  # a missing key fails here, once
+        if choice.base_url:
+            check_reachable(choice.base_url)
         yield Endpoint(choice)
         return
     from scenarios.scripted.server import ScriptedModelServer

@@ -65,6 +65,9 @@ def run_detail(outcome: RunOutcome) -> None:
     out.print(Text.assemble("stop: ", (str(r.stop_reason), colour), f" ({r.stop_detail})" if r.stop_detail else ""))
     if r.answer:
         out.print(Text(f"answer: {r.answer}"))
+    if r.warnings:
+        first = r.warnings[0].splitlines()[0][:100]
+        out.print(Text(f"the framework warned {len(r.warnings)} times (kept in the record): {first}", "dim"))
     for c in outcome.checks:
         out.print(Text.assemble("  ", ("✓", "green") if c.passed else ("✗", "red"), f" {c.name} ", (c.detail, "dim")))
 
@@ -152,8 +155,10 @@ def matrix_table(cells: Iterable[Cell], runners: list[str], cases: list[str]) ->
     for cell in cells:
         by_key.setdefault((cell.case, cell.runner), []).append(cell)
     table = Table(
-        title="eval: case × runner (✓ passed, with its stop; ✗ the first failed check)",
+        title="eval: case × runner",
+        caption="✓ passed, with its stop · ✗ runs failed, the stop and the first failed check",
         title_justify="left",
+        caption_justify="left",
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )
