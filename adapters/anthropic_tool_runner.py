@@ -9,13 +9,14 @@ turns that into `max_steps`. Messages API only (Anthropic models).
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict, deque
 from typing import Any
 
 import anthropic
 from anthropic.lib.tools import BetaFunctionTool, ToolError
 
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, NativeCap, RunSession
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
 from shared_tools import Tool
 
 MAX_TOKENS = 4096
@@ -28,10 +29,17 @@ class AnthropicToolRunner(Adapter):
     extra = "anthropic"
     distribution = "anthropic"
     apis = ("messages",)
+    knobs = ("client.beta.messages.tool_runner(max_iterations=)",)
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iterations` counts the replies the runner asks for, i.e. model calls."""
-        return NativeCap(knob="client.beta.messages.tool_runner(max_iterations=)", value=limits.max_steps)
+        return NativeCap(knob=self.knobs[0], value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """The signature's default for `max_iterations` (the SDK's `omit` sentinel means no limit)."""
+        default = inspect.signature(anthropic.resources.beta.messages.Messages.tool_runner).parameters["max_iterations"]
+        value = default.default if isinstance(default.default, int) else None
+        return {self.knobs[0]: KnobDefault(value=value, source="anthropic Messages.tool_runner(max_iterations=...)")}
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the SDK's tool runner to its end and conclude from its last message."""
@@ -41,17 +49,20 @@ class AnthropicToolRunner(Adapter):
         # A tool function sees only its input, not the `tool_use` id; the runner yields each reply before it
         # runs the reply's calls, in order, so the ids are queued per tool name for the Guard's records.
         call_ids: defaultdict[str, deque[str]] = defaultdict(deque)
+        # cap:begin
+        cap = {} if session.cap is None else {"max_iterations": session.cap}
+        # cap:end
         runner = client.beta.messages.tool_runner(
             model=session.model.name,
             max_tokens=MAX_TOKENS,
             system=SYSTEM_PROMPT,
             messages=[{"role": "user", "content": task}],
             tools=[self._tool(t, session, call_ids) for t in session.guard.tools],
-            max_iterations=session.limits.max_steps,
             # Send the whole history each turn: a server-side message thread is an Anthropic API beta that
             # OpenAI-compatible and local servers (and the scripted model) do not keep.
             thread=False,
             timeout=session.remaining_s(),
+            **cap,
         )
         message = None
         for message in runner:

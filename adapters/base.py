@@ -118,6 +118,16 @@ class NativeCap(BaseModel):
     value: Any
 
 
+class NativeEnd(BaseModel):
+    """How the framework itself ended the run, before looplab normalized it."""
+
+    kind: Literal["returned", "raised", "refused by the model boundary"]
+    exception: str | None = Field(None, description="Import path of the exception class, when it raised.")
+    message: str | None = None
+    text: str | None = Field(None, description="The final text the framework returned, if any.")
+    history: str | None = Field(None, description="Where the exception carries the run's history, if it does.")
+
+
 class Totals(BaseModel):
     """Sums over the run, from the two boundaries' records."""
 
@@ -147,6 +157,7 @@ class RunResult(BaseModel):
     warnings: list[str] = Field(
         default_factory=list, description="What the framework warned or logged (WARNING and up) during the run."
     )
+    native_end: NativeEnd | None = None
 
 
 class StopRun(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
@@ -162,6 +173,31 @@ class StopRun(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, 
         self.reason, self.detail = reason, detail
 
 
+class KnobDefault(BaseModel):
+    """A knob's default value (None: no limit) and where in the installed library it was read."""
+
+    value: int | None
+    source: str
+
+
+def read_default(*candidates: tuple[str, str]) -> KnobDefault:
+    """The first `(module, attribute)` that exists, as a default; older releases keep it elsewhere."""
+    for module, attribute in candidates:
+        try:
+            value = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError):
+            continue
+        return KnobDefault(value=None if value is None else int(value), source=f"{module}.{attribute}")
+    raise LooplabError(f"default not found in the installed library: {candidates}")
+
+
+class Probe(BaseModel):
+    """A native cap to set instead of the mapping from `max_steps` (`value=None`: leave it unset)."""
+
+    knob: str
+    value: int | None
+
+
 class RunSession:
     """One run's shared bookkeeping: the clock, both boundaries, the budget.
 
@@ -170,8 +206,11 @@ class RunSession:
     the budget or a stop the Guard asked for; `stop` remembers which.
     """
 
-    def __init__(self, guard: Guard, limits: Limits, model: ModelSpec) -> None:
+    def __init__(self, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe | None = None) -> None:
         self.guard, self.limits, self.model = guard, limits, model
+        #: The native knob the runner sets, and its value (None: the framework's default).
+        self.knob, self.cap = (probe.knob, probe.value) if probe else ("", limits.max_steps)
+        self.native_end: NativeEnd | None = None
         self.clock = guard.clock
         self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing, gate=self.gate)
         self.started = self.clock()
@@ -192,6 +231,7 @@ class RunSession:
         still asked for tools did not answer: it hit the cap (`max_steps`) or
         failed (`error`).
         """
+        self.native_end = self.native_end or _native_end(answer, error)
         if why := self.tool_stop():
             return Finished(*why)
         if self.stop is not None:
@@ -309,6 +349,13 @@ class Adapter(ABC):
     distribution: str
     #: Wire APIs the runner speaks, its default first; `messages` is Anthropic's, the others OpenAI's.
     apis: tuple[Api, ...] = ("chat",)
+    #: The native caps it can set: the first is where `max_steps` maps; the rest are the framework's
+    #: alternatives, which `looplab caps` measures the same way.
+    knobs: tuple[str, ...] = ()
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """Each knob's default, read from the installed library at run time."""
+        return {}
 
     def api_for(self, model: ModelSpec) -> Api:
         """The wire API for `model`, or a one-line refusal if this runner cannot speak it."""
@@ -336,9 +383,15 @@ class Adapter(ABC):
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the framework's loop; only framework glue belongs here."""
 
-    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec) -> RunResult:
-        """Run `task` with the tools behind `guard`; never raises for a failing run."""
-        session = RunSession(guard, limits, model)
+    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe | None = None) -> RunResult:
+        """Run `task` with the tools behind `guard`; never raises for a failing run.
+
+        `probe` sets one of `knobs` to a value (or leaves it unset) instead of
+        mapping `max_steps` onto the first; `looplab caps` measures that way,
+        with `max_steps` as the safety stop.
+        """
+        session = RunSession(guard, limits, model, probe)
+        session.knob = session.knob or self.knobs[0]
         with framework_noise() as noise:
             try:
                 finished = self.loop(task, session)
@@ -348,7 +401,21 @@ class Adapter(ABC):
                 finished = session.conclude(None, exc)
         result = session.result(self, finished.reason, finished.answer, finished.detail)
         result.warnings = noise
+        result.native_end = session.native_end
         return result
+
+
+def _native_end(answer: str | None, error: BaseException | None) -> NativeEnd:
+    if isinstance(error, StopRun):
+        return NativeEnd(kind="refused by the model boundary", message=error.detail)
+    if error is None:
+        return NativeEnd(kind="returned", text=answer)
+    kind = type(error)
+    carriers = ("run_data", "messages", "state", "history")
+    history = next((f"{kind.__name__}.{attr}" for attr in carriers if getattr(error, attr, None)), None)
+    return NativeEnd(
+        kind="raised", exception=f"{kind.__module__}.{kind.__qualname__}", message=str(error)[:300], history=history
+    )
 
 
 @contextmanager

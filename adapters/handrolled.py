@@ -8,6 +8,8 @@ OpenAI-compatible server.
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
+from collections.abc import Iterable
 from typing import Any
 
 try:  # either SDK may be missing; the loop that needs it says which extra to install
@@ -23,6 +25,7 @@ from adapters.base import (
     SYSTEM_PROMPT,
     Adapter,
     Finished,
+    KnobDefault,
     Limits,
     MissingExtra,
     ModelSpec,
@@ -39,6 +42,7 @@ class HandRolled(Adapter):
     extra = "anthropic"
     distribution = "anthropic"
     apis = ("messages", "chat")
+    knobs = ("for step in range(max_steps)",)
 
     def version(self, model: ModelSpec | None = None) -> str:
         sdk = "openai" if model and model.provider == "openai" else "anthropic"
@@ -48,7 +52,10 @@ class HandRolled(Adapter):
             return "not installed"
 
     def native_cap(self, limits: Limits) -> NativeCap:
-        return NativeCap(knob="for step in range(max_steps)", value=limits.max_steps)
+        return NativeCap(knob=self.knobs[0], value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        return {self.knobs[0]: KnobDefault(value=None, source="written by hand: there is no default")}
 
     def loop(self, task: str, session: RunSession) -> Finished:
         if self.api_for(session.model) == "chat":
@@ -66,7 +73,7 @@ class HandRolled(Adapter):
             {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.guard.tools
         ]
         messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
-        for _ in range(session.limits.max_steps):
+        for _ in _steps(session):
             if stop := session.budget_stop():
                 return Finished(*stop)
             reply = client.messages.create(
@@ -97,7 +104,7 @@ class HandRolled(Adapter):
             messages.append({"role": "user", "content": results})
             if stop := session.tool_stop():
                 return Finished(*stop)
-        return Finished(*session.budget_stop() or (StopReason.MAX_STEPS, None))
+        return session.conclude(None)
 
     def _openai_loop(self, task: str, session: RunSession) -> Finished:
         model = session.model
@@ -110,7 +117,7 @@ class HandRolled(Adapter):
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": task},
         ]
-        for _ in range(session.limits.max_steps):
+        for _ in _steps(session):
             if stop := session.budget_stop():
                 return Finished(*stop)
             reply = client.chat.completions.create(
@@ -126,7 +133,13 @@ class HandRolled(Adapter):
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": record.result})
             if stop := session.tool_stop():
                 return Finished(*stop)
-        return Finished(*session.budget_stop() or (StopReason.MAX_STEPS, None))
+        return session.conclude(None)
+
+
+def _steps(session: RunSession) -> Iterable[int]:
+    # cap:begin
+    return range(session.cap) if session.cap is not None else itertools.count()
+    # cap:end
 
 
 ADAPTER = HandRolled()

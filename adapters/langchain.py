@@ -7,21 +7,31 @@ default), Responses or Anthropic Messages; the model and the tools come from
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelCallLimitMiddleware
+from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
 from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
 
 from adapters._langchain import chat_model, guard_tools, no_tracing
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, NativeCap, RunSession
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
 
 
-def recursion_backstop(limits: Limits) -> int:
+def recursion_backstop(model_calls: int) -> int:
     """A `recursion_limit` the middleware always reaches first.
 
     Each model call takes 4 super-steps here (limit check, model, count, tools): the middleware needs
     `4 * max_steps + 1` (measured). Twice that leaves room for a middleware node added later.
     """
-    return 8 * limits.max_steps + 10
+    return 8 * model_calls + 10
+
+
+MODEL_CALLS = "ModelCallLimitMiddleware(run_limit=, exit_behavior='error')"
+MODEL_CALLS_END = "ModelCallLimitMiddleware(run_limit=, exit_behavior='end')"
+TOOL_CALLS = "ToolCallLimitMiddleware(run_limit=)"
+RECURSION = "recursion_limit"
 
 
 class LangChainAgent(Adapter):
@@ -31,25 +41,54 @@ class LangChainAgent(Adapter):
     extra = "langchain"
     distribution = "langchain"
     apis = ("chat", "responses", "messages")
+    knobs = (MODEL_CALLS, MODEL_CALLS_END, TOOL_CALLS, RECURSION)
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`run_limit=max_steps` model calls; ends by raising `ModelCallLimitExceededError`."""
-        knob = "ModelCallLimitMiddleware(run_limit=, exit_behavior='error')"
-        return NativeCap(knob=f"{knob} (recursion_limit={recursion_backstop(limits)} backstop)", value=limits.max_steps)
+        return NativeCap(
+            knob=f"{MODEL_CALLS} (recursion_limit={recursion_backstop(limits.max_steps)} backstop)",
+            value=limits.max_steps,
+        )
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """The middlewares' `run_limit` defaults, and the `recursion_limit` create_agent binds to its graph."""
+        model_calls = inspect.signature(ModelCallLimitMiddleware).parameters["run_limit"].default
+        tool_calls = inspect.signature(ToolCallLimitMiddleware).parameters["run_limit"].default
+        probe = create_agent(ChatOpenAI(api_key="unused", model="unused"), [])  # built offline: nothing is sent
+        return {
+            MODEL_CALLS: KnobDefault(value=model_calls, source="ModelCallLimitMiddleware(run_limit=...) signature"),
+            MODEL_CALLS_END: KnobDefault(value=model_calls, source="ModelCallLimitMiddleware(run_limit=...) signature"),
+            TOOL_CALLS: KnobDefault(value=tool_calls, source="ToolCallLimitMiddleware(run_limit=...) signature"),
+            RECURSION: KnobDefault(value=probe.config["recursion_limit"], source="create_agent(...).config"),
+        }
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Build the agent and run it once; the last AI message is the answer."""
         api = self.api_for(session.model)
-        limits = session.limits
-        # exit_behavior="error" rather than "end": "end" appends a made-up AI message ("Model call limits
-        # exceeded") that would read as an answer; an exception leaves no doubt that the cap ended the run.
-        cap = ModelCallLimitMiddleware(run_limit=limits.max_steps, exit_behavior="error")
+        middleware, config = _cap(session.knob, session.cap)
         agent = create_agent(
-            chat_model(api, session), guard_tools(session.guard), system_prompt=SYSTEM_PROMPT, middleware=[cap]
+            chat_model(api, session), guard_tools(session.guard), system_prompt=SYSTEM_PROMPT, middleware=middleware
         )
         with no_tracing():
-            state = agent.invoke({"messages": [HumanMessage(task)]}, {"recursion_limit": recursion_backstop(limits)})
+            state = agent.invoke({"messages": [HumanMessage(task)]}, config)
         return session.conclude(state["messages"][-1].text)
+
+
+def _cap(knob: str, value: int | None) -> tuple[list[Any], dict[str, Any]]:
+    """The middleware and run config that set `knob` to `value` (None: create_agent's own defaults)."""
+    # cap:begin
+    if value is None:
+        return [], {}
+    if knob == RECURSION:
+        return [], {"recursion_limit": value}
+    if knob == TOOL_CALLS:
+        middleware: Any = ToolCallLimitMiddleware(run_limit=value)
+    else:
+        # exit_behavior="error" for the mapping: "end" appends a made-up AI message ("Model call limits
+        # exceeded") that would read as an answer; an exception leaves no doubt that the cap ended the run.
+        middleware = ModelCallLimitMiddleware(run_limit=value, exit_behavior="error" if knob == MODEL_CALLS else "end")
+    return [middleware], {"recursion_limit": recursion_backstop(value)}
+    # cap:end
 
 
 ADAPTER = LangChainAgent()

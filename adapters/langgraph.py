@@ -18,7 +18,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 
 from adapters._langchain import chat_model, guard_tools, no_tracing
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, NativeCap, RunSession
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
 
 
 class AgentState(TypedDict):
@@ -28,16 +28,20 @@ class AgentState(TypedDict):
     steps: int
 
 
-def recursion_backstop(limits: Limits) -> int:
+COUNTER = "state step counter"
+RECURSION = "recursion_limit"
+
+
+def recursion_backstop(model_calls: int) -> int:
     """A `recursion_limit` the step counter always reaches first.
 
     One model and one tools super-step per call: the counter needs `2 * max_steps` (measured).
     """
-    return 2 * limits.max_steps + 10
+    return 2 * model_calls + 10
 
 
-def build_graph(model: BaseChatModel, tools: list[BaseTool], max_steps: int) -> Any:
-    """model -> (tools -> model)* -> END, ending after `max_steps` model calls at most."""
+def build_graph(model: BaseChatModel, tools: list[BaseTool], max_steps: int | None) -> Any:
+    """model -> (tools -> model)* -> END, ending after `max_steps` model calls at most (None: no counter)."""
     bound = model.bind_tools(tools)
 
     def call_model(state: AgentState) -> dict[str, Any]:
@@ -46,7 +50,9 @@ def build_graph(model: BaseChatModel, tools: list[BaseTool], max_steps: int) -> 
 
     def route(state: AgentState) -> str:
         wants_tools = bool(getattr(state["messages"][-1], "tool_calls", None))
-        return "tools" if wants_tools and state["steps"] < max_steps else END
+        # cap:begin
+        return "tools" if wants_tools and (max_steps is None or state["steps"] < max_steps) else END
+        # cap:end
 
     graph = StateGraph(AgentState)
     graph.add_node("model", call_model)
@@ -66,22 +72,40 @@ class LangGraphAgent(Adapter):
     extra = "langgraph"
     distribution = "langgraph"
     apis = ("chat", "responses", "messages")
+    knobs = (COUNTER, RECURSION)
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """The state's step counter stops at `max_steps` model calls."""
         return NativeCap(
-            knob=f"state step counter (recursion_limit={recursion_backstop(limits)} backstop)", value=limits.max_steps
+            knob=f"{COUNTER} (recursion_limit={recursion_backstop(limits.max_steps)} backstop)", value=limits.max_steps
         )
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """No counter unless one is built; the recursion limit a run without config gets."""
+        recursion = read_default(
+            ("langgraph._internal._config", "DEFAULT_RECURSION_LIMIT"),
+            ("langchain_core.runnables.config", "DEFAULT_RECURSION_LIMIT"),
+        )
+        return {
+            COUNTER: KnobDefault(value=None, source="a field of this graph's state: no default"),
+            RECURSION: recursion,
+        }
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the graph once; the last AI message is the answer unless it still asks for tools."""
         api = self.api_for(session.model)
-        graph = build_graph(chat_model(api, session), guard_tools(session.guard), session.limits.max_steps)
+        counter = session.cap if session.knob == COUNTER else None
+        graph = build_graph(chat_model(api, session), guard_tools(session.guard), counter)
+        # cap:begin
+        if session.cap is None:
+            config = {}
+        elif session.knob == RECURSION:
+            config = {"recursion_limit": session.cap}
+        else:
+            config = {"recursion_limit": recursion_backstop(session.cap)}
+        # cap:end
         with no_tracing():
-            state = graph.invoke(
-                {"messages": [HumanMessage(task)], "steps": 0},
-                {"recursion_limit": recursion_backstop(session.limits)},
-            )
+            state = graph.invoke({"messages": [HumanMessage(task)], "steps": 0}, config)
         last = state["messages"][-1]
         # The counter ended the graph: the model asked for tools, so it did not answer.
         return session.conclude(None if getattr(last, "tool_calls", None) else last.text)

@@ -23,7 +23,7 @@ from agents import (
 )
 from agents.tool_context import ToolContext
 
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, Limits, NativeCap, RunSession
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
 from shared_tools import Guard, Tool
 
 KNOB = "Runner.run(max_turns=)"
@@ -36,10 +36,15 @@ class OpenAIAgents(Adapter):
     extra = "openai-agents"
     distribution = "openai-agents"
     apis = ("responses", "chat")
+    knobs = (KNOB, "Runner.run(max_turns=, error_handlers={'max_turns': ...})")
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_turns` counts model calls (measured): turn N+1 raises `MaxTurnsExceeded` before calling."""
         return NativeCap(knob=KNOB, value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        default = read_default(("agents.run_config", "DEFAULT_MAX_TURNS"), ("agents.run", "DEFAULT_MAX_TURNS"))
+        return dict.fromkeys(self.knobs, default)
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; `MaxTurnsExceeded` or `StopRun` propagate to `Adapter.run`."""
@@ -55,13 +60,18 @@ class OpenAIAgents(Adapter):
             tools=[_function_tool(t, session.guard) for t in session.guard.tools],
             model=model_cls(model=session.model.name, openai_client=client),
         )
+        # cap:begin
+        cap: dict[str, Any] = {} if session.cap is None else {"max_turns": session.cap}
+        if session.knob != KNOB:  # the graceful alternative: a final output instead of MaxTurnsExceeded
+            cap["error_handlers"] = {"max_turns": lambda _: "(stopped: max_turns reached)"}
+        # cap:end
         try:
             result = await Runner.run(
                 agent,
                 task,
-                max_turns=session.limits.max_steps,
                 # Per run, so nothing global changes: no trace export (there is no network, and no key).
                 run_config=RunConfig(tracing_disabled=True),
+                **cap,
             )
         finally:
             await client.close()

@@ -24,7 +24,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import UsageLimits
 
-from adapters.base import SYSTEM_PROMPT, Adapter, Api, Finished, Limits, NativeCap, RunSession
+from adapters.base import SYSTEM_PROMPT, Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
 from shared_tools.guard import Tool as GuardTool
 
 
@@ -72,10 +72,23 @@ class PydanticAI(Adapter):
     extra = "pydantic-ai"
     distribution = "pydantic-ai-slim"
     apis = ("responses", "chat", "messages")
+    knobs = (
+        "Agent.run(usage_limits=UsageLimits(request_limit=))",
+        "Agent.run(usage_limits=UsageLimits(tool_calls_limit=))",
+    )
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`request_limit` counts model responses; checked before each request, so N allows exactly N calls."""
-        return NativeCap(knob="Agent.run(usage_limits=UsageLimits(request_limit=))", value=limits.max_steps)
+        return NativeCap(knob=self.knobs[0], value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """The `UsageLimits()` a run without `usage_limits` gets."""
+        unset = UsageLimits()
+        source = "pydantic_ai.usage.UsageLimits()"
+        return {
+            self.knobs[0]: KnobDefault(value=unset.request_limit, source=f"{source}.request_limit"),
+            self.knobs[1]: KnobDefault(value=unset.tool_calls_limit, source=f"{source}.tool_calls_limit"),
+        }
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent; `UsageLimitExceeded` at the cap propagates, `session.conclude` names it."""
@@ -89,7 +102,11 @@ class PydanticAI(Adapter):
             retries=session.limits.max_steps,
         )
         agent.instrument = False  # off by default already; this also overrides a global Agent.instrument_all()
-        limits = UsageLimits(request_limit=session.limits.max_steps)
+        # cap:begin
+        field = "request_limit" if session.knob == self.knobs[0] else "tool_calls_limit"
+        # UsageLimits() unset still caps requests at its default; that default is what an unset run gets.
+        limits = UsageLimits() if session.cap is None else UsageLimits(**{field: session.cap})
+        # cap:end
         result = asyncio.run(agent.run(task, usage_limits=limits))
         return session.conclude(result.output)
 
