@@ -87,7 +87,8 @@ def _cap(knob: str, value: int | None) -> tuple[list[Any], dict[str, Any]]:
         # exit_behavior="error" for the mapping: "end" appends a made-up AI message ("Model call limits
         # exceeded") that would read as an answer; an exception leaves no doubt that the cap ended the run.
         middleware = ModelCallLimitMiddleware(run_limit=value, exit_behavior="error" if knob == MODEL_CALLS else "end")
-    return [middleware], {"recursion_limit": recursion_backstop(value)}
+    # Only the mapping gets a backstop; an alternative is measured on its own, under create_agent's default.
+    return [middleware], {"recursion_limit": recursion_backstop(value)} if knob == MODEL_CALLS else {}
     # cap:end
 
 

@@ -42,9 +42,25 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--repeat", type=int, default=1, metavar="K", help="run every cell K times (default 1)")
     _model_options(ev)
     ev.add_argument("--json", metavar="PATH", help="write the summary, the cells and every RunResult as JSON")
+    ev.add_argument("--html", metavar="PATH", help="write the side-by-side HTML report (one self-contained file)")
+    ev.add_argument("--jobs", type=int, metavar="N", help="worker processes for the matrix (default: the cores)")
+
+    caps = sub.add_parser("caps", help="measure each runner's native iteration cap; write docs/iteration-caps.*")
+    caps.add_argument(
+        "--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)"
+    )
+    caps.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with the committed docs instead of writing them; exit 1 with the diff if they differ",
+    )
+    caps.add_argument(
+        "--docs", default="docs", metavar="DIR", help="where iteration-caps.json and .md live (default: docs)"
+    )
 
     sub.add_parser("runners", help="list runners, whether each is installed, and the extra that enables it")
     sub.add_parser("cases", help="list the cases")
+    _report_bench_parsers(sub)
 
     serve = sub.add_parser("serve-model", help="serve the scripted model over HTTP for other tools")
     serve.add_argument("--port", type=int, default=8765)
@@ -77,7 +93,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from adapters.base import LooplabError
 
     try:
-        commands = {"run": _run, "eval": _eval, "runners": _runners, "cases": _cases, "serve-model": _serve}
+        commands = {
+            "run": _run,
+            "eval": _eval,
+            "caps": _caps,
+            "runners": _runners,
+            "cases": _cases,
+            "serve-model": _serve,
+            "report": _report,
+            "bench": _bench,
+        }
         return commands[args.command](args)
     except LooplabError as exc:
         print(f"looplab: {exc}", file=sys.stderr)
@@ -140,20 +165,22 @@ def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from looplab import harness, render
+    from looplab import harness, render, report
 
     runners, cases = _select(args, ["vip-compound"])
     choice = harness.ModelChoice(args.model, args.base_url, args.api)
 
     outcomes = []
-    with harness.endpoint(choice) as where:
+    with harness.endpoint(choice) as where, render.matrix_progress(len(cases) * len(runners)) as advance:
         for case in cases:
             for runner in runners:
                 outcome = harness.run_one(runner, case, where, args.max_steps)
                 if not args.quiet:
                     render.run_detail(outcome)
                 outcomes.append(outcome)
+                advance(outcome)
     render.summary_table(outcomes)
+    report.print_headline([o.result for o in outcomes if o.result])
     results_path, traces_path = harness.write_outputs(
         outcomes, Path(args.out) if args.out else harness.default_out_dir()
     )
@@ -164,31 +191,135 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(o.result is not None for o in outcomes) else 1
 
 
+def _caps(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from adapters.base import LooplabError
+    from looplab import caps, render
+
+    args.case = ["vip-compound"]
+    runners, _ = _select(args, None)
+    docs = Path(args.docs)
+    json_path, md_path = docs / "iteration-caps.json", docs / "iteration-caps.md"
+    out = render.console()
+    doc = caps.measure(runners, on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"))
+    if args.check:
+        if not json_path.is_file():
+            raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")
+        changes = caps.drift(doc, json_path.read_text(encoding="utf-8"))
+        fresh_md = caps.to_markdown(
+            caps.CapsDoc.model_validate_json(json_path.read_text(encoding="utf-8")),
+            md_path.read_text(encoding="utf-8") if md_path.is_file() else "",
+        )
+        stale_md = md_path.is_file() and fresh_md != md_path.read_text(encoding="utf-8")
+        if changes or stale_md:
+            print(changes or caps.diff(md_path.read_text(encoding="utf-8"), fresh_md, "iteration-caps.md"))
+            out.print(
+                "the measured caps differ from the committed docs: a library changed what its cap does "
+                "(the diff above is the news); run `looplab caps` to regenerate them",
+                style="red",
+            )
+            return 1
+        out.print(f"{json_path} and {md_path} match the installed libraries", style="green")
+        return 0
+    docs.mkdir(parents=True, exist_ok=True)
+    existing = md_path.read_text(encoding="utf-8") if md_path.is_file() else ""
+    json_path.write_text(caps.to_json(doc), encoding="utf-8")
+    md_path.write_text(caps.to_markdown(doc, existing), encoding="utf-8")
+    out.print(f"wrote {json_path} and {md_path}")
+    return 0
+
+
 def _eval(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
     from adapters.base import LooplabError
-    from looplab import evaluation, harness, render
+    from looplab import evaluation, harness, render, report
 
     runners, cases = _select(args, None)
     if args.repeat < 1:
         raise LooplabError("--repeat takes a whole number of 1 or more")
+    jobs = evaluation.default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise LooplabError("--jobs takes a whole number of 1 or more")
     choice = harness.ModelChoice(args.model, args.base_url, args.api)
     with harness.endpoint(choice) as where, render.matrix_progress(len(runners) * len(cases) * args.repeat) as advance:
-        outcomes = evaluation.run_matrix(runners, cases, where, repeat=args.repeat, on_done=advance)
+        outcomes = evaluation.run_matrix(runners, cases, where, repeat=args.repeat, on_done=advance, jobs=jobs)
     cells, summary = evaluation.cells(outcomes), evaluation.summarize(outcomes)
     render.matrix_table(cells, runners, [c.id for c in cases])
     render.runner_summary(summary)
+    doc = {
+        "summary": [s.model_dump() for s in summary],
+        "cells": [c.model_dump() for c in cells],
+        "results": [o.result.model_dump(mode="json") for o in outcomes if o.result],
+    }
+    report.print_headline(doc)
     if args.json:
-        doc = {
-            "summary": [s.model_dump() for s in summary],
-            "cells": [c.model_dump() for c in cells],
-            "results": [o.result.model_dump(mode="json") for o in outcomes if o.result],
-        }
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         render.console().print(f"JSON: {args.json}")
+    if args.html:
+        report.write_html(doc, Path(args.html), source="looplab eval")
+        render.console().print(f"HTML: {args.html}")
     return 0 if all(c.passed for c in cells) else 1
+
+
+def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
+    """The `report` and `bench` subcommands."""
+    rep = sub.add_parser("report", help="the side-by-side HTML report from a results JSON (eval or run output)")
+    rep.add_argument("results", metavar="RESULTS.json", help="written by `looplab eval --json` or `looplab run --json`")
+    rep.add_argument("-o", "--output", metavar="PATH", help="the HTML file (default: RESULTS with .html)")
+
+    bench = sub.add_parser("bench", help="framework overhead per model turn, import time and memory, vs handrolled")
+    bench.add_argument(
+        "--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)"
+    )
+    bench.add_argument("--case", default="vip-compound", metavar="C", help="the case to run (default: vip-compound)")
+    bench.add_argument("--repeat", type=int, default=20, metavar="K", help="timed runs per runner (default 20)")
+    bench.add_argument(
+        "--import-repeat", type=int, default=3, metavar="K", help="fresh interpreters per runner for import time"
+    )
+    bench.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
+    bench.add_argument("--markdown", action="store_true", help="also print the tables as Markdown (for the README)")
+
+
+def _report(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from adapters.base import LooplabError
+    from looplab import render, report
+
+    source = Path(args.results)
+    try:
+        doc = report.read_document(source)
+        out_path = Path(args.output) if args.output else source.with_suffix(".html")
+        out = report.write_html(doc, out_path, source=str(source))
+    except FileNotFoundError:
+        raise LooplabError(f"{source}: no such file") from None
+    except (ValueError, json.JSONDecodeError) as exc:  # pydantic's ValidationError is a ValueError too
+        raise LooplabError(f"{source}: not a looplab results file ({str(exc).splitlines()[0]})") from None
+    report.print_headline(doc)
+    render.console().print(f"HTML: {out}")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from adapters.base import LooplabError
+    from looplab import bench
+
+    if args.repeat < 1 or args.import_repeat < 1:
+        raise LooplabError("--repeat and --import-repeat take a whole number of 1 or more")
+    runners, [case] = _select(argparse.Namespace(runner=args.runner, case=[args.case]), None)
+    result = bench.run_bench(runners, case, repeat=args.repeat, import_repeat=args.import_repeat)
+    bench.print_tables(result)
+    if args.markdown:
+        print(bench.markdown(result))
+    if args.json:
+        Path(args.json).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,292 @@
+"""`looplab caps`: each runner's native iteration cap, measured on the installed library.
+
+Every number comes from running the framework against the scripted model
+with looplab's normalization out of the way (the model boundary's own stop
+is moved to a safety limit far above the values probed): what the knob
+counts, what it does at the cap, where its default comes from and what an
+unset cap lets a runaway do. `docs/iteration-caps.json` holds the
+measurements; `docs/iteration-caps.md` is generated from it, keeping the
+prose between its `<!-- prose:... -->` markers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+import adapters
+from adapters.base import Adapter, Limits, NativeEnd, Probe, RunResult
+from looplab.harness import Endpoint, ModelChoice
+from scenarios.cases import load_cases
+from scenarios.scripted.probes import AnswersOnCall, NeverStops
+from scenarios.scripted.server import ScriptedModelServer
+from shared_tools import Guard, Workspace
+
+SAFETY_STOP = 60  # model calls; where the boundary cuts off a cap that never fires (above every default seen)
+UNIT_VALUES = (1, 2, 3, 5)
+ANSWER_ON = 3  # the off-by-one probe answers on this model call
+MAX_SEARCH = 8 * ANSWER_ON  # the largest knob value tried for it
+DOCS = Path("docs")
+
+
+class Ending(BaseModel):
+    """How the framework ended a probe, in a line."""
+
+    how: str
+    exception: str | None = None
+    message: str | None = None
+    history: str | None = None
+
+    @classmethod
+    def of(cls, end: NativeEnd | None) -> Ending:
+        if end is None or end.kind == "refused by the model boundary":
+            return cls(how=f"kept going: stopped by looplab's safety stop at {SAFETY_STOP} model calls")
+        if end.kind == "raised":
+            return cls(how="raises", exception=end.exception, message=end.message, history=end.history)
+        if end.text:
+            return cls(how="returns, with a message appended as the final text", message=end.text[:200])
+        return cls(how="returns silently (no exception, no answer)")
+
+
+class Row(BaseModel):
+    value: int | None
+    setting: str | None = None
+    model_calls: int
+    tool_calls: int
+    ending: Ending
+
+
+class KnobReport(BaseModel):
+    knob: str
+    default: int | None
+    default_source: str
+    counts: str
+    rows: list[Row]
+    unset: Row
+    smallest_value_to_answer_on_call_3: int | None
+
+
+class RunnerReport(BaseModel):
+    runner: str
+    distribution: str
+    version: str
+    mapping: str
+    mapping_rows: list[Row]
+    knobs: list[KnobReport]
+    code: str
+
+
+class CapsDoc(BaseModel):
+    generated_by: str = "looplab caps"
+    safety_stop: int = SAFETY_STOP
+    runners: list[RunnerReport]
+
+
+def cap_code(adapter: Adapter) -> str:
+    """The lines of the adapter that set the cap, between its `# cap:begin` and `# cap:end` markers."""
+    source = inspect.getsource(inspect.getmodule(adapter))  # type: ignore[arg-type]
+    blocks = re.findall(r"^[ \t]*# cap:begin\n(.*?)^[ \t]*# cap:end", source, re.S | re.M)
+    return "\n\n".join(inspect.cleandoc("\n" + b) if b.startswith(" ") else b.rstrip() for b in blocks)
+
+
+class Prober:
+    """Runs one runner against the probe policies, each run in a fresh workspace."""
+
+    def __init__(self, servers: dict[str, ScriptedModelServer]) -> None:
+        self.servers = servers
+        case = load_cases()["vip-compound"]
+        self.repo, self.task = case.repo_path, case.task
+
+    def run(self, adapter: Adapter, policy: str, probe: Probe | None, max_steps: int = SAFETY_STOP) -> RunResult:
+        server = self.servers[policy]
+        urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
+        spec = Endpoint(ModelChoice(), urls).spec_for(adapter)
+        with Workspace(self.repo) as ws:
+            guard = Guard(ws, max_repeats=SAFETY_STOP + 1)
+            return adapter.run(self.task, guard, Limits(max_steps=max_steps, max_seconds=120), spec, probe)
+
+    def row(self, adapter: Adapter, probe: Probe | None, max_steps: int = SAFETY_STOP) -> Row:
+        result = self.run(adapter, "never-stops", probe, max_steps)
+        return Row(
+            value=probe.value if probe else max_steps,
+            setting=None if probe else result.native_cap.knob,
+            model_calls=result.totals.model_calls,
+            tool_calls=result.totals.tool_calls,
+            ending=Ending.of(result.native_end),
+        )
+
+    def smallest_to_finish(self, adapter: Adapter, knob: str) -> int | None:
+        for value in range(1, MAX_SEARCH + 1):
+            result = self.run(adapter, "answers-on-3", Probe(knob=knob, value=value))
+            if result.answer == f"answered on model call {ANSWER_ON}":
+                return value
+        return None
+
+    def knob(self, adapter: Adapter, knob: str, default: Any) -> KnobReport:
+        rows = [self.row(adapter, Probe(knob=knob, value=v)) for v in UNIT_VALUES]
+        return KnobReport(
+            knob=knob,
+            default=default.value,
+            default_source=default.source,
+            counts=_unit(rows),
+            rows=rows,
+            unset=self.row(adapter, Probe(knob=knob, value=None)),
+            smallest_value_to_answer_on_call_3=self.smallest_to_finish(adapter, knob),
+        )
+
+    def runner(self, name: str) -> RunnerReport:
+        adapter = adapters.load(name)
+        defaults = adapter.knob_defaults()
+        return RunnerReport(
+            runner=name,
+            distribution=adapter.distribution,
+            version=adapter.version(),
+            mapping=adapter.knobs[0],
+            mapping_rows=[self.row(adapter, None, max_steps=n) for n in UNIT_VALUES],
+            knobs=[self.knob(adapter, k, defaults[k]) for k in adapter.knobs],
+            code=cap_code(adapter),
+        )
+
+
+def _unit(rows: list[Row]) -> str:
+    """What a knob counts, read off the rows: model calls if value N always made N calls."""
+    pairs = [(r.value, r.model_calls) for r in rows]
+    if all(v == m for v, m in pairs):
+        return "model calls"
+    if all(v == t for v, t in ((r.value, r.tool_calls) for r in rows)):
+        return "tool calls"
+    return "not model calls: " + ", ".join(f"{v} -> {m} model calls" for v, m in pairs)
+
+
+def measure(runners: list[str], on_runner: Callable[[str], None] | None = None) -> CapsDoc:
+    """Probe every runner in `runners`; the probe servers live for the whole measurement."""
+    with ExitStack() as stack:
+        servers = {
+            "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
+            "answers-on-3": stack.enter_context(ScriptedModelServer(AnswersOnCall(ANSWER_ON))),
+        }
+        prober = Prober(servers)
+        reports = []
+        for name in runners:
+            if on_runner:
+                on_runner(name)
+            reports.append(prober.runner(name))
+    return CapsDoc(runners=reports)
+
+
+def to_json(doc: CapsDoc) -> str:
+    return json.dumps(doc.model_dump(), indent=2) + "\n"
+
+
+# --- the Markdown, generated from the JSON -------------------------------------------------------------
+
+PROSE = re.compile(r"<!-- prose:(?P<key>[\w-]+) -->\n(?P<text>.*?)<!-- /prose -->", re.S)
+DEFAULT_PROSE = "(Notes on this runner go here; `looplab caps` keeps what stands between these markers.)\n"
+
+
+def _prose(existing: str) -> dict[str, str]:
+    return {m["key"]: m["text"] for m in PROSE.finditer(existing)}
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _ending(e: Ending) -> str:
+    if e.exception:
+        return f"raises `{e.exception}`: {_cell(e.message)}"
+    return e.how + (f": “{_cell(e.message)}”" if e.message else "")
+
+
+def _history(e: Ending) -> str:
+    if e.history:
+        return f"the exception carries it: `{e.history}`"
+    if e.how.startswith("returns"):
+        return "in what the framework returns (its final state or messages)"
+    if e.exception:
+        return "not in the exception; looplab's trace has it"
+    return "the run did not stop"
+
+
+def _version(r: RunnerReport) -> str:
+    return r.version if r.version.startswith(r.distribution) else f"{r.distribution} {r.version}"
+
+
+def to_markdown(doc: CapsDoc, existing: str = "") -> str:
+    """The doc a person reads: a summary table, then a section per runner; prose blocks are kept."""
+    prose = _prose(existing)
+
+    def block(key: str) -> Iterator[str]:
+        yield f"<!-- prose:{key} -->"
+        yield (prose.get(key) or DEFAULT_PROSE).rstrip("\n")
+        yield "<!-- /prose -->"
+
+    out = ["# Iteration caps, measured", "", *block("intro"), ""]
+    out += [
+        "| runner | version | native knob for `max_steps=N` | default | counts | at the cap | "
+        "unset, a runaway makes | smallest value to answer on call 3 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc.runners:
+        k = r.knobs[0]
+        version = _version(r)
+        default = "none" if k.default is None else k.default
+        out.append(
+            f"| `{r.runner}` | {version} | `{_cell(r.mapping)}` | {default} | {k.counts} | "
+            f"{_ending(k.rows[0].ending)} | {k.unset.model_calls} model calls | "
+            f"{k.smallest_value_to_answer_on_call_3} |"
+        )
+    out += [
+        "",
+        f"Safety stop for a cap that never fires: {doc.safety_stop} model calls (looplab's, not the framework's).",
+        "",
+    ]
+    for r in doc.runners:
+        out += [f"## `{r.runner}` ({_version(r)})", "", *block(r.runner), ""]
+        out += [f"looplab maps `max_steps=N` onto `{_cell(r.mapping)}`; measured:", ""]
+        out += ["| max_steps | model calls | tool calls | how the framework ended |", "|---|---|---|---|"]
+        out += [
+            f"| {row.value} | {row.model_calls} | {row.tool_calls} | {_ending(row.ending)} |" for row in r.mapping_rows
+        ]
+        for k in r.knobs:
+            default = "none (no limit)" if k.default is None else f"{k.default}"
+            out += ["", f"### `{_cell(k.knob)}`", ""]
+            out += [f"- default: {default}, read from `{k.default_source}`"]
+            out += [f"- counts: {k.counts}"]
+            out += [f"- unset, a runaway made {k.unset.model_calls} model calls: {_ending(k.unset.ending)}"]
+            smallest = k.smallest_value_to_answer_on_call_3
+            out += [f"- smallest value that lets a run answering on model call 3 finish: {smallest}"]
+            native = _history(k.rows[0].ending)
+            out += [f"- partial history at the cap: {native}", ""]
+            out += ["| value | model calls | tool calls | how the framework ended |", "|---|---|---|---|"]
+            out += [f"| {row.value} | {row.model_calls} | {row.tool_calls} | {_ending(row.ending)} |" for row in k.rows]
+        out += ["", "The code that sets the cap:", "", "```python", r.code, "```", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def diff(committed: str, fresh: str, name: str) -> str:
+    """A unified diff from the committed file to what the installed libraries measure now."""
+    return "".join(
+        difflib.unified_diff(
+            committed.splitlines(keepends=True),
+            fresh.splitlines(keepends=True),
+            f"{name} (committed)",
+            f"{name} (measured)",
+        )
+    )
+
+
+def drift(fresh: CapsDoc, committed_json: str) -> str:
+    """The diff between the committed measurements and fresh ones, for the runners measured ('' if none)."""
+    committed = CapsDoc.model_validate_json(committed_json)
+    measured = {r.runner for r in fresh.runners}
+    committed.runners = [r for r in committed.runners if r.runner in measured]
+    return diff(to_json(committed), to_json(fresh), "iteration-caps.json")
