@@ -1,0 +1,76 @@
+"""`looplab caps`: the measurement, the generated docs, and the drift check that guards them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import adapters
+from looplab import caps
+from looplab.cli import main
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture(scope="module")
+def handrolled() -> caps.CapsDoc:
+    return caps.measure(["handrolled"])
+
+
+def test_the_hand_rolled_cap_counts_model_calls(handrolled: caps.CapsDoc) -> None:
+    [report] = handrolled.runners
+    [knob] = report.knobs
+    assert knob.counts == "model calls"
+    assert [(r.value, r.model_calls) for r in knob.rows] == [(1, 1), (2, 2), (3, 3), (5, 5)]
+    assert knob.unset.model_calls == caps.SAFETY_STOP and "safety stop" in knob.unset.ending.how
+    assert knob.smallest_value_to_answer_on_call_3 == caps.ANSWER_ON
+    assert "range(session.cap)" in report.code
+
+
+def test_every_adapter_marks_the_code_that_sets_its_cap() -> None:
+    for name in adapters.RUNNERS:
+        adapter = adapters.load(name)
+        assert caps.cap_code(adapter).strip(), name
+        assert set(adapter.knob_defaults()) == set(adapter.knobs), name
+
+
+def test_the_committed_docs_cover_every_runner_and_the_markdown_comes_from_the_json() -> None:
+    doc = caps.CapsDoc.model_validate_json((DOCS / "iteration-caps.json").read_text())
+    assert [r.runner for r in doc.runners] == list(adapters.RUNNERS)
+    for r in doc.runners:
+        assert r.version and r.code and r.mapping_rows and r.knobs
+        assert [row.model_calls for row in r.mapping_rows] == [row.value for row in r.mapping_rows]  # max_steps=N -> N
+        for k in r.knobs:
+            assert k.default_source and k.counts and len(k.rows) == len(caps.UNIT_VALUES)
+    committed_md = (DOCS / "iteration-caps.md").read_text()
+    assert caps.to_markdown(doc, committed_md) == committed_md
+
+
+def test_prose_between_the_markers_survives_regeneration(handrolled: caps.CapsDoc) -> None:
+    first = caps.to_markdown(handrolled)
+    edited = first.replace(caps.DEFAULT_PROSE, "A note a person wrote.\n", 1)
+    assert "A note a person wrote." in caps.to_markdown(handrolled, edited)
+
+
+def _write(docs: Path, doc: caps.CapsDoc) -> None:
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / "iteration-caps.json").write_text(caps.to_json(doc))
+    (docs / "iteration-caps.md").write_text(caps.to_markdown(doc))
+
+
+def test_check_passes_on_fresh_docs_and_fails_with_a_diff_when_a_count_is_edited(
+    handrolled: caps.CapsDoc, tmp_path: Path, capsys
+) -> None:
+    _write(tmp_path, handrolled)
+    assert main(["caps", "--runner", "handrolled", "--check", "--docs", str(tmp_path)]) == 0
+
+    data = json.loads((tmp_path / "iteration-caps.json").read_text())
+    data["runners"][0]["knobs"][0]["rows"][2]["model_calls"] = 4  # claim max 3 allows 4 model calls
+    (tmp_path / "iteration-caps.json").write_text(json.dumps(data, indent=2) + "\n")
+    capsys.readouterr()
+    assert main(["caps", "--runner", "handrolled", "--check", "--docs", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r'^-\s+"model_calls": 4,$', out, re.M) and re.search(r'^\+\s+"model_calls": 3,$', out, re.M)
