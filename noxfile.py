@@ -1,11 +1,44 @@
-"""Sessions: `tests` runs the suite on the pinned current versions; `lint` runs ruff."""
+"""Sessions.
+
+- `tests`: the whole suite on the current versions (what `.ci/run` runs, through the README command).
+- `adapter-<runner>-<oldest|latest>`: one runner on the lower bounds of its extra in pyproject.toml, or
+  on the newest releases within the bounds: its conformance tests and its cases.
+- `caps`: measure every runner's native cap on the installed versions and fail with a diff when the
+  committed docs/iteration-caps.* no longer match (a library changed its semantics: the diff is the news).
+- `compare`: `looplab eval` over everything, writing the JSON and the HTML report.
+- `lint`: ruff.
+"""
 
 from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
 
 import nox
 
 nox.options.sessions = ["tests", "lint"]
 nox.options.default_venv_backend = "venv"
+
+PYPROJECT = tomllib.loads(Path(__file__).with_name("pyproject.toml").read_text())
+EXTRAS: dict[str, list[str]] = PYPROJECT["project"]["optional-dependencies"]
+#: Runner -> the extra that installs its framework.
+RUNNER_EXTRAS = {
+    "handrolled": "anthropic",
+    "anthropic_tool_runner": "anthropic",
+    "langchain": "langchain",
+    "langgraph": "langgraph",
+    "openai_agents": "openai-agents",
+    "pydantic_ai": "pydantic-ai",
+}
+
+
+def oldest(requirement: str) -> str:
+    """`pkg[x]>=1.2,<2` -> `pkg[x]==1.2`: the lower bound, pinned."""
+    match = re.match(r"^([A-Za-z0-9_.\-\[\],]+?)\s*>=\s*([^,;\s]+)", requirement)
+    if match is None:
+        raise ValueError(f"{requirement!r} has no lower bound")
+    return f"{match[1]}=={match[2]}"
 
 
 @nox.session
@@ -13,6 +46,44 @@ def tests(session: nox.Session) -> None:
     """The test suite, as the README's test command runs it."""
     session.install("-e", ".[dev]")
     session.run("pytest", *session.posargs)
+
+
+def _adapter_session(runner: str, which: str) -> None:
+    extra = EXTRAS[RUNNER_EXTRAS[runner]]
+
+    def adapter(session: nox.Session) -> None:
+        session.install("-e", ".", "pytest>=8")
+        if which == "oldest":
+            session.install(*(oldest(r) for r in extra))
+        else:
+            session.install("--upgrade", *extra)
+        session.run("pip", "list", "--format=freeze", silent=False)
+        session.run(
+            "pytest", "tests/test_conformance.py", "tests/test_cases.py", "-k", runner, "-q", *session.posargs,
+            env={"LOOPLAB_RUNNERS": runner},
+        )
+
+    adapter.__doc__ = f"{runner} on the {which} versions its extra allows ({', '.join(extra)})"
+    nox.session(name=f"adapter-{runner}-{which}")(adapter)
+
+
+for _runner in RUNNER_EXTRAS:
+    for _which in ("oldest", "latest"):
+        _adapter_session(_runner, _which)
+
+
+@nox.session
+def caps(session: nox.Session) -> None:
+    """Fails, with the diff, when the measured caps differ from docs/iteration-caps.*."""
+    session.install("-e", ".[all]")
+    session.run("looplab", "caps", "--check")
+
+
+@nox.session
+def compare(session: nox.Session) -> None:
+    """Every runner on every case: looplab-report/eval.json and looplab-report/report.html."""
+    session.install("-e", ".[all]")
+    session.run("looplab", "eval", "--json", "looplab-report/eval.json", "--html", "looplab-report/report.html")
 
 
 @nox.session

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import adapters
 from adapters.base import LooplabError
 from looplab.harness import Endpoint, ModelChoice, RunOutcome, run_one
 from scenarios.cases import SCENARIOS_DIR, Case, load_case, load_cases
 from shared_tools import Workspace, default_tools, tools
 from shared_tools.guard import Guard
+from tests.runs import ALL_RUNNERS
 
 CASES = load_cases()
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -41,7 +41,7 @@ def test_the_suite_has_every_case_the_investigation_needs() -> None:
 
 
 @pytest.mark.parametrize("case_id", list(CASES))
-@pytest.mark.parametrize("runner", list(adapters.RUNNERS))
+@pytest.mark.parametrize("runner", ALL_RUNNERS)
 def test_every_runner_passes_every_case(runner: str, case_id: str, where: Endpoint) -> None:
     outcome = run_one(runner, CASES[case_id], where)
     assert outcome.result is not None, outcome.error
