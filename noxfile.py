@@ -33,6 +33,12 @@ RUNNER_EXTRAS = {
 }
 
 
+#: Pins an oldest session needs beyond the extra's own lower bounds. langgraph 1.0.0 allows any
+#: langgraph-prebuilt <1.1, and the newest of those imports names langgraph 1.0.0 does not have
+#: (ImportError: ExecutionInfo from langgraph.runtime): the first prebuilt of the series goes with it.
+OLDEST_COMPANIONS = {"langgraph": ["langgraph-prebuilt==1.0.0"]}
+
+
 def oldest(requirement: str) -> str:
     """`pkg[x]>=1.2,<2` -> `pkg[x]==1.2`: the lower bound, pinned."""
     match = re.match(r"^([A-Za-z0-9_.\-\[\],]+?)\s*>=\s*([^,;\s]+)", requirement)
@@ -54,7 +60,7 @@ def _adapter_session(runner: str, which: str) -> None:
     def adapter(session: nox.Session) -> None:
         session.install("-e", ".", "pytest>=8")
         if which == "oldest":
-            session.install(*(oldest(r) for r in extra))
+            session.install(*(oldest(r) for r in extra), *OLDEST_COMPANIONS.get(runner, []))
         else:
             session.install("--upgrade", *extra)
         session.run("pip", "list", "--format=freeze", silent=False)
