@@ -22,14 +22,14 @@ nox.options.default_venv_backend = "venv"
 
 PYPROJECT = tomllib.loads(Path(__file__).with_name("pyproject.toml").read_text())
 EXTRAS: dict[str, list[str]] = PYPROJECT["project"]["optional-dependencies"]
-#: Runner -> the extra that installs its framework.
+#: Runner -> the extras that install its framework (the hand-rolled loop runs on both provider SDKs).
 RUNNER_EXTRAS = {
-    "handrolled": "anthropic",
-    "anthropic_tool_runner": "anthropic",
-    "langchain": "langchain",
-    "langgraph": "langgraph",
-    "openai_agents": "openai-agents",
-    "pydantic_ai": "pydantic-ai",
+    "handrolled": ["anthropic", "openai"],
+    "anthropic_tool_runner": ["anthropic"],
+    "langchain": ["langchain"],
+    "langgraph": ["langgraph"],
+    "openai_agents": ["openai-agents"],
+    "pydantic_ai": ["pydantic-ai"],
 }
 
 
@@ -55,7 +55,7 @@ def tests(session: nox.Session) -> None:
 
 
 def _adapter_session(runner: str, which: str) -> None:
-    extra = EXTRAS[RUNNER_EXTRAS[runner]]
+    extra = [requirement for name in RUNNER_EXTRAS[runner] for requirement in EXTRAS[name]]
 
     def adapter(session: nox.Session) -> None:
         session.install("-e", ".", "pytest>=8")

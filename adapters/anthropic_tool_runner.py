@@ -58,11 +58,9 @@ class AnthropicToolRunner(Adapter):
             system=SYSTEM_PROMPT,
             messages=[{"role": "user", "content": task}],
             tools=[self._tool(t, session, call_ids) for t in session.guard.tools],
-            # Send the whole history each turn: a server-side message thread is an Anthropic API beta that
-            # OpenAI-compatible and local servers (and the scripted model) do not keep.
-            thread=False,
             timeout=session.remaining_s(),
             **cap,
+            **_whole_history(client),
         )
         message = None
         for message in runner:
@@ -88,6 +86,15 @@ class AnthropicToolRunner(Adapter):
             return record.result
 
         return BetaFunctionTool(call, name=t.name, description=t.description, input_schema=t.parameters)
+
+
+def _whole_history(client: anthropic.Anthropic) -> dict[str, Any]:
+    """Send the whole history each turn where the SDK would otherwise continue a server-side thread.
+
+    The message-thread beta (newer SDKs default to it) keeps state on the server, which OpenAI-compatible
+    and local servers, the scripted model among them, do not; older SDKs have no such parameter.
+    """
+    return {"thread": False} if "thread" in inspect.signature(client.beta.messages.tool_runner).parameters else {}
 
 
 ADAPTER = AnthropicToolRunner()
