@@ -21,14 +21,7 @@ def _parser() -> argparse.ArgumentParser:
         "--runner", action="append", metavar="R", help="runner to use (repeatable; default: every installed one)"
     )
     run.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: vip-compound)")
-    run.add_argument(
-        "--model",
-        default="scripted",
-        metavar="PROVIDER:NAME",
-        help="'scripted' (default, offline) or e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5",
-    )
-    run.add_argument("--base-url", metavar="URL", help="send the provider's requests to this compatible endpoint")
-    run.add_argument("--api", choices=API_CHOICES, help="wire API, where a runner speaks several")
+    _model_options(run)
     run.add_argument("--max-steps", type=int, metavar="N", help="override the case's max_steps (model calls)")
     run.add_argument("--json", metavar="PATH", help="also write the RunResults as a JSON list to PATH")
     run.add_argument(
@@ -180,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
                 outcomes.append(outcome)
                 advance(outcome)
     render.summary_table(outcomes)
-    report.print_headline([o.result for o in outcomes if o.result])
+    report.print_headline(report.document(outcomes))
     results_path, traces_path = harness.write_outputs(
         outcomes, Path(args.out) if args.out else harness.default_out_dir()
     )

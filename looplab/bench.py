@@ -1,0 +1,735 @@
+"""`looplab bench`: what each framework costs per model turn, against the hand-rolled loop.
+
+Every runner runs one case (default `vip-compound`) against the scripted
+model `repeat` times in this process, after one warm-up run each, in
+round-robin order so drift spreads evenly. For each timed run:
+
+- the run's wall time is taken around `Adapter.run` (the workspace copy is
+  made before and is not counted);
+- each model turn's window runs from the previous turn's model request (the
+  start of `Adapter.run` for the first turn) to its own next request (the end
+  of `Adapter.run` for the last), so setup and teardown count too;
+- from each window, the model call's latency as the model boundary recorded it
+  (request sent until the last response byte read: the scripted server plus
+  loopback) and the durations of the turn's tool calls as the Guard recorded
+  them are subtracted. What is left is framework + SDK + adapter + looplab
+  time, the *overhead per turn*; its median and p95 are over all turns of all
+  timed runs.
+
+Import time and peak memory come from fresh interpreters (`python -m
+looplab.bench --probe RUNNER`): import time is `adapters.load(runner)` after
+looplab's own modules are loaded; peak memory is the process's peak RSS after
+one run of the case. The *harness tax* compares the same framework loop
+written bare (plain SDK client, plain tool functions, no recorder, Guard or
+RunSession) with the runner through looplab: each bare run goes right beside
+its looplab twin, and the tax is the median of the pairs' ratios of the time
+outside the tool calls (the tools, pytest included, vary by more than the
+harness costs; the whole-run ratio is shown beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import http.client
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from adapters.trace import Trace
+
+BASELINE = "handrolled"
+#: Runners whose framework loop is also written bare here, for the harness tax.
+BARE_LOOPS = ("handrolled", "pydantic_ai")
+SERVER_REQUESTS = 200
+HELP_REPEAT = 5
+
+
+class RunnerBench(BaseModel):
+    """One runner's numbers, and their ratios to the hand-rolled runner's."""
+
+    runner: str
+    version: str
+    runs: int
+    stop_reasons: dict[str, int]
+    turns_median: float
+    overhead_ms_median: float
+    overhead_ms_p95: float
+    first_turn_ms_median: float
+    model_ms_median: float
+    wall_ms_median: float
+    import_s: float
+    peak_rss_mb: float
+    ratio_overhead_median: float | None = None
+    ratio_overhead_p95: float | None = None
+    ratio_import: float | None = None
+    ratio_peak_rss: float | None = None
+
+
+class HarnessTax(BaseModel):
+    """The same framework loop, bare and through looplab: medians per run and their ratio."""
+
+    runner: str
+    turns_bare: float
+    turns_looplab: float
+    bare_wall_ms: float
+    looplab_wall_ms: float
+    tax_wall: float
+    bare_outside_tools_ms: float
+    looplab_outside_tools_ms: float
+    tax_outside_tools: float
+    added_ms_per_turn: float
+
+
+class ServerLatency(BaseModel):
+    """The scripted model server alone: one first-turn Chat Completions request at a time, on loopback."""
+
+    requests: int
+    median_ms: float
+    p95_ms: float
+
+
+class BenchResult(BaseModel):
+    """Everything `looplab bench` measured, with what it ran on."""
+
+    date: str
+    case: str
+    repeat: int
+    import_repeat: int
+    python: str
+    platform: str
+    cores: int
+    runners: list[RunnerBench]
+    harness_tax: list[HarnessTax]
+    server: ServerLatency
+    recorded_model_ms_median: float
+    help_s_median: float
+
+
+def median(values: list[float]) -> float:
+    """The median (0.0 for no values, so a table never breaks)."""
+    return statistics.median(values) if values else 0.0
+
+
+def p95(values: list[float]) -> float:
+    """Nearest-rank 95th percentile, as `looplab eval` computes it."""
+    from looplab.evaluation import percentile
+
+    return percentile(values, 95) or 0.0
+
+
+def _ratio(value: float, base: float) -> float | None:
+    return round(value / base, 2) if base > 0 else None
+
+
+# --- one timed run through looplab ---------------------------------------------------
+
+
+class Sample(BaseModel):
+    """One timed run: wall time, time in tools and in the model, and the per-turn overheads."""
+
+    wall_s: float
+    tools_s: float
+    model_s: float
+    turns: int
+    turn_overheads_s: list[float]
+    stop_reason: str
+
+
+def timed_run(runner: str, case: Any, where: Any) -> Sample:
+    """Run `case` once through `runner`, timing it as the module docstring says."""
+    import adapters
+    from shared_tools import Guard, Workspace, default_tools, with_faults
+
+    adapter = adapters.load(runner)
+    tools = with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
+    spec = where.spec_for(adapter, case.model)
+    with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+        origin = [0.0]
+        # The run's own clock starts when Adapter.run is called, so turn windows start at 0.
+        guard = Guard(
+            ws, tools=tools, max_repeats=case.limits.max_repeats, clock=lambda: time.perf_counter() - origin[0]
+        )
+        gc.collect()  # the previous run's garbage is not this run's overhead
+        origin[0] = time.perf_counter()
+        result = adapter.run(case.task, guard, case.limits, spec)
+        end = guard.clock()
+    steps = result.trace.steps
+    return Sample(
+        wall_s=end,
+        tools_s=sum(c.duration_s for c in result.trace.tool_calls),
+        model_s=sum(s.model_call.latency_s for s in steps),
+        turns=len(steps),
+        turn_overheads_s=turn_overheads(result.trace, end),
+        stop_reason=str(result.stop_reason),
+    )
+
+
+def turn_overheads(trace: Trace, end: float) -> list[float]:
+    """Seconds of each model turn spent outside the model call and the turn's tool calls.
+
+    Turn i's window runs from turn i's model request to turn i+1's (from 0,
+    the start of the run, for the first; to `end` for the last), so setup and
+    teardown are counted; tool calls made before any model call count against
+    the first turn.
+    """
+    steps = trace.steps
+    bounds = [0.0] + [s.model_call.started_at for s in steps[1:]] + [end]
+    orphans = sum(c.duration_s for c in trace.orphan_tool_calls)
+    overheads = []
+    for i, step in enumerate(steps):
+        inside = step.model_call.latency_s + sum(c.duration_s for c in step.tool_calls) + (orphans if i == 0 else 0.0)
+        overheads.append(bounds[i + 1] - bounds[i] - inside)
+    return overheads
+
+
+# --- the same loops written bare -----------------------------------------------------
+
+
+class BareSample(BaseModel):
+    """One run of a bare loop: wall time, time in the tool functions, model turns."""
+
+    wall_s: float
+    tools_s: float
+    turns: int
+
+
+class _BareTools:
+    """The tool functions called directly on a workspace, timed; a failure is an error string, as any loop needs."""
+
+    def __init__(self, ws: Any) -> None:
+        from shared_tools import tools
+
+        self.ws, self.spent = ws, 0.0
+        self.fns: dict[str, Callable[..., str]] = {
+            "run_tests": tools.run_tests,
+            "read_file": tools.read_file,
+            "search_code": tools.search_code,
+        }
+
+    def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+        started = time.perf_counter()
+        try:
+            return self.fns[name](self.ws, **args), False
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}", True
+        finally:
+            self.spent += time.perf_counter() - started
+
+
+def _schemas() -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, description, JSON schema) of the default tools, computed once: a bare loop has them as constants."""
+    from shared_tools import default_tools
+
+    return [(t.name, t.description, t.parameters) for t in default_tools()]
+
+
+def bare_handrolled(task: str, ws: Any, urls: dict[str, str], model: str, max_steps: int) -> BareSample:
+    """The hand-rolled Anthropic Messages loop with a plain SDK client: no recorder, Guard or RunSession."""
+    import anthropic
+
+    from adapters.base import SYSTEM_PROMPT
+
+    tool_defs = [{"name": n, "description": d, "input_schema": s} for n, d, s in _SCHEMAS]
+    bare_tools = _BareTools(ws)
+    started = time.perf_counter()
+    client = anthropic.Anthropic(api_key="not-needed", base_url=urls["anthropic"])
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    turns = 0
+    for _ in range(max_steps):
+        reply = client.messages.create(
+            model=model, max_tokens=4096, system=SYSTEM_PROMPT, tools=tool_defs, messages=messages
+        )
+        turns += 1
+        content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
+        messages.append({"role": "assistant", "content": content})
+        if reply.stop_reason != "tool_use":
+            break
+        results = []
+        for block in reply.content:
+            if block.type == "tool_use":
+                text, is_error = bare_tools.call(block.name, block.input)
+                results.append({"type": "tool_result", "tool_use_id": block.id, "content": text, "is_error": is_error})
+        messages.append({"role": "user", "content": results})
+    return BareSample(wall_s=time.perf_counter() - started, tools_s=bare_tools.spent, turns=turns)
+
+
+def bare_pydantic_ai(task: str, ws: Any, urls: dict[str, str], model: str, max_steps: int) -> BareSample:
+    """Pydantic AI's Agent on the Responses API with plain tools and a plain provider: no looplab boundaries."""
+    import asyncio
+
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.usage import UsageLimits
+
+    from adapters.base import SYSTEM_PROMPT
+
+    bare_tools = _BareTools(ws)
+
+    def tool(name: str, description: str, schema: dict[str, Any]) -> Tool[None]:
+        def run(**kwargs: Any) -> str:
+            return bare_tools.call(name, kwargs)[0]
+
+        return Tool.from_schema(run, name=name, description=description, json_schema=schema)
+
+    started = time.perf_counter()
+    provider = OpenAIProvider(base_url=urls["openai"], api_key="not-needed")
+    agent = Agent(
+        OpenAIResponsesModel(model, provider=provider),
+        instructions=SYSTEM_PROMPT,
+        tools=[tool(*t) for t in _SCHEMAS],
+    )
+    result = asyncio.run(agent.run(task, usage_limits=UsageLimits(request_limit=max_steps)))
+    return BareSample(wall_s=time.perf_counter() - started, tools_s=bare_tools.spent, turns=result.usage.requests)
+
+
+BARE: dict[str, Callable[..., BareSample]] = {"handrolled": bare_handrolled, "pydantic_ai": bare_pydantic_ai}
+_SCHEMAS: list[tuple[str, str, dict[str, Any]]] = []
+
+
+def timed_bare(runner: str, case: Any, where: Any) -> BareSample:
+    """One run of `runner`'s bare loop on `case`, in a fresh workspace (its copy not counted)."""
+    from shared_tools import Workspace
+
+    if not _SCHEMAS:
+        _SCHEMAS.extend(_schemas())
+    with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+        gc.collect()
+        return BARE[runner](case.task, ws, where.scripted_urls, "scripted", case.limits.max_steps)
+
+
+# --- fresh interpreters: import time and peak memory ---------------------------------
+
+
+def probe(runner: str, case_id: str | None, urls: dict[str, str] | None) -> dict[str, float]:
+    """In a fresh interpreter: the time `adapters.load(runner)` takes, and peak RSS after one run of the case."""
+    import adapters
+    import looplab.harness  # noqa: F401 - looplab's own modules are the baseline, not the framework's cost
+    from scenarios.cases import load_cases
+
+    cases = load_cases()
+    started = time.perf_counter()
+    adapters.load(runner)
+    import_s = time.perf_counter() - started
+    if case_id and urls:
+        from looplab.harness import Endpoint, ModelChoice, run_one
+
+        run_one(runner, cases[case_id], Endpoint(ModelChoice(), urls))
+    return {"import_s": import_s, "peak_rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB.
+
+    VmHWM from /proc where there is one: `ru_maxrss` survives `execve`, so a
+    child started from a big parent would report the parent's size.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    import resource
+
+    # ru_maxrss is in KiB on Linux, bytes on macOS.
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
+
+
+def _probe_subprocess(runner: str, case_id: str | None, urls: dict[str, str] | None) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "looplab.bench", "--probe", runner]
+    if case_id and urls:
+        cmd += ["--case", case_id, "--urls", json.dumps(urls)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"probe of {runner} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def help_time(repeat: int = HELP_REPEAT) -> float:
+    """Median wall time of `looplab --help` in a fresh process (the console script if installed)."""
+    script = Path(sys.executable).with_name("looplab")
+    cmd = [str(script), "--help"] if script.exists() else [sys.executable, "-m", "looplab.cli", "--help"]
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=True, timeout=60)
+        times.append(time.perf_counter() - started)
+    return median(times)
+
+
+# --- the scripted server alone --------------------------------------------------------
+
+
+def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> ServerLatency:
+    """Round trips of a first-turn Chat Completions request (system, task, three tools) on one keep-alive connection.
+
+    Plain `http.client`, so the number is the server's (plus loopback), not an SDK's.
+    """
+    from adapters.base import SYSTEM_PROMPT
+    from scenarios.cases import load_cases
+
+    if not _SCHEMAS:
+        _SCHEMAS.extend(_schemas())
+    body = json.dumps(
+        {
+            "model": "scripted",
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": load_cases()["vip-compound"].task},
+            ],
+            "tools": [
+                {"type": "function", "function": {"name": n, "description": d, "parameters": s}} for n, d, s in _SCHEMAS
+            ],
+        }
+    ).encode()
+    url = urlsplit(openai_base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    times = []
+    try:
+        for i in range(requests + 10):  # the first ten warm the connection and the server up
+            started = time.perf_counter()
+            conn.request("POST", f"{url.path}/chat/completions", body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"scripted server answered {response.status}")
+            if i >= 10:
+                times.append(time.perf_counter() - started)
+    finally:
+        conn.close()
+    return ServerLatency(
+        requests=requests, median_ms=round(median(times) * 1000, 3), p95_ms=round(p95(times) * 1000, 3)
+    )
+
+
+# --- the benchmark --------------------------------------------------------------------
+
+
+def run_bench(
+    runners: list[str],
+    case: Any,
+    *,
+    repeat: int = 20,
+    import_repeat: int = 3,
+    progress: bool = True,
+) -> BenchResult:
+    """Measure `runners` (the hand-rolled one is always added, as the baseline) on `case`; see the module docstring."""
+    import adapters
+    from looplab import harness, render
+
+    runners = [BASELINE, *(r for r in runners if r != BASELINE)]
+    bare = [r for r in BARE_LOOPS if r in runners]
+    jobs = [(kind, r) for r in runners for kind in ("looplab", "bare") if kind == "looplab" or r in bare]
+    samples: dict[tuple[str, str], list[Any]] = {job: [] for job in jobs}
+    probes: dict[str, list[dict[str, float]]] = {r: [] for r in runners}
+    total = len(jobs) * (repeat + 1) + len(runners) * import_repeat
+    with harness.endpoint(harness.ModelChoice()) as where, _progress(total, progress, render.console()) as step:
+        server = server_latency(where.scripted_urls["openai"])
+        for rep in range(repeat + 1):  # rep 0 is the warm-up
+            # A bare loop runs right beside its looplab twin, first on every other round, so the pair sees the
+            # same machine (another process starting up slows both) and neither always goes first.
+            order = jobs if rep % 2 else _swap_pairs(jobs)
+            for kind, runner in order:
+                step(f"{kind} {runner}" + (" (warm-up)" if rep == 0 else f" {rep}/{repeat}"))
+                sample = timed_run(runner, case, where) if kind == "looplab" else timed_bare(runner, case, where)
+                if rep > 0:
+                    samples[(kind, runner)].append(sample)
+        for i in range(import_repeat):
+            for runner in runners:
+                step(f"fresh interpreter: {runner}")
+                # Only the first probe runs the case: peak memory after a run; the rest time the import alone.
+                first = i == 0
+                probes[runner].append(
+                    _probe_subprocess(runner, case.id if first else None, where.scripted_urls if first else None)
+                )
+    rows = []
+    recorded_model: list[float] = []
+    for runner in runners:
+        runs: list[Sample] = samples[("looplab", runner)]
+        overheads = [o for s in runs for o in s.turn_overheads_s]
+        model_per_turn = [s.model_s / s.turns for s in runs if s.turns]
+        recorded_model += model_per_turn
+        stops: dict[str, int] = {}
+        for s in runs:
+            stops[s.stop_reason] = stops.get(s.stop_reason, 0) + 1
+        rows.append(
+            RunnerBench(
+                runner=runner,
+                version=adapters.load(runner).version(),
+                runs=len(runs),
+                stop_reasons=stops,
+                turns_median=median([s.turns for s in runs]),
+                overhead_ms_median=round(median(overheads) * 1000, 3),
+                overhead_ms_p95=round(p95(overheads) * 1000, 3),
+                first_turn_ms_median=round(median([s.turn_overheads_s[0] for s in runs if s.turns]) * 1000, 3),
+                model_ms_median=round(median(model_per_turn) * 1000, 3),
+                wall_ms_median=round(median([s.wall_s for s in runs]) * 1000, 2),
+                import_s=round(median([p["import_s"] for p in probes[runner]]), 3),
+                peak_rss_mb=round(probes[runner][0]["peak_rss_mb"], 1),
+            )
+        )
+    base = rows[0]
+    for row in rows:
+        row.ratio_overhead_median = _ratio(row.overhead_ms_median, base.overhead_ms_median)
+        row.ratio_overhead_p95 = _ratio(row.overhead_ms_p95, base.overhead_ms_p95)
+        row.ratio_import = _ratio(row.import_s, base.import_s)
+        row.ratio_peak_rss = _ratio(row.peak_rss_mb, base.peak_rss_mb)
+    taxes = [_tax(runner, samples[("bare", runner)], samples[("looplab", runner)]) for runner in bare]
+    return BenchResult(
+        date=date.today().isoformat(),
+        case=case.id,
+        repeat=repeat,
+        import_repeat=import_repeat,
+        python=platform.python_version(),
+        platform=platform.platform(terse=True),
+        cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        runners=rows,
+        harness_tax=taxes,
+        server=server,
+        recorded_model_ms_median=round(median(recorded_model) * 1000, 3),
+        help_s_median=round(help_time(), 3),
+    )
+
+
+def _swap_pairs(jobs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`jobs` with each (looplab, bare) pair of one runner in the other order."""
+    out = list(jobs)
+    for i in range(len(out) - 1):
+        if out[i][0] == "looplab" and out[i + 1] == ("bare", out[i][1]):
+            out[i], out[i + 1] = out[i + 1], out[i]
+    return out
+
+
+def _tax(runner: str, bare: list[BareSample], looplab: list[Sample]) -> HarnessTax:
+    """Medians per run for the table; the tax itself is the median of the paired (same round) ratios."""
+    pairs = list(zip(bare, looplab, strict=True))
+    turns = median([s.turns for s in looplab]) or 1
+    return HarnessTax(
+        runner=runner,
+        turns_bare=median([s.turns for s in bare]),
+        turns_looplab=median([s.turns for s in looplab]),
+        bare_wall_ms=round(median([s.wall_s for s in bare]) * 1000, 2),
+        looplab_wall_ms=round(median([s.wall_s for s in looplab]) * 1000, 2),
+        tax_wall=round(median([lab.wall_s / b.wall_s - 1 for b, lab in pairs]), 4),
+        bare_outside_tools_ms=round(median([s.wall_s - s.tools_s for s in bare]) * 1000, 2),
+        looplab_outside_tools_ms=round(median([s.wall_s - s.tools_s for s in looplab]) * 1000, 2),
+        tax_outside_tools=round(median([_inside(lab) / _inside(b) - 1 for b, lab in pairs]), 4),
+        added_ms_per_turn=round(median([_inside(lab) - _inside(b) for b, lab in pairs]) / turns * 1000, 3),
+    )
+
+
+def _inside(sample: Sample | BareSample) -> float:
+    """A run's time outside its tool calls."""
+    return sample.wall_s - sample.tools_s
+
+
+class _progress:
+    """A rich progress bar over the benchmark's steps (or nothing), as a context manager yielding `step(label)`."""
+
+    def __init__(self, total: int, enabled: bool, console: Any) -> None:
+        self.total, self.enabled, self.console = total, enabled, console
+
+    def __enter__(self) -> Callable[[str], None]:
+        if not self.enabled:
+            return lambda label: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        self.bar = Progress(*columns, console=self.console, transient=True)
+        self.bar.__enter__()
+        task = self.bar.add_task("bench", total=self.total)
+        return lambda label: self.bar.update(task, advance=1, description=label)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.__exit__(*exc)
+
+
+# --- output ---------------------------------------------------------------------------
+
+
+def _x(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.2f}×"
+
+
+def runner_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
+    """The per-runner table as header and rows of text (shared by the terminal and Markdown)."""
+    header = [
+        "runner",
+        "version",
+        "turns",
+        "overhead/turn median ms",
+        "p95 ms",
+        "turn 1 median ms",
+        "import s",
+        "peak RSS MB",
+        "median ×hand",
+        "p95 ×hand",
+        "import ×hand",
+        "RSS ×hand",
+    ]
+    rows = [
+        [
+            r.runner,
+            r.version,
+            f"{r.turns_median:g}",
+            f"{r.overhead_ms_median:.2f}",
+            f"{r.overhead_ms_p95:.2f}",
+            f"{r.first_turn_ms_median:.2f}",
+            f"{r.import_s:.3f}",
+            f"{r.peak_rss_mb:.0f}",
+            _x(r.ratio_overhead_median),
+            _x(r.ratio_overhead_p95),
+            _x(r.ratio_import),
+            _x(r.ratio_peak_rss),
+        ]
+        for r in result.runners
+    ]
+    return header, rows
+
+
+def tax_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
+    """The harness-tax table as header and rows of text."""
+    header = [
+        "runner",
+        "turns bare/looplab",
+        "excl. tools ms, bare",
+        "excl. tools ms, looplab",
+        "harness tax (excl. tools)",
+        "added ms/turn",
+        "whole run ms, bare",
+        "whole run ms, looplab",
+        "whole run ratio",
+    ]
+    rows = [
+        [
+            t.runner,
+            f"{t.turns_bare:g}/{t.turns_looplab:g}",
+            f"{t.bare_outside_tools_ms:.1f}",
+            f"{t.looplab_outside_tools_ms:.1f}",
+            f"{t.tax_outside_tools:+.1%}",
+            f"{t.added_ms_per_turn:.2f}",
+            f"{t.bare_wall_ms:.1f}",
+            f"{t.looplab_wall_ms:.1f}",
+            f"{t.tax_wall:+.1%}",
+        ]
+        for t in result.harness_tax
+    ]
+    return header, rows
+
+
+def footer(result: BenchResult) -> list[str]:
+    """The lines under the tables: the stand-in model's latency, --help time, what the numbers were measured on."""
+    s = result.server
+    return [
+        f"scripted model server: median {s.median_ms:.2f} ms, p95 {s.p95_ms:.2f} ms per request "
+        f"({s.requests} first-turn Chat Completions requests, http.client, loopback); "
+        f"median model latency per turn as recorded during the runs: {result.recorded_model_ms_median:.2f} ms",
+        f"looplab --help: {result.help_s_median:.3f} s (median of {HELP_REPEAT} fresh processes)",
+        f"case {result.case}, {result.repeat} timed runs per runner after one warm-up, "
+        f"import time median of {result.import_repeat} fresh interpreters; "
+        f"{result.date}, Python {result.python}, {result.platform}, {result.cores} cores",
+    ]
+
+
+def print_tables(result: BenchResult) -> None:
+    """The two tables and the footer in the terminal, compact enough for 80 columns (each ratio beside its value)."""
+    from rich import box
+    from rich.table import Table
+
+    from looplab.render import console
+
+    out = console()
+
+    def new(title: str, caption: str) -> Table:
+        return Table(
+            title=title,
+            caption=caption,
+            title_justify="left",
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            padding=(0, 1, 0, 0),
+            pad_edge=False,
+        )
+
+    runners = new(
+        "bench: overhead per model turn, outside the model server and the tools",
+        "(×) ratio to handrolled, measured in the same run; the p95 is the first turn's setup (clients, agent)",
+    )
+    for col in ("runner / version", "turns", "median ms", "p95 ms", "import s", "peak MB"):
+        runners.add_column(col, justify="left" if col.startswith("runner") else "right", no_wrap=True)
+    for r in result.runners:
+        runners.add_row(
+            f"{r.runner}\n[dim]{r.version}[/]",
+            f"{r.turns_median:g}",
+            f"{r.overhead_ms_median:.2f} {_x(r.ratio_overhead_median)}",
+            f"{r.overhead_ms_p95:.1f} {_x(r.ratio_overhead_p95)}",
+            f"{r.import_s:.2f} {_x(r.ratio_import)}",
+            f"{r.peak_rss_mb:.0f} {_x(r.ratio_peak_rss)}",
+        )
+    out.print(runners)
+    tax = new(
+        "bench: harness tax, the same loop written bare → through looplab (medians per run)",
+        "excl. tools: each run minus its tool calls (the model server's time stays in both); the whole run "
+        "includes pytest in run_tests, whose 200-400 ms varies more than the harness costs",
+    )
+    for col in ("runner", "turns", "excl. tools ms", "tax", "+ms/turn", "whole run ms", "ratio"):
+        tax.add_column(col, justify="left" if col == "runner" else "right", no_wrap=True)
+    for t in result.harness_tax:
+        tax.add_row(
+            t.runner,
+            f"{t.turns_bare:g}/{t.turns_looplab:g}",
+            f"{t.bare_outside_tools_ms:.1f} → {t.looplab_outside_tools_ms:.1f}",
+            f"{t.tax_outside_tools:+.1%}",
+            f"{t.added_ms_per_turn:.2f}",
+            f"{t.bare_wall_ms:.0f} → {t.looplab_wall_ms:.0f}",
+            f"{t.tax_wall:+.1%}",
+        )
+    out.print(tax)
+    for line in footer(result):
+        out.print(line, style="dim")
+
+
+def markdown(result: BenchResult) -> str:
+    """The tables and footer as Markdown, for the README."""
+
+    def table(header: list[str], rows: list[list[str]]) -> str:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+
+    return "\n\n".join(
+        [table(*runner_rows(result)), table(*tax_rows(result)), "\n".join(f"- {line}" for line in footer(result))]
+    )
+
+
+def _probe_main(argv: list[str] | None = None) -> int:
+    """`python -m looplab.bench --probe RUNNER [--case C --urls JSON]`: one fresh-interpreter measurement."""
+    parser = argparse.ArgumentParser(prog="python -m looplab.bench")
+    parser.add_argument("--probe", required=True, metavar="RUNNER")
+    parser.add_argument("--case")
+    parser.add_argument("--urls")
+    args = parser.parse_args(argv)
+    print(json.dumps(probe(args.probe, args.case, json.loads(args.urls) if args.urls else None)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_probe_main())

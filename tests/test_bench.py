@@ -1,0 +1,152 @@
+"""`looplab bench`: the shape of its tables and that what it measured is there. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from adapters.trace import ModelCall, Step, Trace
+from looplab import bench
+from looplab.cli import main
+from shared_tools.records import ToolCallRecord
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One short bench through the CLI: anthropic_tool_runner (handrolled is added as the baseline), one timed run."""
+    path = tmp_path_factory.mktemp("bench") / "bench.json"
+    code = main(
+        [
+            "bench",
+            "--runner",
+            "anthropic_tool_runner",
+            "--repeat",
+            "1",
+            "--import-repeat",
+            "1",
+            "--json",
+            str(path),
+            "--markdown",
+        ]
+    )
+    assert code == 0
+    return {"result": bench.BenchResult.model_validate_json(path.read_text()), "raw": json.loads(path.read_text())}
+
+
+def test_the_baseline_is_added_first_and_its_ratios_are_one(measured) -> None:
+    result: bench.BenchResult = measured["result"]
+    assert [r.runner for r in result.runners] == ["handrolled", "anthropic_tool_runner"]
+    base = result.runners[0]
+    assert (base.ratio_overhead_median, base.ratio_overhead_p95, base.ratio_import, base.ratio_peak_rss) == (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    )
+    assert result.case == "vip-compound" and result.repeat == 1 and result.cores >= 1
+
+
+def test_every_measured_number_is_positive(measured) -> None:
+    result: bench.BenchResult = measured["result"]
+    for r in result.runners:
+        assert r.runs == 1 and r.stop_reasons == {"final_answer": 1}
+        assert r.turns_median >= 2
+        for value in (r.overhead_ms_median, r.overhead_ms_p95, r.first_turn_ms_median, r.model_ms_median):
+            assert value > 0, r
+        assert r.wall_ms_median > 0 and r.import_s > 0 and r.peak_rss_mb > 0
+        assert r.ratio_overhead_median and r.ratio_import and r.ratio_peak_rss
+    assert result.server.requests == bench.SERVER_REQUESTS and 0 < result.server.median_ms <= result.server.p95_ms
+    assert result.recorded_model_ms_median > 0 and result.help_s_median > 0
+
+
+def test_the_harness_tax_compares_the_same_loop(measured) -> None:
+    result: bench.BenchResult = measured["result"]
+    [tax] = result.harness_tax  # anthropic_tool_runner has no bare loop; handrolled has
+    assert tax.runner == "handrolled"
+    assert tax.turns_bare == tax.turns_looplab  # the same investigation, bare or not
+    assert tax.bare_wall_ms > tax.bare_outside_tools_ms > 0
+    assert tax.looplab_wall_ms > tax.looplab_outside_tools_ms > 0
+
+
+def test_tables_have_one_row_a_runner(measured, capsys) -> None:
+    result: bench.BenchResult = measured["result"]
+    header, rows = bench.runner_rows(result)
+    assert len(rows) == 2 and all(len(row) == len(header) for row in rows)
+    assert rows[0][header.index("median ×hand")] == "1.00×"
+    header, rows = bench.tax_rows(result)
+    assert len(rows) == 1 and len(rows[0]) == len(header)
+    md = bench.markdown(result).splitlines()
+    assert md[0].startswith("| runner | version |") and md[1].startswith("|---|")
+    assert sum(line.startswith("| handrolled |") for line in md) == 2
+    bench.print_tables(result)
+    out = capsys.readouterr().out
+    assert "overhead per model turn" in out and "harness tax" in out and "scripted model server" in out
+
+
+def test_turn_overheads_subtract_the_model_call_and_the_turns_tools() -> None:
+    """Windows run request to request (from 0 and to the end); the model call and the step's tool calls come off."""
+
+    def call(i: int, started: float, latency: float) -> ModelCall:
+        return ModelCall(
+            index=i,
+            endpoint="messages",
+            url="u",
+            status=200,
+            streamed=False,
+            request_bytes=1,
+            response_bytes=1,
+            input_tokens=1,
+            output_tokens=1,
+            finish_reason="tool_use",
+            tool_calls_requested=[],
+            started_at=started,
+            latency_s=latency,
+            cost_usd=0.0,
+        )
+
+    def tool(started: float, duration: float) -> ToolCallRecord:
+        return ToolCallRecord(
+            name="t",
+            args={},
+            outcome="ok",
+            is_error=False,
+            result="",
+            result_preview="",
+            result_chars=0,
+            started_at=started,
+            duration_s=duration,
+        )
+
+    trace = Trace(
+        steps=[
+            Step(index=1, model_call=call(1, 0.010, 0.002), tool_calls=[tool(0.013, 0.100)]),
+            Step(index=2, model_call=call(2, 0.120, 0.003), tool_calls=[]),
+        ]
+    )
+    first, second = bench.turn_overheads(trace, end=0.130)
+    assert first == pytest.approx(0.120 - 0.002 - 0.100)
+    assert second == pytest.approx(0.130 - 0.120 - 0.003)
+
+
+def test_bench_refuses_a_repeat_below_one(capsys) -> None:
+    assert main(["bench", "--repeat", "0"]) == 2
+    assert "--repeat" in capsys.readouterr().err
+
+
+def test_peak_rss_reads_this_process() -> None:
+    assert 10 < bench.peak_rss_mb() < 100_000
+
+
+def test_help_lists_report_and_bench(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "report" in out and "bench" in out
+
+
+def test_bench_json_is_the_whole_record(measured) -> None:
+    raw = measured["raw"]
+    assert set(raw) >= {"runners", "harness_tax", "server", "help_s_median", "date", "python"}
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["date"])
