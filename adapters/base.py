@@ -273,7 +273,8 @@ class RunSession:
         """
         http = http_module_for(sdk)
         timeout = http.Timeout(self.limits.max_seconds, connect=min(10.0, self.limits.max_seconds))
-        return self.recorder.http_client(http, is_async=is_async, timeout=timeout)
+        plain = (self.model.base_url or "").startswith("http://")
+        return self.recorder.http_client(http, is_async=is_async, tls=not plain, timeout=timeout)
 
     def remaining_s(self) -> float:
         return max(0.0, self.started + self.limits.max_seconds - self.clock())

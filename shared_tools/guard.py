@@ -7,6 +7,7 @@ every failure into an observation with `is_error=True` so the loop goes on.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import threading
@@ -53,9 +54,9 @@ class Tool:
         model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
         return cls(fn.__name__, fn, inspect.cleandoc(fn.__doc__ or fn.__name__), model, effect)
 
-    @property
+    @functools.cached_property
     def parameters(self) -> dict[str, Any]:
-        """JSON Schema of the arguments, as the providers' tool definitions take it."""
+        """JSON Schema of the arguments, as the providers' tool definitions take it (built once)."""
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -181,18 +182,23 @@ class Guard:
         return max(0.0, self.deadline - self.clock())
 
 
+def _shape(tool: Tool) -> str:
+    """`{"path": "string"}`: the arguments a tool expects, for error messages."""
+    return json.dumps({k: v.get("type", "any") for k, v in tool.parameters.get("properties", {}).items()})
+
+
 def _parse_args(tool: Tool, args: Any) -> tuple[dict[str, Any], str | None]:
     """Decode and validate arguments; on failure, a message that shows the expected shape."""
-    expected = json.dumps({k: v.get("type", "any") for k, v in tool.parameters.get("properties", {}).items()})
     if isinstance(args, str | bytes):
         try:
             args = json.loads(args or "{}")
         except json.JSONDecodeError as exc:
-            return {}, f"InvalidArguments: {tool.name} arguments are not valid JSON ({exc.msg}); expected {expected}"
+            problem = f"arguments are not valid JSON ({exc.msg})"
+            return {}, f"InvalidArguments: {tool.name} {problem}; expected {_shape(tool)}"
     if not isinstance(args, dict):
-        return {}, f"InvalidArguments: {tool.name} takes a JSON object; expected {expected}"
+        return {}, f"InvalidArguments: {tool.name} takes a JSON object; expected {_shape(tool)}"
     try:
         return tool.args_model.model_validate(args).model_dump(), None
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        return {}, f"InvalidArguments: {tool.name}: {problems}; expected {expected}"
+        return {}, f"InvalidArguments: {tool.name}: {problems}; expected {_shape(tool)}"
