@@ -11,6 +11,7 @@ boundaries, as for every runner.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic_ai import Agent, RunContext, Tool
@@ -109,6 +110,29 @@ class PydanticAI(Adapter):
         # cap:end
         result = asyncio.run(agent.run(task, usage_limits=limits))
         return session.conclude(result.output)
+
+
+def bare_run(
+    task: str,
+    tools: Sequence[tuple[str, str, dict[str, Any], Callable[..., str]]],
+    base_url: str,
+    model: str,
+    max_steps: int,
+) -> int:
+    """The same agent with none of looplab's boundaries (plain provider, plain tool functions).
+
+    `looplab bench` times it beside the runner to measure the harness tax; returns the requests made.
+    """
+    provider = OpenAIProvider(base_url=base_url, api_key="not-needed")
+    agent = Agent(
+        OpenAIResponsesModel(model, provider=provider),
+        instructions=SYSTEM_PROMPT,
+        tools=[
+            Tool.from_schema(fn, name=name, description=text, json_schema=schema) for name, text, schema, fn in tools
+        ],
+    )
+    result = asyncio.run(agent.run(task, usage_limits=UsageLimits(request_limit=max_steps)))
+    return result.usage.requests
 
 
 ADAPTER = PydanticAI()

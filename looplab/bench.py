@@ -267,33 +267,25 @@ def bare_handrolled(task: str, ws: Any, urls: dict[str, str], model: str, max_st
 
 
 def bare_pydantic_ai(task: str, ws: Any, urls: dict[str, str], model: str, max_steps: int) -> BareSample:
-    """Pydantic AI's Agent on the Responses API with plain tools and a plain provider: no looplab boundaries."""
-    import asyncio
+    """Pydantic AI's Agent on the Responses API with plain tools and a plain provider: no looplab boundaries.
 
-    from pydantic_ai import Agent, Tool
-    from pydantic_ai.models.openai import OpenAIResponsesModel
-    from pydantic_ai.providers.openai import OpenAIProvider
-    from pydantic_ai.usage import UsageLimits
+    The loop itself lives in `adapters.pydantic_ai.bare_run`, beside its looplab twin, since only an
+    adapter module imports its framework.
+    """
+    import importlib
 
-    from adapters.base import SYSTEM_PROMPT
-
+    bare_run = importlib.import_module("adapters.pydantic_ai").bare_run
     bare_tools = _BareTools(ws)
 
-    def tool(name: str, description: str, schema: dict[str, Any]) -> Tool[None]:
+    def tool(name: str) -> Callable[..., str]:
         def run(**kwargs: Any) -> str:
             return bare_tools.call(name, kwargs)[0]
 
-        return Tool.from_schema(run, name=name, description=description, json_schema=schema)
+        return run
 
     started = time.perf_counter()
-    provider = OpenAIProvider(base_url=urls["openai"], api_key="not-needed")
-    agent = Agent(
-        OpenAIResponsesModel(model, provider=provider),
-        instructions=SYSTEM_PROMPT,
-        tools=[tool(*t) for t in _SCHEMAS],
-    )
-    result = asyncio.run(agent.run(task, usage_limits=UsageLimits(request_limit=max_steps)))
-    return BareSample(wall_s=time.perf_counter() - started, tools_s=bare_tools.spent, turns=result.usage.requests)
+    requests = bare_run(task, [(n, d, s, tool(n)) for n, d, s in _SCHEMAS], urls["openai"], model, max_steps)
+    return BareSample(wall_s=time.perf_counter() - started, tools_s=bare_tools.spent, turns=requests)
 
 
 BARE: dict[str, Callable[..., BareSample]] = {"handrolled": bare_handrolled, "pydantic_ai": bare_pydantic_ai}
