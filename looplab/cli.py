@@ -242,11 +242,7 @@ def _eval(args: argparse.Namespace) -> int:
     cells, summary = evaluation.cells(outcomes), evaluation.summarize(outcomes)
     render.matrix_table(cells, runners, [c.id for c in cases])
     render.runner_summary(summary)
-    doc = {
-        "summary": [s.model_dump() for s in summary],
-        "cells": [c.model_dump() for c in cells],
-        "results": [o.result.model_dump(mode="json") for o in outcomes if o.result],
-    }
+    doc = {"summary": [s.model_dump() for s in summary], **report.document(outcomes)}
     report.print_headline(doc)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
