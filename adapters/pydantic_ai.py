@@ -118,12 +118,13 @@ def bare_run(
     base_url: str,
     model: str,
     max_steps: int,
+    http_client: Any,
 ) -> int:
     """The same agent with none of looplab's boundaries (plain provider, plain tool functions).
 
     `looplab bench` times it beside the runner to measure the harness tax; returns the requests made.
     """
-    provider = OpenAIProvider(base_url=base_url, api_key="not-needed")
+    provider = OpenAIProvider(base_url=base_url, api_key="not-needed", http_client=http_client)
     agent = Agent(
         OpenAIResponsesModel(model, provider=provider),
         instructions=SYSTEM_PROMPT,

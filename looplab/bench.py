@@ -236,6 +236,19 @@ def _schemas() -> list[tuple[str, str, dict[str, Any]]]:
     return [(t.name, t.description, t.parameters) for t in default_tools()]
 
 
+def plain_http_client(sdk: Any, base_url: str, *, is_async: bool = False) -> Any:
+    """The HTTP client a bare loop gets: what looplab's session builds, minus the recording transport.
+
+    Same module (httpx2 or httpx, as the SDK uses), same TLS choice (none for a plain-http endpoint), so
+    the harness tax compares the boundaries and not two ways of setting up a client.
+    """
+    from adapters.recorder import http_module_for
+
+    http = http_module_for(sdk)
+    verify = {"verify": False} if base_url.startswith("http://") else {}
+    return http.AsyncClient(**verify) if is_async else http.Client(**verify)
+
+
 def bare_handrolled(task: str, ws: Any, urls: dict[str, str], model: str, max_steps: int) -> BareSample:
     """The hand-rolled Anthropic Messages loop with a plain SDK client: no recorder, Guard or RunSession."""
     import anthropic
@@ -245,7 +258,9 @@ def bare_handrolled(task: str, ws: Any, urls: dict[str, str], model: str, max_st
     tool_defs = [{"name": n, "description": d, "input_schema": s} for n, d, s in _SCHEMAS]
     bare_tools = _BareTools(ws)
     started = time.perf_counter()
-    client = anthropic.Anthropic(api_key="not-needed", base_url=urls["anthropic"])
+    client = anthropic.Anthropic(
+        api_key="not-needed", base_url=urls["anthropic"], http_client=plain_http_client(anthropic, urls["anthropic"])
+    )
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     turns = 0
     for _ in range(max_steps):
@@ -283,8 +298,11 @@ def bare_pydantic_ai(task: str, ws: Any, urls: dict[str, str], model: str, max_s
 
         return run
 
+    import openai
+
     started = time.perf_counter()
-    requests = bare_run(task, [(n, d, s, tool(n)) for n, d, s in _SCHEMAS], urls["openai"], model, max_steps)
+    http = plain_http_client(openai, urls["openai"], is_async=True)
+    requests = bare_run(task, [(n, d, s, tool(n)) for n, d, s in _SCHEMAS], urls["openai"], model, max_steps, http)
     return BareSample(wall_s=time.perf_counter() - started, tools_s=bare_tools.spent, turns=requests)
 
 
