@@ -8,6 +8,7 @@ is the one place that decides whether the budget allows another model call.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 import os
@@ -371,10 +372,7 @@ class Adapter(ABC):
 
     def version(self, model: ModelSpec | None = None) -> str:
         """The installed version of the framework (for some runners, the one `model` uses)."""
-        try:
-            return importlib.metadata.version(self.distribution)
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
+        return installed_version(self.distribution)
 
     @abstractmethod
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -404,6 +402,15 @@ class Adapter(ABC):
         result.warnings = noise
         result.native_end = session.native_end
         return result
+
+
+@functools.cache
+def installed_version(distribution: str) -> str:
+    """A distribution's installed version, looked up once per process (a lookup scans site-packages)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _native_end(answer: str | None, error: BaseException | None) -> NativeEnd:

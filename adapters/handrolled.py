@@ -7,7 +7,6 @@ OpenAI-compatible server.
 
 from __future__ import annotations
 
-import importlib.metadata
 import itertools
 from collections.abc import Iterable
 from typing import Any
@@ -32,6 +31,7 @@ from adapters.base import (
     NativeCap,
     RunSession,
     StopReason,
+    installed_version,
 )
 
 MAX_TOKENS = 4096
@@ -46,10 +46,8 @@ class HandRolled(Adapter):
 
     def version(self, model: ModelSpec | None = None) -> str:
         sdk = "openai" if model and model.provider == "openai" else "anthropic"
-        try:
-            return f"{sdk} {importlib.metadata.version(sdk)}"
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
+        version = installed_version(sdk)
+        return f"{sdk} {version}" if version != "not installed" else version
 
     def native_cap(self, limits: Limits) -> NativeCap:
         return NativeCap(knob=self.knobs[0], value=limits.max_steps)
