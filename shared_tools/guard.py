@@ -72,10 +72,16 @@ def run_clock() -> Callable[[], float]:
 
 def default_tools(*, allow_writes: bool = False) -> list[Tool]:
     """The shared tool set; `write_file` only when writes are allowed (still behind approval)."""
-    tools = [Tool.from_function(f) for f in (_tools.run_tests, _tools.read_file, _tools.search_code)]
+    tools = [_shared(f) for f in (_tools.run_tests, _tools.read_file, _tools.search_code)]
     if allow_writes:
-        tools.append(Tool.from_function(_tools.write_file, effect=True))
+        tools.append(_shared(_tools.write_file, effect=True))
     return tools
+
+
+@functools.cache
+def _shared(fn: Callable[..., str], effect: bool = False) -> Tool:
+    # Built once per process: a Tool is immutable, and its schema costs about half a millisecond to build.
+    return Tool.from_function(fn, effect=effect)
 
 
 @dataclass

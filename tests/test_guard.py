@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -91,9 +92,11 @@ def test_a_different_call_in_between_resets_the_count(workspace: Workspace) -> N
 
 
 def test_a_tool_crash_is_an_observation(workspace: Workspace) -> None:
-    guard = Guard(workspace)
-    tool = guard.get("search_code")
-    object.__setattr__(tool, "fn", lambda ws, query: 1 / 0)
+    def crash(ws: Workspace, query: str) -> str:
+        return str(1 / 0)
+
+    crashing = [dataclasses.replace(t, fn=crash) if t.name == "search_code" else t for t in default_tools()]
+    guard = Guard(workspace, tools=crashing)
     record = guard.call("search_code", {"query": "x"})
     assert record.outcome == "error" and record.result.startswith("ZeroDivisionError")
 
