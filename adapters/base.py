@@ -207,10 +207,10 @@ class RunSession:
     the budget or a stop the Guard asked for; `stop` remembers which.
     """
 
-    def __init__(self, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe | None = None) -> None:
+    def __init__(self, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe) -> None:
         self.guard, self.limits, self.model = guard, limits, model
         #: The native knob the runner sets, and its value (None: the framework's default).
-        self.knob, self.cap = (probe.knob, probe.value) if probe else ("", limits.max_steps)
+        self.knob, self.cap = probe.knob, probe.value
         self.native_end: NativeEnd | None = None
         self.clock = guard.clock
         self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing, gate=self.gate)
@@ -389,8 +389,7 @@ class Adapter(ABC):
         mapping `max_steps` onto the first; `looplab caps` measures that way,
         with `max_steps` as the safety stop.
         """
-        session = RunSession(guard, limits, model, probe)
-        session.knob = session.knob or self.knobs[0]
+        session = RunSession(guard, limits, model, probe or Probe(knob=self.knobs[0], value=limits.max_steps))
         with framework_noise() as noise:
             try:
                 finished = self.loop(task, session)

@@ -7,9 +7,7 @@ so every runner's trace means the same thing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,7 +66,7 @@ class Trace(BaseModel):
 
     def trajectory(self) -> list[str]:
         """Tool names in order, with the step's first argument: 'read_file(tests/x.py)'."""
-        return [f"{c.name}({_first_arg(c.args)})" for c in self.tool_calls]
+        return [f"{c.name}({c.first_arg})" for c in self.tool_calls]
 
     def jsonl(self) -> Iterator[str]:
         """One JSON line per step."""
@@ -78,9 +76,3 @@ class Trace(BaseModel):
 
 def _start(call: ModelCall) -> float:
     return call.started_at
-
-
-def _first_arg(args: Any) -> str:
-    if isinstance(args, dict) and args:
-        return str(next(iter(args.values())))
-    return json.dumps(args) if not isinstance(args, str) else args

@@ -35,7 +35,6 @@ import http.client
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -119,8 +118,10 @@ class BenchResult(BaseModel):
 
 
 def median(values: list[float]) -> float:
-    """The median (0.0 for no values, so a table never breaks)."""
-    return statistics.median(values) if values else 0.0
+    """The median, as `looplab eval` computes it (0.0 for no values, so a table never breaks)."""
+    from looplab.evaluation import median
+
+    return median(values) or 0.0
 
 
 def p95(values: list[float]) -> float:

@@ -121,10 +121,6 @@ def load_cases() -> dict[str, Case]:
     return cases
 
 
-def _first_arg(args: Any) -> str:
-    return str(next(iter(args.values()), "")) if isinstance(args, dict) else str(args)
-
-
 def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckResult]:
     """Evaluate a case's checks against one run."""
     c, out = case.checks, []
@@ -152,11 +148,11 @@ def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckR
     for tool in c.tools_not_called:
         ran = [call for call in calls if call.name == tool and call.outcome == "ok"]
         add(f"{tool} did not run", not ran, f"{tool} ran {len(ran)} times")
-    read = [_first_arg(call.args) for call in calls if call.name == "read_file" and call.outcome == "ok"]
+    read = [call.first_arg for call in calls if call.name == "read_file" and call.outcome == "ok"]
     for path in c.files_read:
         add(f"read {path}", path in read, f"files read: {read}")
     for arg in c.refused:
-        outcomes = [call.outcome for call in calls if _first_arg(call.args) == arg]
+        outcomes = [call.outcome for call in calls if call.first_arg == arg]
         add(f"refused {arg}", bool(outcomes) and set(outcomes) == {"refused"}, f"outcomes: {outcomes or 'never asked'}")
     for obs in c.observation_contains:
         found = any(call.name == obs.tool and obs.text in call.result for call in calls)

@@ -6,6 +6,7 @@ the adapters' shared code maps it onto a `StopReason`.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -31,6 +32,13 @@ class ToolCallRecord(BaseModel):
     result_chars: int
     started_at: float = Field(description="Seconds on the run's clock when the call reached the Guard.")
     duration_s: float
+
+    @property
+    def first_arg(self) -> str:
+        """The call's first argument as text (the path, query or target it was about)."""
+        if isinstance(self.args, dict) and self.args:
+            return str(next(iter(self.args.values())))
+        return self.args if isinstance(self.args, str) else json.dumps(self.args)
 
 
 class StopSignal(BaseModel):
