@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from adapters.trace import ModelCall
+from shared_tools.records import clean
 
 #: Endpoint kind by URL path suffix, for the three wire formats.
 ENDPOINTS = {"/chat/completions": "chat.completions", "/responses": "responses", "/messages": "messages"}
@@ -80,6 +81,9 @@ class ModelRecorder:
             return
         latency = self.clock() - started
         info = parse_exchange(endpoint, request_body, response_body)
+        # What the model sent is text from outside: it must still serialize (no lone surrogates).
+        info.tool_calls_requested = [clean(str(name)) for name in info.tool_calls_requested]
+        info.finish_reason = clean(str(info.finish_reason)) if info.finish_reason is not None else None
         if not info.input_tokens and not info.output_tokens and 200 <= status < 300:
             # No usage reported (e.g. a stream without include_usage): estimate, and say so.
             info.input_tokens, info.output_tokens = -(-len(request_body) // 4), -(-len(response_body) // 8)

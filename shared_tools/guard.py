@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import queue
 import threading
 import time
 import typing
@@ -20,8 +21,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from shared_tools import tools as _tools
-from shared_tools.records import Outcome, StopSignal, ToolCallRecord, preview
+from shared_tools.records import Outcome, StopSignal, ToolCallRecord, clean, preview
 from shared_tools.workspace import PathRefused, Workspace
+
+#: Tool arguments longer than this (as JSON text) are refused before they are parsed.
+MAX_ARGS_CHARS = 1_000_000
+#: How much of an invalid call's arguments its record keeps.
+RECORDED_ARGS_CHARS = 2_000
 
 #: Decides whether an effect tool may run: `(name, args) -> approved`.
 Approver = Callable[[str, dict[str, Any]], bool]
@@ -53,6 +59,12 @@ class Tool:
         }
         model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
         return cls(fn.__name__, fn, inspect.cleandoc(fn.__doc__ or fn.__name__), model, effect)
+
+    @functools.cached_property
+    def timeout_default(self) -> float | None:
+        """The default of the function's keyword-only `timeout_s`, if it takes one: its own bound."""
+        param = inspect.signature(self.fn).parameters.get("timeout_s")
+        return None if param is None else param.default
 
     @functools.cached_property
     def parameters(self) -> dict[str, Any]:
@@ -108,6 +120,8 @@ class Guard:
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.tools}
         self._lock = threading.Lock()
+        #: Every call as it started, in order (finished or not): what repetition detection compares.
+        self._started: list[tuple[str, Any]] = []
 
     @property
     def names(self) -> list[str]:
@@ -117,13 +131,18 @@ class Guard:
         return self._by_name[name]
 
     def call(self, name: str, args: Any, call_id: str | None = None) -> ToolCallRecord:
-        """Run one tool call and return its record; never raises for a tool failure."""
+        """Run one tool call and return its record; never raises, whatever the arguments hold."""
+        name = clean(name) if isinstance(name, str) else repr(name)
         started = self.clock()
-        outcome, text, args = self._dispatch(name, args)
+        try:
+            outcome, text, args = self._dispatch(name, args)
+        except Exception as exc:  # a bug in a check must still end as an observation, not a crash
+            outcome, text, args = "error", f"{type(exc).__name__}: {exc}", _recordable(args)
+        text = clean(text)
         record = ToolCallRecord(
             name=name,
             args=args,
-            call_id=call_id,
+            call_id=clean(call_id) if isinstance(call_id, str) else None,
             outcome=outcome,
             is_error=outcome != "ok",
             result=text,
@@ -139,30 +158,35 @@ class Guard:
     def _dispatch(self, name: str, args: Any) -> tuple[Outcome, str, Any]:
         """Returns (outcome, observation text, the arguments as recorded)."""
         tool = self._by_name.get(name)
+        parsed, problem = (None, None) if tool is None else _parse_args(tool, args)
+        with self._lock:  # started calls count at once, so identical calls in parallel are repeats too
+            self._started.append((name, parsed if parsed is not None else object()))
+            repeats = _trailing_repeats(self._started, self.max_repeats)
         if tool is None:
-            return "refused", f"UnknownTool: no tool named {name!r}; available tools: {', '.join(self._by_name)}", args
-        parsed, problem = _parse_args(tool, args)
-        if problem:
-            return "error", problem, args
+            shown = name if len(name) <= 80 else f"{name[:80]}…"
+            problem = f"UnknownTool: no tool named {shown!r}; available tools: {', '.join(self._by_name)}"
+            return "refused", problem, _recordable(args)
+        if problem or parsed is None:
+            return "error", problem or "InvalidArguments", _recordable(args)
+        if repeats >= self.max_repeats:
+            detail = f"{name} was called with the same arguments {self.max_repeats} times in a row"
+            self.stop = self.stop or StopSignal(reason="repetition", detail=detail)
+            return "repetition", f"RepetitionStopped: {detail}; the run is ended", parsed
         outcome, text = self._execute(tool, parsed)
         return outcome, text, parsed
 
     def _execute(self, tool: Tool, parsed: dict[str, Any]) -> tuple[Outcome, str]:
         name = tool.name
-        if self._is_repeat(name, parsed):
-            detail = f"{name} was called with the same arguments {self.max_repeats} times in a row"
-            self.stop = self.stop or StopSignal(reason="repetition", detail=detail)
-            return "repetition", f"RepetitionStopped: {detail}; the run is ended"
         if tool.effect and not (self.approver and self.approver(name, parsed)):
             who = "the approver said no" if self.approver else "no approver is configured, so effects are denied"
             self.stop = self.stop or StopSignal(reason="rejected", detail=f"{name} was not approved: {who}")
             return "rejected", f"ApprovalDenied: {name} is an effect tool and {who}; it did not run; the run is ended"
         kwargs = dict(parsed)
-        timeout = self._remaining()
-        if timeout is not None and "timeout_s" in inspect.signature(tool.fn).parameters:
-            kwargs["timeout_s"] = min(timeout, _tools.RUN_TESTS_TIMEOUT_S)
+        remaining = self._remaining()
+        if remaining is not None and tool.timeout_default is not None:
+            kwargs["timeout_s"] = min(remaining, tool.timeout_default)
         try:
-            return "ok", tool.fn(self.workspace, **kwargs)
+            return "ok", self._bounded(name, functools.partial(tool.fn, self.workspace, **kwargs), remaining)
         except PathRefused as exc:
             return "refused", f"PathRefused: {exc}"
         except TimeoutError as exc:
@@ -173,14 +197,18 @@ class Guard:
         except Exception as exc:  # a tool failure is an observation, never a crash
             return "error", f"{type(exc).__name__}: {exc}"
 
-    def _is_repeat(self, name: str, args: dict[str, Any]) -> bool:
-        run = 1
-        with self._lock:
-            for rec in reversed(self.records):
-                if (rec.name, rec.args) != (name, args):
-                    break
-                run += 1
-        return run >= self.max_repeats
+    def _bounded(self, name: str, run: Callable[[], str], remaining: float | None) -> str:
+        """`run()`, waited for until the run's deadline at most; without a deadline, on this thread."""
+        if remaining is None:
+            return run()
+        if remaining <= 0:
+            raise TimeoutError(f"the run's deadline had passed; {name} did not start")
+        job = _pool.submit(run)
+        if not job.done.wait(remaining):  # the tool goes on in its (daemon) thread; the run does not wait
+            raise TimeoutError(f"{name} was still running at the run's deadline; its result is not awaited")
+        if job.error is not None:
+            raise job.error
+        return job.value
 
     def _remaining(self) -> float | None:
         if self.deadline is None:
@@ -188,23 +216,108 @@ class Guard:
         return max(0.0, self.deadline - self.clock())
 
 
+@dataclass
+class _Job:
+    run: Callable[[], str]
+    done: threading.Event = field(default_factory=threading.Event)
+    value: str = ""
+    error: BaseException | None = None
+
+
+class _Workers:
+    """Daemon threads that run tool calls, so waiting for one can end at the run's deadline.
+
+    Daemon, so a tool abandoned at its deadline never keeps the process alive at exit (the
+    standard library's thread pools join their threads then); reused, so a call costs a queue
+    hand-off rather than a thread start.
+    """
+
+    def __init__(self) -> None:
+        self._idle: queue.SimpleQueue[queue.SimpleQueue[_Job]] = queue.SimpleQueue()
+
+    def submit(self, run: Callable[[], str]) -> _Job:
+        job = _Job(run)
+        try:
+            inbox = self._idle.get_nowait()
+        except queue.Empty:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="looplab-tool", daemon=True).start()
+        inbox.put(job)
+        return job
+
+    def _serve(self, inbox: queue.SimpleQueue[_Job]) -> None:
+        while True:
+            job = inbox.get()
+            try:
+                job.value = job.run()
+            except BaseException as exc:  # handed to the waiting caller, which decides
+                job.error = exc
+            job.done.set()
+            self._idle.put(inbox)
+
+
+_pool = _Workers()
+
+
+def _trailing_repeats(started: list[tuple[str, Any]], enough: int) -> int:
+    """How many calls at the end of `started` equal the last one (counting stops at `enough`)."""
+    last, count = started[-1], 0
+    for call in reversed(started):
+        if call != last or count == enough:
+            break
+        count += 1
+    return count
+
+
+def _recordable(args: Any) -> Any:
+    """Arguments as a record may keep them: JSON-safe, UTF-8-safe, and not longer than a page."""
+    if isinstance(args, bytes | bytearray):
+        args = bytes(args).decode("utf-8", errors="replace")
+    if not isinstance(args, str):
+        try:
+            text = json.dumps(args)
+        except (TypeError, ValueError, RecursionError):
+            return f"<arguments of type {type(args).__name__} that JSON cannot hold>"
+        if len(text) <= RECORDED_ARGS_CHARS and text == clean(text):
+            return args
+        args = text
+    if len(args) > RECORDED_ARGS_CHARS:
+        args = f"{args[:RECORDED_ARGS_CHARS]}… [{len(args) - RECORDED_ARGS_CHARS} more characters]"
+    return clean(args)
+
+
 def _shape(tool: Tool) -> str:
     """`{"path": "string"}`: the arguments a tool expects, for error messages."""
     return json.dumps({k: v.get("type", "any") for k, v in tool.parameters.get("properties", {}).items()})
 
 
-def _parse_args(tool: Tool, args: Any) -> tuple[dict[str, Any], str | None]:
-    """Decode and validate arguments; on failure, a message that shows the expected shape."""
-    if isinstance(args, str | bytes):
+def _parse_args(tool: Tool, args: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Decode and validate arguments; on failure, a message that shows the expected shape.
+
+    Any input is an answer, never an exception: JSON nested past the parser's depth, bytes that are
+    not UTF-8, text too long to be arguments. Strings come back without lone surrogates.
+    """
+    if isinstance(args, str | bytes | bytearray):
+        if len(args) > MAX_ARGS_CHARS:
+            return (
+                None,
+                f"InvalidArguments: {tool.name} arguments are {len(args)} characters; the limit is {MAX_ARGS_CHARS}",
+            )
         try:
             args = json.loads(args or "{}")
         except json.JSONDecodeError as exc:
             problem = f"arguments are not valid JSON ({exc.msg})"
-            return {}, f"InvalidArguments: {tool.name} {problem}; expected {_shape(tool)}"
+            return None, f"InvalidArguments: {tool.name} {problem}; expected {_shape(tool)}"
+        except (ValueError, RecursionError) as exc:  # not UTF-8; nested deeper than the parser goes
+            why = "nested too deeply" if isinstance(exc, RecursionError) else "not UTF-8 text"
+            return None, f"InvalidArguments: {tool.name} arguments are {why}; expected {_shape(tool)}"
     if not isinstance(args, dict):
-        return {}, f"InvalidArguments: {tool.name} takes a JSON object; expected {_shape(tool)}"
+        return None, f"InvalidArguments: {tool.name} takes a JSON object; expected {_shape(tool)}"
     try:
-        return tool.args_model.model_validate(args).model_dump(), None
+        parsed = tool.args_model.model_validate(args).model_dump()
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        return {}, f"InvalidArguments: {tool.name}: {problems}; expected {_shape(tool)}"
+        return None, f"InvalidArguments: {tool.name}: {clean(problems)[:1_000]}; expected {_shape(tool)}"
+    except RecursionError:
+        return None, f"InvalidArguments: {tool.name} arguments are nested too deeply; expected {_shape(tool)}"
+    return {k: clean(v) if isinstance(v, str) else v for k, v in parsed.items()}, None

@@ -7,6 +7,7 @@ the adapters' shared code maps it onto a `StopReason`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 Outcome = Literal["ok", "error", "refused", "rejected", "repetition", "timeout"]
 
 PREVIEW_CHARS = 300
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ToolCallRecord(BaseModel):
@@ -51,3 +53,16 @@ class StopSignal(BaseModel):
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """The head of a tool result, for traces and tables."""
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+def clean(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so it encodes as UTF-8 (JSON, HTTP, files).
+
+    A model or a file name can carry one (`"\\udcff"` is valid JSON); left in, it breaks the next model
+    request and every record written after it.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text)
+    return text

@@ -10,30 +10,79 @@ observation.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from typing import Annotated
 
-from pydantic import Field
+import regex
+from pydantic import AfterValidator, Field
 
-from shared_tools.workspace import TEXT_SUFFIXES, Workspace
+from shared_tools.workspace import TEXT_SUFFIXES, ToolError, Workspace
 
 RUN_TESTS_TIMEOUT_S = 60.0
 RUN_TESTS_MAX_CHARS = 8_000
 READ_FILE_MAX_CHARS = 20_000
 SEARCH_MAX_HITS = 40
+SEARCH_TIMEOUT_S = 5.0
+SEARCH_MAX_QUERY_CHARS = 1_000
+SEARCH_MAX_FILE_BYTES = 2_000_000
+
+#: What a test process inherits from looplab's environment: enough to run Python, nothing secret.
+#: Provider keys, tokens and any other variable stay out (a failing test would print them).
+TEST_ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
+
+#: Config files pytest reads, in the order it looks for them; the first one in the workspace is pinned.
+PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
-class ToolError(Exception):
-    """A tool could not do what was asked; the message tells the model what to do instead."""
+def _tidy(path: str) -> str:
+    """One spelling per path (`./a.py`, `a.py ` and `a//a.py`'s cousins): what repetition detection compares."""
+    head, sep, test = path.strip().partition("::")
+    return (os.path.normpath(head) if head else head) + sep + test
 
 
-def _not_found(ws: Workspace, path: str) -> FileNotFoundError:
-    hint = ws.suggest(path)
-    tail = f" — did you mean {hint}?" if hint else " — use search_code to find the right path"
-    return FileNotFoundError(f"{path}{tail}")
+RepoPath = AfterValidator(_tidy)
+
+
+class LiveTests:
+    """The process groups of test runs still going, so an interrupted looplab can kill them all."""
+
+    _groups: set[int] = set()
+    _lock = threading.Lock()
+    _ending = False
+
+    @classmethod
+    def add(cls, pgid: int) -> None:
+        with cls._lock:
+            if not cls._ending:
+                cls._groups.add(pgid)
+                return
+        _kill_group(pgid)  # started after the process began to end: it goes at once
+
+    @classmethod
+    def discard(cls, pgid: int) -> None:
+        with cls._lock:
+            cls._groups.discard(pgid)
+
+    @classmethod
+    def kill_all(cls, *, for_good: bool = False) -> int:
+        """SIGKILL every live test process group (`for_good`: and any started later); how many there were."""
+        with cls._lock:
+            groups, cls._groups = set(cls._groups), set()
+            cls._ending = cls._ending or for_good
+        for pgid in groups:
+            _kill_group(pgid)
+        return len(groups)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def tail_truncate(text: str, limit: int) -> str:
@@ -43,10 +92,27 @@ def tail_truncate(text: str, limit: int) -> str:
     return f"[... {len(text) - limit} earlier characters truncated ...]\n" + text[-limit:]
 
 
+def child_environment() -> dict[str, str]:
+    """The environment of a test process: an allowlist of looplab's, plus what makes runs quiet and repeatable."""
+    env = {k: v for k, v in os.environ.items() if k in TEST_ENV_ALLOWED}
+    # No plugin autoload: the fixture repo needs plain pytest, and the host's plugins cost seconds per run.
+    # COLUMNS: pytest cuts its one-line failure summary to the terminal width; keep the assertion whole.
+    env |= {
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONNOUSERSITE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "COLUMNS": "200",
+    }
+    return env
+
+
 def run_tests(
     ws: Workspace,
     target: Annotated[
-        str, Field(description="A test file or test id relative to the repo root, e.g. 'tests/test_x.py::test_y'.")
+        str,
+        Field(description="A test file or test id relative to the repo root, e.g. 'tests/test_x.py::test_y'."),
+        RepoPath,
     ],
     *,
     timeout_s: float = RUN_TESTS_TIMEOUT_S,
@@ -58,62 +124,74 @@ def run_tests(
     again after a change to confirm a fix.
     """
     file_part = target.split("::", 1)[0]
-    path = ws.resolve(file_part)
-    if not path.is_file():
-        raise _not_found(ws, file_part)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", target]
-    # No plugin autoload: the fixture repo needs plain pytest, and the host's plugins cost seconds per run.
-    # COLUMNS: pytest cuts its one-line failure summary to the terminal width; keep the assertion whole.
-    env = {
-        **os.environ,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "COLUMNS": "200",
-    }
-    env.pop("PYTEST_ADDOPTS", None)
+    ws.text_file(file_part)
+    # Root, config and conftest search pinned to the workspace: pytest otherwise walks up the
+    # directories above it and loads whatever pytest.ini or conftest.py it finds there.
+    config = next((str(ws.root / name) for name in PYTEST_CONFIGS if (ws.root / name).is_file()), os.devnull)
+    cmd = [
+        *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no"),
+        *(f"--rootdir={ws.root}", "-c", config, f"--confcutdir={ws.root}"),
+        "--",
+        target,
+    ]
     # Its own session (process group) so a timeout kills pytest and everything it spawned.
     proc = subprocess.Popen(
-        cmd, cwd=ws.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        cmd,
+        cwd=ws.root,
+        env=child_environment(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        encoding="utf-8",
+        errors="replace",
+        start_new_session=True,
     )
+    LiveTests.add(proc.pid)
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         output, _ = proc.communicate()
         raise TimeoutError(
             f"pytest {target} did not finish within {timeout_s:g}s and was killed; "
             f"run a narrower target. Last output:\n{tail_truncate(output or '', 2_000)}"
         ) from None
+    finally:
+        _kill_group(proc.pid)  # whatever the tests left running in the background goes too
+        LiveTests.discard(proc.pid)
     return f"exit code {proc.returncode}\n{tail_truncate(output, max_chars)}"
 
 
 def read_file(
     ws: Workspace,
-    path: Annotated[str, Field(description="File path relative to the repo root, e.g. 'billing/invoice.py'.")],
+    path: Annotated[
+        str, Field(description="File path relative to the repo root, e.g. 'billing/invoice.py'."), RepoPath
+    ],
 ) -> str:
     """Return the text of a source or text file in the repository.
 
     Use it to read a test body or the module a search hit points to.
     """
-    resolved = ws.resolve(path)
-    if resolved.is_dir():
-        listing = sorted(ws.relative(p) for p in ws.text_files() if p.is_relative_to(resolved))
-        raise IsADirectoryError(f"{path} is a directory; files in it: {', '.join(listing[:30]) or 'none'}")
-    if not resolved.is_file():
-        raise _not_found(ws, path)
-    if resolved.suffix not in TEXT_SUFFIXES:
-        raise ToolError(f"{path}: only source and text files can be read ({', '.join(sorted(TEXT_SUFFIXES))})")
-    text = resolved.read_text(encoding="utf-8", errors="replace")
-    if len(text) > READ_FILE_MAX_CHARS:
-        cut = len(text) - READ_FILE_MAX_CHARS
-        text = text[:READ_FILE_MAX_CHARS] + f"\n[... truncated: {cut} more characters not shown ...]"
+    with ws.text_file(path).open(encoding="utf-8", errors="replace") as fh:
+        text = fh.read(READ_FILE_MAX_CHARS + 1)
+        if len(text) > READ_FILE_MAX_CHARS:
+            rest = len(fh.read())
+            cut = len(text) - READ_FILE_MAX_CHARS + rest
+            text = text[:READ_FILE_MAX_CHARS] + f"\n[... truncated: {cut} more characters not shown ...]"
     return text
 
 
 def search_code(
     ws: Workspace,
-    query: Annotated[str, Field(description="A regular expression or plain text, e.g. 'def apply_discount'.")],
+    query: Annotated[
+        str,
+        Field(
+            description="A regular expression or plain text, e.g. 'def apply_discount'.",
+            max_length=SEARCH_MAX_QUERY_CHARS,
+        ),
+    ],
+    *,
+    timeout_s: float = SEARCH_TIMEOUT_S,
 ) -> str:
     """Search the repository's source files and return matching lines as `path:line: text`.
 
@@ -121,28 +199,43 @@ def search_code(
     """
     if not query.strip():
         raise ToolError("empty query; search for a name, e.g. 'def apply_discount'")
+    # `regex` speaks Python's syntax and takes a timeout: a pattern that backtracks without end
+    # (nested quantifiers) is stopped at the deadline instead of holding the run.
     try:
-        pattern = re.compile(query)
-    except re.error:
-        pattern = re.compile(re.escape(query))
+        pattern = regex.compile(query)
+    except (regex.error, OverflowError, RecursionError):
+        pattern = regex.compile(regex.escape(query))
+    deadline = time.monotonic() + min(timeout_s, SEARCH_TIMEOUT_S)
     hits: list[str] = []
-    searched = 0
+    searched = skipped = 0
     for path in ws.text_files():
+        if path.stat().st_size > SEARCH_MAX_FILE_BYTES:
+            skipped += 1
+            continue
         searched += 1
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-            if pattern.search(line):
+            try:
+                found = pattern.search(line, timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise TimeoutError(
+                    f"search_code stopped after {min(timeout_s, SEARCH_TIMEOUT_S):g}s: the pattern backtracks "
+                    "too much (nested quantifiers?); search for plain text or a simpler pattern"
+                ) from None
+            if found:
                 hits.append(f"{ws.relative(path)}:{number}: {line.strip()[:200]}")
+    note = f" ({skipped} files over {SEARCH_MAX_FILE_BYTES // 1_000_000} MB not searched)" if skipped else ""
     if not hits:
-        return f"no matches for {query!r} in {searched} files"
+        shown = query if len(query) <= 120 else f"{query[:120]}…"
+        return f"no matches for {shown!r} in {searched} files{note}"
     shown = hits[:SEARCH_MAX_HITS]
     if len(hits) > len(shown):
         shown.append(f"[... {len(hits) - len(shown)} more matches not shown; narrow the query ...]")
-    return "\n".join(shown)
+    return "\n".join(shown) + (f"\n{note.strip()}" if note else "")
 
 
 def write_file(
     ws: Workspace,
-    path: Annotated[str, Field(description="File path relative to the repo root.")],
+    path: Annotated[str, Field(description="File path relative to the repo root."), RepoPath],
     content: Annotated[str, Field(description="The complete new text of the file.")],
 ) -> str:
     """Replace a file's whole content. An effect: it runs only after approval.
@@ -152,6 +245,8 @@ def write_file(
     resolved = ws.resolve(path)
     if resolved.is_dir():
         raise IsADirectoryError(f"{path} is a directory")
+    if resolved.exists() and not resolved.is_file():  # a FIFO or socket: opening it could block
+        raise ToolError(f"{path}: not a regular file")
     if resolved.suffix not in TEXT_SUFFIXES:
         raise ToolError(f"{path}: only source and text files can be written")
     resolved.parent.mkdir(parents=True, exist_ok=True)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import fnmatch
 import hashlib
+import os
 import shutil
+import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import TracebackType
+
+from shared_tools.records import clean
 
 #: Suffixes the tools treat as source or text.
 TEXT_SUFFIXES = frozenset({".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml"})
@@ -29,12 +35,19 @@ SECRET_PATTERNS = (
     "secrets.*",
 )
 
+#: Longer paths are refused before they reach the file system.
+MAX_PATH_CHARS = 1024
+
 #: Folders that are tool noise rather than project content.
 SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".pytest_cache", ".venv", "node_modules"})
 
 
 class PathRefused(PermissionError):
     """A path the model passed leaves the workspace or names a secret."""
+
+
+class ToolError(Exception):
+    """A tool could not do what was asked; the message tells the model what to do instead."""
 
 
 def is_secret(name: str) -> bool:
@@ -48,14 +61,26 @@ class Workspace:
     Every path a tool receives goes through `resolve()`: relative to the
     workspace root, never outside it (no `..`, no absolute path, no symlink
     pointing out) and never a secret-looking file.
+
+    Every open workspace is registered until closed, and `close_all()` (run at
+    interpreter exit, and by an interrupted command) removes the ones left: a
+    run abandoned as hung, or cut short by Ctrl-C, leaves no copy behind.
     """
+
+    _open: set[Workspace] = set()
+    _registry_lock = threading.Lock()
+    _closed_for_good = False
 
     def __init__(self, source: Path | str, *, overlay: Path | str | None = None, prefix: str = "looplab-ws-") -> None:
         self.source = Path(source).resolve()
         for folder in (self.source, overlay):
             if folder is not None and not Path(folder).is_dir():
                 raise FileNotFoundError(f"fixture repo not found: {Path(folder).resolve()}")
-        self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        with Workspace._registry_lock:
+            if Workspace._closed_for_good:
+                raise RuntimeError("looplab is shutting down: no new workspace")
+            self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
+            Workspace._open.add(self)
         self.root = (self._tmp / self.source.name).resolve()
         ignore = shutil.ignore_patterns(*SKIPPED_DIRS)
         shutil.copytree(self.source, self.root, symlinks=True, ignore=ignore)
@@ -72,7 +97,19 @@ class Workspace:
 
     def close(self) -> None:
         """Delete the copy. Safe to call twice."""
+        with Workspace._registry_lock:
+            Workspace._open.discard(self)
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+    @classmethod
+    def close_all(cls, *, for_good: bool = False) -> int:
+        """Delete every workspace still open; `for_good` also refuses new ones (the process is ending)."""
+        with cls._registry_lock:
+            left, cls._open = set(cls._open), set()
+            cls._closed_for_good = cls._closed_for_good or for_good
+        for ws in left:
+            ws.close()
+        return len(left)
 
     def resolve(self, path: str) -> Path:
         """Map a model-supplied relative path to a real path inside the workspace.
@@ -83,16 +120,41 @@ class Workspace:
         if not isinstance(path, str) or not path.strip():
             raise PathRefused("empty path; give a path relative to the repository root, e.g. 'tests/test_invoice.py'")
         raw = path.strip()
+        shown = clean(raw if len(raw) <= 120 else f"{raw[:120]}… ({len(raw)} characters)")
+        if len(raw) > MAX_PATH_CHARS or "\0" in raw:
+            raise PathRefused(f"{shown}: not a usable path (too long, or a NUL character)")
         if PurePosixPath(raw).is_absolute() or Path(raw).is_absolute() or raw.startswith("~"):
-            raise PathRefused(f"{raw}: absolute paths are refused; give a path relative to the repository root")
+            raise PathRefused(f"{shown}: absolute paths are refused; give a path relative to the repository root")
         if ".." in PurePosixPath(raw).parts:
-            raise PathRefused(f"{raw}: '..' leaves the repository; give a path relative to the repository root")
-        resolved = (self.root / raw).resolve()
+            raise PathRefused(f"{shown}: '..' leaves the repository; give a path relative to the repository root")
+        try:
+            resolved = (self.root / raw).resolve()
+        except (OSError, ValueError) as exc:  # an unencodable name, a symlink loop
+            raise PathRefused(f"{shown}: not a usable path ({type(exc).__name__})") from None
         if not resolved.is_relative_to(self.root):
-            raise PathRefused(f"{raw}: resolves outside the repository (symlink); refused")
-        for part in resolved.relative_to(self.root).parts:
-            if is_secret(part):
-                raise PathRefused(f"{raw}: secret-looking files are never read")
+            raise PathRefused(f"{shown}: resolves outside the repository (symlink); refused")
+        # Both spellings count: the name asked for and what it resolves to (a link to a secret is a secret).
+        if any(map(is_secret, (*PurePosixPath(raw).parts, *resolved.relative_to(self.root).parts))):
+            raise PathRefused(f"{shown}: secret-looking files are never read")
+        return resolved
+
+    def text_file(self, path: str) -> Path:
+        """The one rule for what a tool may read: `path` resolved, and a regular source or text file.
+
+        Raises `PathRefused` (outside, or a secret, also through a symlink), `IsADirectoryError`,
+        `FileNotFoundError` (with the closest existing file as a hint; a FIFO or socket is not a
+        file) or `ToolError` (not a source or text file).
+        """
+        resolved = self.resolve(path)
+        if resolved.is_dir():
+            listing = sorted(self.relative(p) for p in self.text_files() if p.is_relative_to(resolved))
+            raise IsADirectoryError(f"{path} is a directory; files in it: {', '.join(listing[:30]) or 'none'}")
+        if not _is_regular(resolved):
+            hint = self.suggest(path)
+            tail = f" — did you mean {hint}?" if hint else " — use search_code to find the right path"
+            raise FileNotFoundError(f"{path}{tail}")
+        if resolved.suffix not in TEXT_SUFFIXES:
+            raise ToolError(f"{path}: only source and text files can be read ({', '.join(sorted(TEXT_SUFFIXES))})")
         return resolved
 
     def relative(self, path: Path) -> str:
@@ -100,12 +162,16 @@ class Workspace:
         return path.relative_to(self.root).as_posix()
 
     def text_files(self) -> Iterator[Path]:
-        """Source and text files, sorted, skipping caches and secrets."""
+        """The files `text_file` lets a tool read, sorted, caches skipped: what `search_code` may search."""
         for path in sorted(self.root.rglob("*")):
-            rel = path.relative_to(self.root).parts
-            if any(part in SKIPPED_DIRS for part in rel) or is_secret(path.name):
+            rel = path.relative_to(self.root)
+            if any(part in SKIPPED_DIRS for part in rel.parts):
                 continue
-            if path.suffix in TEXT_SUFFIXES and path.is_file() and path.resolve().is_relative_to(self.root):
+            try:
+                resolved = self.resolve(rel.as_posix())
+            except PathRefused:
+                continue
+            if resolved.suffix in TEXT_SUFFIXES and _is_regular(resolved):
                 yield path
 
     def suggest(self, path: str) -> str | None:
@@ -123,14 +189,35 @@ class Workspace:
         return tree_fingerprint(self.root)
 
 
+atexit.register(Workspace.close_all)
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file (after symlinks): never a FIFO, socket or device, which could block a reader."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
 def tree_fingerprint(root: Path) -> str:
-    """SHA-256 over the relative paths and contents of all files under `root`, caches skipped."""
+    """SHA-256 over the relative paths and contents of all files under `root`, caches skipped.
+
+    A symlink counts by its target's name and a FIFO, socket or device by its kind, never by
+    opening it (reading a FIFO nobody writes to would block).
+    """
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if any(part in SKIPPED_DIRS for part in rel.parts) or path.is_dir():
+        mode = path.lstat().st_mode
+        if any(part in SKIPPED_DIRS for part in rel.parts) or stat.S_ISDIR(mode):
             continue
-        digest.update(rel.as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() if not path.is_symlink() else str(path.readlink()).encode())
+        digest.update(rel.as_posix().encode("utf-8", "surrogateescape") + b"\0")
+        if stat.S_ISREG(mode):
+            digest.update(path.read_bytes())
+        elif stat.S_ISLNK(mode):
+            digest.update(b"symlink:" + os.fsencode(os.readlink(path)))
+        else:
+            digest.update(f"special:{stat.S_IFMT(mode):o}".encode())
         digest.update(b"\0")
     return digest.hexdigest()
