@@ -275,11 +275,12 @@ def _recordable(args: Any) -> Any:
         args = bytes(args).decode("utf-8", errors="replace")
     if not isinstance(args, str):
         try:
-            text = json.dumps(args)
+            text = json.dumps(args, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
             return f"<arguments of type {type(args).__name__} that JSON cannot hold>"
-        if len(text) <= RECORDED_ARGS_CHARS and text == clean(text):
-            return args
+        if len(text) <= RECORDED_ARGS_CHARS:
+            tidy = clean(text)
+            return args if tidy is text else json.loads(tidy)
         args = text
     if len(args) > RECORDED_ARGS_CHARS:
         args = f"{args[:RECORDED_ARGS_CHARS]}… [{len(args) - RECORDED_ARGS_CHARS} more characters]"
