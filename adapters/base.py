@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from adapters.recorder import ModelRecorder, Pricing, http_module_for
 from adapters.trace import Trace
 from shared_tools import Guard
+from shared_tools.records import clean
 
 SYSTEM_PROMPT = (
     "You investigate failing tests in a Python repository using the tools given. "
@@ -35,6 +36,19 @@ SYSTEM_PROMPT = (
 
 Api = Literal["chat", "responses", "messages"]
 PROVIDER_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+#: Whose wire format each API is.
+PROVIDER_OF_API: dict[str, str] = {"messages": "anthropic", "chat": "openai", "responses": "openai"}
+
+
+def check_api(api: str | None, provider: str) -> None:
+    """Refuse, in one line, an API that belongs to the other provider than the model's."""
+    if api is None or PROVIDER_OF_API[api] == provider:
+        return
+    if provider == "openai":
+        why = "Anthropic's: use an anthropic: model, or --api chat or responses with openai models"
+    else:
+        why = "OpenAI's: use an openai: model, or --api messages with anthropic models"
+    raise LooplabError(f"the {api} API is {why}")
 
 
 class StopReason(StrEnum):
@@ -233,15 +247,19 @@ class RunSession:
         failed (`error`).
         """
         self.native_end = self.native_end or _native_end(answer, error)
-        if why := self.tool_stop():
-            return Finished(*why)
+        # The first stop wins. A gate refusal is always the first: the gate asks the Guard before anything
+        # else, so a Guard stop that came earlier is what the gate refused with.
         if self.stop is not None:
             return Finished(self.stop.reason, detail=self.stop.detail)
-        if answer is None and self.remaining_s() <= 0:  # e.g. a model call that hung until the deadline
-            how = f" ({type(error).__name__})" if error else ""
-            return Finished(StopReason.TIMEOUT, detail=f"max_seconds={self.limits.max_seconds:g} elapsed{how}")
+        if why := self.tool_stop():
+            return Finished.stopped(why)
+        if answer is not None and not answer.strip():  # an empty reply answers nothing
+            answer = None
         calls = self.recorder.calls
         wanted_tools = bool(calls and calls[-1].tool_calls_requested)
+        if (answer is None or wanted_tools) and self.remaining_s() <= 0:  # e.g. a model call hung until the deadline
+            how = f" ({type(error).__name__})" if error else ""
+            return Finished(StopReason.TIMEOUT, detail=f"max_seconds={self.limits.max_seconds:g} elapsed{how}")
         if wanted_tools and len(calls) >= self.limits.max_steps:
             how = f"the runner raised {type(error).__name__}" if error else "the runner returned without an answer"
             return Finished(StopReason.MAX_STEPS, detail=f"max_steps={self.limits.max_steps} model calls made; {how}")
@@ -316,8 +334,8 @@ class RunSession:
             runner_version=runner.version(self.model),
             model=self.model.label,
             stop_reason=reason,
-            stop_detail=detail,
-            answer=answer if reason is StopReason.FINAL_ANSWER else None,
+            stop_detail=_cleaned(detail),
+            answer=_cleaned(answer) if reason is StopReason.FINAL_ANSWER else None,
             native_cap=runner.native_cap(self.limits),
             totals=Totals(
                 model_calls=len(calls),
@@ -338,6 +356,11 @@ class Finished:
     reason: StopReason
     answer: str | None = None
     detail: str | None = None
+
+    @classmethod
+    def stopped(cls, why: tuple[StopReason, str]) -> Finished:
+        """A stop the boundaries asked for (what `budget_stop()` or `tool_stop()` returned): no answer."""
+        return cls(why[0], detail=why[1])
 
 
 class Adapter(ABC):
@@ -360,15 +383,27 @@ class Adapter(ABC):
         return {}
 
     def api_for(self, model: ModelSpec) -> Api:
-        """The wire API for `model`, or a one-line refusal if this runner cannot speak it."""
-        fits = [a for a in self.apis if (a == "messages") == (model.provider == "anthropic")]
-        api = model.api or (fits[0] if fits else None)
-        if api is None or api not in fits:
-            wanted = f"the {api} API with" if api else "an"
+        """The wire API for `model`, or a one-line refusal that says what would work instead.
+
+        `model.api` if given (it must be the provider's and one this runner speaks), else the
+        runner's first API of the model's provider.
+        """
+        if model.api is None:
+            fits = [a for a in self.apis if PROVIDER_OF_API[a] == model.provider]
+            if fits:
+                return fits[0]
+            theirs = PROVIDER_OF_API[
+                self.apis[0]
+            ]  # a runner that speaks none of one provider's APIs speaks the other's
+            apis = f"{', '.join(self.apis)} API{'s' if len(self.apis) > 1 else ''}"
             raise LooplabError(
-                f"runner {self.name!r} cannot use {wanted} {model.provider} model; it speaks {', '.join(self.apis)}"
+                f"runner {self.name!r} speaks only {theirs} {apis}: use an {theirs}: model with it, "
+                f"not an {model.provider} one"
             )
-        return api
+        check_api(model.api, model.provider)
+        if model.api not in self.apis:
+            raise LooplabError(f"runner {self.name!r} cannot use the {model.api} API; it speaks {', '.join(self.apis)}")
+        return model.api
 
     def version(self, model: ModelSpec | None = None) -> str:
         """The installed version of the framework (for some runners, the one `model` uses)."""
@@ -398,7 +433,7 @@ class Adapter(ABC):
             except (Exception, StopRun, BaseExceptionGroup) as exc:  # a crash is `error`, with its partial trace
                 finished = session.conclude(None, exc)
         result = session.result(self, finished.reason, finished.answer, finished.detail)
-        result.warnings = noise
+        result.warnings = [clean(w) for w in noise]
         result.native_end = session.native_end
         return result
 
@@ -412,16 +447,24 @@ def installed_version(distribution: str) -> str:
         return "not installed"
 
 
+def _cleaned(text: str | None) -> str | None:
+    """Text a model or a framework produced, safe to write (a lone surrogate would break every JSON writer)."""
+    return None if text is None else clean(text)
+
+
 def _native_end(answer: str | None, error: BaseException | None) -> NativeEnd:
     if isinstance(error, StopRun):
         return NativeEnd(kind="refused by the model boundary", message=error.detail)
     if error is None:
-        return NativeEnd(kind="returned", text=answer)
+        return NativeEnd(kind="returned", text=_cleaned(answer))
     kind = type(error)
     carriers = ("run_data", "messages", "state", "history")
     history = next((f"{kind.__name__}.{attr}" for attr in carriers if getattr(error, attr, None)), None)
     return NativeEnd(
-        kind="raised", exception=f"{kind.__module__}.{kind.__qualname__}", message=str(error)[:300], history=history
+        kind="raised",
+        exception=f"{kind.__module__}.{kind.__qualname__}",
+        message=clean(str(error)[:300]),
+        history=history,
     )
 
 

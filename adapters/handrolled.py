@@ -73,7 +73,7 @@ class HandRolled(Adapter):
         messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
         for _ in _steps(session):
             if stop := session.budget_stop():
-                return Finished(*stop)
+                return Finished.stopped(stop)
             reply = client.messages.create(
                 model=model.name,
                 max_tokens=MAX_TOKENS,
@@ -101,7 +101,7 @@ class HandRolled(Adapter):
                     )
             messages.append({"role": "user", "content": results})
             if stop := session.tool_stop():
-                return Finished(*stop)
+                return Finished.stopped(stop)
         return session.conclude(None)
 
     def _openai_loop(self, task: str, session: RunSession) -> Finished:
@@ -117,7 +117,7 @@ class HandRolled(Adapter):
         ]
         for _ in _steps(session):
             if stop := session.budget_stop():
-                return Finished(*stop)
+                return Finished.stopped(stop)
             reply = client.chat.completions.create(
                 model=model.name, messages=messages, tools=tools, timeout=session.remaining_s()
             )
@@ -130,7 +130,7 @@ class HandRolled(Adapter):
                 # Chat Completions has no is_error field: the observation text says it.
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": record.result})
             if stop := session.tool_stop():
-                return Finished(*stop)
+                return Finished.stopped(stop)
         return session.conclude(None)
 
 

@@ -5,12 +5,37 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 API_CHOICES = ("chat", "responses", "messages")
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other looplab error.
+
+    argparse's own `error` prints the whole usage block first (several lines of
+    option soup that bury the one that matters); this prints `looplab: ...` and
+    where to find the usage instead, and exits 2 as argparse does. Subcommand
+    parsers are built from this class too (`add_subparsers` uses the parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"looplab: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (a count: model calls, repeats, workers)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="looplab",
         description="Run one ReAct investigation through several agent runners and compare their loops.",
     )
@@ -22,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: vip-compound)")
     _model_options(run)
-    run.add_argument("--max-steps", type=int, metavar="N", help="override the case's max_steps (model calls)")
+    run.add_argument("--max-steps", type=_positive_int, metavar="N", help="override the case's max_steps (model calls)")
     run.add_argument("--json", metavar="PATH", help="also write the RunResults as a JSON list to PATH")
     run.add_argument(
         "--out", metavar="DIR", help="folder for results.json and traces.jsonl (default: looplab-runs/<time>)"
@@ -32,11 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="the runner x case matrix: checks, completion rates, calls and cost")
     ev.add_argument("--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)")
     ev.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: every case)")
-    ev.add_argument("--repeat", type=int, default=1, metavar="K", help="run every cell K times (default 1)")
+    ev.add_argument("--repeat", type=_positive_int, default=1, metavar="K", help="run every cell K times (default 1)")
     _model_options(ev)
     ev.add_argument("--json", metavar="PATH", help="write the summary, the cells and every RunResult as JSON")
     ev.add_argument("--html", metavar="PATH", help="write the side-by-side HTML report (one self-contained file)")
-    ev.add_argument("--jobs", type=int, metavar="N", help="worker processes for the matrix (default: the cores)")
+    ev.add_argument(
+        "--jobs", type=_positive_int, metavar="N", help="worker processes for the matrix (default: the cores)"
+    )
 
     caps = sub.add_parser("caps", help="measure each runner's native iteration cap; write docs/iteration-caps.*")
     caps.add_argument(
@@ -74,8 +101,14 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         metavar="PROVIDER:NAME",
         help="'scripted' (default, offline) or e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5",
     )
-    parser.add_argument("--base-url", metavar="URL", help="send the provider's requests to this compatible endpoint")
-    parser.add_argument("--api", choices=API_CHOICES, help="wire API, where a runner speaks several")
+    parser.add_argument(
+        "--base-url", metavar="URL", help="send the --model provider's requests to this compatible endpoint"
+    )
+    parser.add_argument(
+        "--api",
+        choices=API_CHOICES,
+        help="wire API, where a runner speaks several: messages for anthropic models, chat or responses for openai",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -131,7 +164,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise LooplabError(str(exc)) from None
     url = f"http://{args.host}:{args.port}"
     print(f"scripted model ({args.policy}) on {url}: OpenAI base_url {url}/v1, Anthropic base_url {url}", flush=True)
-    uvicorn.run(create_app(policy), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(create_app(policy), host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
     return 0
 
 
@@ -158,29 +191,36 @@ def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from looplab import harness, render, report
+    from looplab import harness, interrupt, render, report
 
     runners, cases = _select(args, ["vip-compound"])
     choice = harness.ModelChoice(args.model, args.base_url, args.api)
+    out_dir = Path(args.out) if args.out else harness.default_out_dir()
+    outcomes: list[harness.RunOutcome] = []
+    total = len(cases) * len(runners)
 
-    outcomes = []
-    with harness.endpoint(choice) as where, render.matrix_progress(len(cases) * len(runners)) as advance:
-        for case in cases:
-            for runner in runners:
-                outcome = harness.run_one(runner, case, where, args.max_steps)
-                if not args.quiet:
-                    render.run_detail(outcome)
-                outcomes.append(outcome)
-                advance(outcome)
+    def save(stop: interrupt.Interrupted | None = None) -> str:
+        incomplete = stop.note(len(outcomes), total) if stop else None
+        results_path, traces_path = harness.write_outputs(outcomes, out_dir, incomplete=incomplete)
+        if args.json:
+            harness.write_results([o.result for o in outcomes if o.result], Path(args.json), incomplete=incomplete)
+        return f"{results_path}, {traces_path}" + (f", {args.json}" if args.json else "")
+
+    with interrupt.keep_finished(save):
+        with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
+            for case in cases:
+                for runner in runners:
+                    outcome = harness.run_one(runner, case, where, args.max_steps)
+                    if not args.quiet:
+                        render.run_detail(outcome)
+                    outcomes.append(outcome)
+                    advance(outcome)
     render.summary_table(outcomes)
     report.print_headline(report.document(outcomes))
-    results_path, traces_path = harness.write_outputs(
-        outcomes, Path(args.out) if args.out else harness.default_out_dir()
-    )
+    save()
     if args.json:
-        harness.write_results([o.result for o in outcomes if o.result], Path(args.json))
         render.console().print(f"JSON: {args.json}")
-    render.console().print(f"results: {results_path}\ntraces:  {traces_path}")
+    render.console().print(f"results: {out_dir / 'results.json'}\ntraces:  {out_dir / 'traces.jsonl'}")
     return 0 if all(o.result is not None for o in outcomes) else 1
 
 
@@ -228,7 +268,7 @@ def _eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from adapters.base import LooplabError
-    from looplab import evaluation, harness, render, report
+    from looplab import evaluation, harness, interrupt, render, report
 
     runners, cases = _select(args, None)
     if args.repeat < 1:
@@ -237,8 +277,31 @@ def _eval(args: argparse.Namespace) -> int:
     if jobs < 1:
         raise LooplabError("--jobs takes a whole number of 1 or more")
     choice = harness.ModelChoice(args.model, args.base_url, args.api)
-    with harness.endpoint(choice) as where, render.matrix_progress(len(runners) * len(cases) * args.repeat) as advance:
-        outcomes = evaluation.run_matrix(runners, cases, where, repeat=args.repeat, on_done=advance, jobs=jobs)
+    for option, target in (("--json", args.json), ("--html", args.html)):
+        if target:  # the folder now, not after the whole matrix ran
+            try:
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LooplabError(f"{option} {target}: cannot create its folder ({exc.strerror or exc})") from None
+    total = len(runners) * len(cases) * args.repeat
+    finished: list[harness.RunOutcome] = []
+
+    def save(stop: interrupt.Interrupted) -> str | None:
+        if not args.json:
+            return None
+        summary = [s.model_dump() for s in evaluation.summarize(finished)]
+        doc = {"incomplete": stop.note(len(finished), total), "summary": summary, **report.document(finished)}
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        return args.json
+
+    with interrupt.keep_finished(save):
+        with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
+
+            def on_done(outcome: harness.RunOutcome) -> None:
+                finished.append(outcome)
+                advance(outcome)
+
+            outcomes = evaluation.run_matrix(runners, cases, where, repeat=args.repeat, on_done=on_done, jobs=jobs)
     cells, summary = evaluation.cells(outcomes), evaluation.summarize(outcomes)
     render.matrix_table(cells, runners, [c.id for c in cases])
     render.runner_summary(summary)
@@ -273,7 +336,6 @@ def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from adapters.base import LooplabError
@@ -286,8 +348,10 @@ def _report(args: argparse.Namespace) -> int:
         out = report.write_html(doc, out_path, source=str(source))
     except FileNotFoundError:
         raise LooplabError(f"{source}: no such file") from None
-    except (ValueError, json.JSONDecodeError) as exc:  # pydantic's ValidationError is a ValueError too
-        raise LooplabError(f"{source}: not a looplab results file ({str(exc).splitlines()[0]})") from None
+    except OSError as exc:  # a folder given as RESULTS, an output path that cannot be written, ...
+        raise LooplabError(f"{exc.filename or source}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # read_document's one-line reason: not a results file, or no runs in it
+        raise LooplabError(f"{source}: {str(exc).splitlines()[0]}") from None
     report.print_headline(doc)
     render.console().print(f"HTML: {out}")
     return 0

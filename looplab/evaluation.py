@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from looplab.harness import Endpoint, RunOutcome, run_one
+from looplab.interrupt import signals_held, worker_signals
 from scenarios.cases import Case
 
 
@@ -95,21 +96,23 @@ def run_matrix(
     slots: list[RunOutcome | None] = [None] * len(plan)
     # spawn, not fork: this process runs the model server's thread, and a forked child would inherit its locks.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(plan)), mp_context=context) as pool:
-        pending: dict[Future[RunOutcome], int] = {
-            pool.submit(run_one, runner, case, where, **options): i for i, (runner, case) in enumerate(plan)
-        }
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    i = pending.pop(future)
-                    slots[i] = _collect(future, *plan[i])
-                    if on_done:
-                        on_done(slots[i])
-        except BaseException:  # Ctrl-C: drop the cells not started yet rather than wait for them
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(plan)), mp_context=context, initializer=worker_signals)
+    try:
+        with signals_held():  # workers are born with the signals blocked, until they ignore Ctrl-C themselves
+            pending: dict[Future[RunOutcome], int] = {
+                pool.submit(run_one, runner, case, where, **options): i for i, (runner, case) in enumerate(plan)
+            }
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = pending.pop(future)
+                slots[i] = _collect(future, *plan[i])
+                if on_done:
+                    on_done(slots[i])
+    except BaseException:  # Ctrl-C: drop the cells not started yet rather than wait for them
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return [o for o in slots if o is not None]
 
 

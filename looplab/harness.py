@@ -10,16 +10,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import adapters
-from adapters.base import Adapter, Api, LooplabError, ModelSpec, RunResult, parse_model
+from adapters.base import PROVIDER_OF_API, Adapter, Api, LooplabError, ModelSpec, RunResult, check_api, parse_model
 from adapters.recorder import Pricing
 from scenarios.cases import Case, CheckResult, ScriptedModel, check
 from shared_tools import Approver, Guard, Workspace, default_tools, with_faults
 
 SCRIPTED = "scripted"
-PROVIDER_OF_API: dict[str, str] = {"messages": "anthropic", "chat": "openai", "responses": "openai"}
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,13 @@ class ModelChoice:
     pricing: Pricing = field(default_factory=Pricing)
 
     def __post_init__(self) -> None:
-        if self.model != SCRIPTED:
-            parse_model(self.model)  # fail early, before any run starts
+        """Refuse, before any run starts, what no runner could do with this choice."""
+        if self.model == SCRIPTED:
+            if self.base_url:
+                raise LooplabError("--base-url needs --model PROVIDER:NAME (the scripted model runs on its own server)")
+            return  # the scripted model serves every wire API
+        provider, _ = parse_model(self.model)
+        check_api(self.api, provider)
 
 
 @dataclass
@@ -117,8 +122,10 @@ def run_one(
     `max_seconds` is abandoned and recorded as hung, so one runner that hangs
     cannot stall a matrix.
     """
-    outcome = RunOutcome(runner, case.id)
     limits = case.limits if max_steps is None else case.limits.model_copy(update={"max_steps": max_steps})
+    # The worker fills `done`, never the outcome returned: a run abandoned as hung that finishes
+    # later must not change what was already reported (its workspace goes at exit, see Workspace).
+    done = RunOutcome(runner, case.id)
 
     def work() -> None:
         try:
@@ -130,28 +137,32 @@ def run_one(
                 result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model))
                 changed = ws.fingerprint() != before
         except LooplabError as exc:
-            outcome.error = str(exc)
+            done.error = str(exc)
             return
         except Exception as exc:  # a crash in one runner never stops the others
-            outcome.error = f"{type(exc).__name__}: {exc}"
+            done.error = f"{type(exc).__name__}: {exc}"
             return
         result.case = case.id
-        outcome.checks = check(case, result, changed)
-        outcome.result = result
+        done.checks = check(case, result, changed)
+        done.result = result
 
     worker = threading.Thread(target=work, name=f"looplab-{runner}-{case.id}", daemon=True)
     worker.start()
     worker.join(limits.max_seconds + grace_s)
     if worker.is_alive():
-        outcome.error = f"hung: still running {grace_s:g} s after max_seconds={limits.max_seconds:g}; abandoned"
-    return outcome
+        hung = f"hung: still running {grace_s:g} s after max_seconds={limits.max_seconds:g}; abandoned"
+        return RunOutcome(runner, case.id, error=hung)
+    return done
 
 
-def write_outputs(outcomes: list[RunOutcome], out_dir: Path) -> tuple[Path, Path]:
-    """`results.json` (a list of RunResults) and `traces.jsonl` (one line per step) in `out_dir`."""
+def write_outputs(outcomes: list[RunOutcome], out_dir: Path, *, incomplete: str | None = None) -> tuple[Path, Path]:
+    """`results.json` (the RunResults) and `traces.jsonl` (one line per step) in `out_dir`.
+
+    `incomplete` (why the command stopped early) marks the results as a partial set.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     results = [o.result for o in outcomes if o.result is not None]
-    results_path = write_results(results, out_dir / "results.json")
+    results_path = write_results(results, out_dir / "results.json", incomplete=incomplete)
     traces_path = out_dir / "traces.jsonl"
     with traces_path.open("w", encoding="utf-8") as fh:
         for r in results:
@@ -160,9 +171,12 @@ def write_outputs(outcomes: list[RunOutcome], out_dir: Path) -> tuple[Path, Path
     return results_path, traces_path
 
 
-def write_results(results: list[RunResult], path: Path) -> Path:
+def write_results(results: list[RunResult], path: Path, *, incomplete: str | None = None) -> Path:
+    """The RunResults as a JSON list; an interrupted command's as `{"incomplete": why, "results": [...]}`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([r.model_dump(mode="json") for r in results], indent=2) + "\n", encoding="utf-8")
+    listed = [r.model_dump(mode="json") for r in results]
+    doc: Any = listed if incomplete is None else {"incomplete": incomplete, "results": listed}
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return path
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from adapters.base import RunResult
 from shared_tools.records import ToolCallRecord
@@ -461,8 +461,33 @@ def document(outcomes: Iterable[RunOutcome]) -> dict[str, Any]:
 
 
 def read_document(path: Path) -> Any:
-    """A results JSON file as written by `looplab eval --json` or `looplab run --json`."""
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A results JSON file as written by `looplab eval --json` or `looplab run --json`.
+
+    Checked through, before anything is written from it: a file that is not one,
+    or has no runs in it, raises `ValueError` with a one-line reason.
+    """
+    not_results = "not a looplab results file"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{not_results}: not JSON ({exc})") from None
+    results = doc if isinstance(doc, list) else doc.get("results") if isinstance(doc, dict) else None
+    cells = (doc.get("cells") if isinstance(doc, dict) else None) or []
+    if not isinstance(results, list) or not isinstance(cells, list) or not all(isinstance(x, dict) for x in results):
+        raise ValueError(
+            f"{not_results}: expected the list of runs `looplab run --json` writes "
+            "or the object with 'results' `looplab eval --json` writes"
+        )
+    try:
+        runs = runs_from(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(part) for part in first["loc"])
+        detail = f"{loc}: {first['msg']}" if loc else first["msg"]
+        raise ValueError(f"{not_results}: a {exc.title} in it is not valid ({detail})") from None
+    if not runs:
+        raise ValueError("no runs in it: nothing to report")
+    return doc
 
 
 def write_html(doc: Any, path: Path, *, source: str = "") -> Path:

@@ -45,11 +45,21 @@ def test_the_baseline_is_added_first_and_its_ratios_are_one(measured) -> None:
         1.0,
         1.0,
     )
+    # The baseline's ratios are its numbers over themselves; the other runner's show what they are ratios of.
+    other = result.runners[1]
+    for ratio, value, of_base in (
+        (other.ratio_overhead_median, other.overhead_ms_median, base.overhead_ms_median),
+        (other.ratio_overhead_p95, other.overhead_ms_p95, base.overhead_ms_p95),
+        (other.ratio_import, other.import_s, base.import_s),
+        (other.ratio_peak_rss, other.peak_rss_mb, base.peak_rss_mb),
+    ):
+        assert ratio == pytest.approx(value / of_base, abs=0.0051)  # rounded to two decimals
     assert result.case == "vip-compound" and result.repeat == 1 and result.cores >= 1
 
 
 def test_every_measured_number_is_positive(measured) -> None:
     result: bench.BenchResult = measured["result"]
+    assert len(result.runners) == 2
     for r in result.runners:
         assert r.runs == 1 and r.stop_reasons == {"final_answer": 1}
         assert r.turns_median >= 2

@@ -86,6 +86,7 @@ def test_repetition_stops_every_runner_the_same_way(runner: str) -> None:
     assert (result.stop_reason, result.answer) == (StopReason.REPETITION, None), result.stop_detail
     assert [c.outcome for c in result.trace.tool_calls] == ["ok", "ok", "repetition"]
     assert result.totals.model_calls == 3
+    assert result.stop_detail == "read_file was called with the same arguments 3 times in a row"
 
 
 def _overwrite_tests(conv: Conversation) -> Decision:
@@ -101,6 +102,7 @@ def test_an_unapproved_effect_ends_the_run_as_rejected(runner: str) -> None:
     assert (result.stop_reason, result.answer) == (StopReason.REJECTED, None), result.stop_detail
     assert [c.outcome for c in result.trace.tool_calls] == ["rejected"]
     assert result.totals.model_calls == 1
+    assert result.stop_detail == "write_file was not approved: no approver is configured, so effects are denied"
 
 
 def _two_reads(conv: Conversation) -> Decision:

@@ -92,10 +92,11 @@ def test_the_report_is_self_contained_and_every_link_resolves(matrix) -> None:
     assert found.external == []
     assert "@import" not in html and "url(http" not in html
     assert "matrix" in found.ids and "headline" in found.ids
-    assert set(found.links) <= found.ids, set(found.links) - found.ids
+    assert found.links and set(found.links) <= found.ids, set(found.links) - found.ids
     # Several charts on one page: their SVG ids (and the clip paths that refer to them) stay unique.
     assert found.duplicate_ids == set()
-    assert set(re.findall(r"url\(#([^)]+)\)", html)) <= found.ids
+    clip_refs = set(re.findall(r"url\(#([^)]+)\)", html))
+    assert clip_refs and clip_refs <= found.ids
     # Two inline SVG charts a case: cumulative input tokens and request bytes.
     assert html.count("<svg") == 2 * len(CASES)
     for case in CASES:
@@ -105,6 +106,7 @@ def test_the_report_is_self_contained_and_every_link_resolves(matrix) -> None:
 def test_matrix_cells_link_to_their_runs_with_pass_and_stop(matrix) -> None:
     built = report.build(matrix["doc"])
     assert built.runners == list(RUNNERS) and built.cases == list(CASES)
+    assert [runner for runner, _ in built.matrix] == list(RUNNERS)
     for runner, cells in built.matrix:
         by_case = dict(zip(built.cases, cells, strict=True))
         assert by_case["vip-compound"].text == "✓ final_answer" and by_case["vip-compound"].status == "pass"
@@ -118,6 +120,7 @@ def test_trajectories_are_aligned_by_step_with_the_stop_marked(matrix) -> None:
     assert vip.runners == list(RUNNERS)
     first_label, first_row = vip.rows[0]
     assert first_label == "1"
+    assert len(first_row) == len(RUNNERS)
     assert all(cell is not None and cell.tools[0].name == "run_tests" for cell in first_row)
     for column, runner in enumerate(RUNNERS):
         cells = [row[column] for _, row in vip.rows if row[column] is not None]
@@ -125,7 +128,8 @@ def test_trajectories_are_aligned_by_step_with_the_stop_marked(matrix) -> None:
         assert all(c.stopped is None for c in cells[:-1])
     tight = next(c for c in built.case_views if c.id == "tight-budget")
     assert [label for label, _ in tight.rows] == ["1", "2"]
-    assert all(cell.stopped == "max_steps" for cell in tight.rows[1][1])
+    last_row = tight.rows[1][1]
+    assert len(last_row) == len(RUNNERS) and all(cell.stopped == "max_steps" for cell in last_row)
 
 
 def test_headline_sums_each_runner(matrix) -> None:
@@ -150,6 +154,7 @@ def test_report_accepts_run_output_a_plain_list(matrix, tmp_path: Path, capsys) 
     assert 'id="matrix"' in html and "no checks" in html
     built = report.build(json.loads(plain.read_text()))
     assert not built.has_checks
+    assert [runner for runner, cells in built.matrix if len(cells) == len(CASES)] == list(RUNNERS)
     assert all(cell.status == "none" and "✓" not in cell.text for _, cells in built.matrix for cell in cells)
     assert "per runner" in capsys.readouterr().out
 

@@ -1,0 +1,125 @@
+"""Ctrl-C and SIGTERM: a command stops at once, keeps what finished, and leaves nothing behind.
+
+Inside `keep_finished`, SIGINT and SIGTERM raise `Interrupted` in the main
+thread (where looplab waits on its runs). The command then kills every test
+process group still running, removes every workspace still open, ends its
+worker processes, writes the results that finished (marked incomplete),
+prints one line and exits with 128 + the signal's number. It exits at once,
+without waiting for the runs still going: their framework threads cannot be
+stopped from outside, and what they would add is not a finished result.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.util
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from shared_tools import Workspace
+from shared_tools.tools import LiveTests
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
+    """The command received SIGINT or SIGTERM."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        super().__init__(self.name)
+
+    def note(self, finished: int, total: int) -> str:
+        """What an incomplete results file says of itself."""
+        return f"interrupted by {self.name} after {finished} of {total} runs"
+
+    @property
+    def exit_code(self) -> int:
+        """130 for SIGINT, 143 for SIGTERM: the shell's convention."""
+        return 128 + self.signum
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    for sig in SIGNALS:  # a second Ctrl-C must not cut the cleanup short
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def clean_up() -> str:
+    """Kill every test process group and worker process, remove every workspace; say what was done."""
+    workers = multiprocessing.active_children()
+    for child in workers:
+        child.terminate()  # a worker's own SIGTERM handler cleans up after itself (see `worker_signals`)
+    groups = LiveTests.kill_all(for_good=True)
+    removed = Workspace.close_all(for_good=True)
+    for child in workers:
+        child.join(timeout=1.0)
+        if child.is_alive():
+            child.kill()
+    if workers:  # what a normal exit runs: the pool's semaphores unlinked (else the resource tracker warns)
+        multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+    parts = [f"{removed} workspace{'s' * (removed != 1)} removed"]
+    if groups:
+        parts.append(f"{groups} test process group{'s' * (groups != 1)} killed")
+    if workers:
+        parts.append(f"{len(workers)} worker process{'es' * (len(workers) != 1)} ended")
+    return ", ".join(parts)
+
+
+@contextmanager
+def keep_finished(save: Callable[[Interrupted], str | None]) -> Iterator[None]:
+    """Run the block; on SIGINT or SIGTERM, clean up, `save` what finished, print one line and exit.
+
+    `save` writes the finished results (marked incomplete) and returns where they went, or None.
+    Exits the process with 128 + the signal's number; nothing after the block runs.
+    """
+    previous = {sig: signal.signal(sig, _raise) for sig in SIGNALS}
+    try:
+        yield
+    except Interrupted as stop:
+        done = clean_up()
+        try:
+            where = save(stop)
+        except Exception as exc:  # the line below still says what happened
+            where = f"not written ({type(exc).__name__}: {exc})"
+        kept = f"; finished results: {where}" if where else ""
+        print(f"looplab: interrupted by {stop.name}; {done}{kept}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # At once: a framework's own threads (an HTTP pool, a trace exporter) must not hold the exit.
+        os._exit(stop.exit_code)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends; processes started inside inherit the block.
+
+    A worker started with Ctrl-C blocked cannot die of it (with a traceback) before `worker_signals`
+    has set it to be ignored; a signal meant for this process is handled when the block ends.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def worker_signals() -> None:
+    """In a worker process of the matrix: ignore Ctrl-C (the parent decides) and end cleanly on SIGTERM."""
+
+    def end(signum: int, frame: FrameType | None) -> None:
+        LiveTests.kill_all(for_good=True)
+        Workspace.close_all(for_good=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, end)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -1,0 +1,197 @@
+"""Bad input on the command line: one line on stderr (`looplab: ...`), exit 2, and nothing run or written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.base import Adapter, Finished, Limits, LooplabError, ModelSpec, NativeCap
+from looplab import evaluation, harness
+from looplab.cli import _parser, main
+
+CHECKS = settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True
+)
+OWNER = {"messages": "anthropic", "chat": "openai", "responses": "openai"}
+OWNER_NAME = {"anthropic": "Anthropic's", "openai": "OpenAI's"}
+model_names = st.from_regex(r"[a-z0-9][a-z0-9.\-]{0,24}", fullmatch=True)
+
+
+def exit_code(argv: list[str]) -> int:
+    """`main`'s exit code, whether it returned it or argparse exited with it."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code  # type: ignore[return-value]
+
+
+def one_line(err: str) -> str:
+    """The single `looplab: ...` line on stderr, without its newline."""
+    assert err.startswith("looplab: ") and err.endswith("\n") and err.count("\n") == 1, err
+    return err[len("looplab: ") : -1]
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch) -> None:
+    """Starting a model endpoint or a run fails the test: bad input must be refused before either."""
+
+    def started(*args, **kwargs):
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(harness, "endpoint", started)
+    monkeypatch.setattr(harness, "run_one", started)
+    monkeypatch.setattr(evaluation, "run_matrix", started)
+
+
+# 1. Counts take a whole number of 1 or more.
+
+COUNT_OPTIONS = [("run", "--max-steps"), ("eval", "--repeat"), ("eval", "--jobs")]
+
+
+@pytest.mark.parametrize(("command", "option"), COUNT_OPTIONS)
+@CHECKS
+@given(n=st.integers(max_value=0))
+def test_a_count_below_one_is_refused(command: str, option: str, n: int, nothing_runs, capsys) -> None:
+    assert exit_code([command, "--runner", "handrolled", option, str(n)]) == 2
+    captured = capsys.readouterr()
+    line = one_line(captured.err)
+    assert option in line and "whole number of 1 or more" in line and repr(str(n)) in line
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(("command", "option"), COUNT_OPTIONS)
+@CHECKS
+@given(text=st.text(max_size=12).filter(lambda t: not _is_positive_int(t)))
+def test_a_count_that_is_not_a_number_is_refused(command: str, option: str, text: str, nothing_runs, capsys) -> None:
+    assert exit_code([command, f"{option}={text}"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert option in line and "whole number of 1 or more" in line
+
+
+@pytest.mark.parametrize(("command", "option"), COUNT_OPTIONS)
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(min_value=1))
+def test_a_count_of_one_or_more_is_taken(command: str, option: str, n: int) -> None:
+    args = _parser().parse_args([command, option, str(n)])
+    assert getattr(args, option.removeprefix("--").replace("-", "_")) == n
+
+
+def _is_positive_int(text: str) -> bool:
+    try:
+        return int(text) >= 1
+    except ValueError:
+        return False
+
+
+# 2. --base-url belongs to a provider model.
+
+BASE_URL_NEEDS_MODEL = "--base-url needs --model PROVIDER:NAME (the scripted model runs on its own server)"
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+@CHECKS
+@given(url=st.sampled_from(["http://127.0.0.1:8000/v1", "https://example.invalid"]) | st.text(min_size=1))
+def test_base_url_without_a_model_is_refused(command: str, url: str, nothing_runs, capsys) -> None:
+    assert exit_code([command, "--runner", "handrolled", f"--base-url={url}"]) == 2
+    captured = capsys.readouterr()
+    assert one_line(captured.err) == BASE_URL_NEEDS_MODEL and captured.out == ""
+
+
+def test_model_choice_refuses_a_base_url_for_the_scripted_model() -> None:
+    with pytest.raises(LooplabError, match="--base-url needs --model"):
+        harness.ModelChoice(base_url="http://127.0.0.1:8000/v1")
+    assert harness.ModelChoice("openai:local", "http://127.0.0.1:8000/v1").base_url  # a provider model keeps it
+
+
+# 3. An API belongs to one provider.
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+@CHECKS
+@given(provider=st.sampled_from(["openai", "anthropic"]), api=st.sampled_from(list(OWNER)), name=model_names)
+def test_an_api_of_the_other_provider_is_refused_before_a_run(
+    command: str, provider: str, api: str, name: str, nothing_runs, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")  # so that a missing key is not what stops it
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "unused")
+    if OWNER[api] == provider:
+        harness.ModelChoice(f"{provider}:{name}", api=api)  # a matching pair is accepted
+        return
+    assert exit_code([command, "--runner", "handrolled", "--model", f"{provider}:{name}", "--api", api]) == 2
+    captured = capsys.readouterr()
+    line = one_line(captured.err)
+    assert line.startswith(f"the {api} API is {OWNER_NAME[OWNER[api]]}: use an {OWNER[api]}: model")
+    assert "runner" not in line and captured.out == ""
+
+
+class TwoApis(Adapter):
+    """A runner that speaks Anthropic's messages and OpenAI's chat, as handrolled does (no framework needed)."""
+
+    name, extra, distribution, apis, knobs = "two-apis", "none", "none", ("messages", "chat"), ("k",)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        return NativeCap(knob="k", value=limits.max_steps)
+
+    def loop(self, task, session) -> Finished:
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("api", [None, *OWNER])
+def test_api_for_says_which_provider_an_api_needs(provider: str, api: str | None) -> None:
+    spec = ModelSpec(provider, "m", api=api)  # type: ignore[arg-type]
+    if api is None or (OWNER[api] == provider and api in TwoApis.apis):
+        assert TwoApis().api_for(spec) == (api or {"openai": "chat", "anthropic": "messages"}[provider])
+        return
+    with pytest.raises(LooplabError) as info:
+        TwoApis().api_for(spec)
+    message = str(info.value)
+    assert "\n" not in message
+    if OWNER[api] != provider:
+        assert message.startswith(f"the {api} API is {OWNER_NAME[OWNER[api]]}: use an {OWNER[api]}: model")
+    else:  # an API of the right provider that this runner does not speak: still refused, as before
+        assert message == "runner 'two-apis' cannot use the responses API; it speaks messages, chat"
+
+
+# 4. `looplab report` on a file that holds no runs.
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+#: JSON that is neither a list of runs nor an object with 'results': scalars, other objects, lists of non-objects.
+not_results = json_values.filter(
+    lambda d: (
+        not (isinstance(d, dict) and "results" in d)
+        and not (isinstance(d, list) and all(isinstance(x, dict) for x in d))
+    )
+)
+
+
+def _report(tmp_path: Path, doc: object, capsys) -> str:
+    """Run `looplab report` on `doc`; check it exits 2 and writes nothing; return its one line."""
+    source, out = tmp_path / "results.json", tmp_path / "out" / "report.html"
+    source.write_text(json.dumps(doc), encoding="utf-8")
+    assert exit_code(["report", str(source), "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert not out.parent.exists() and not source.with_suffix(".html").exists()
+    assert captured.out == ""
+    return one_line(captured.err)
+
+
+@pytest.mark.parametrize("doc", [[], {"results": []}, {"results": [], "cells": []}])
+def test_a_results_file_with_no_runs_is_refused(tmp_path: Path, capsys, doc: object) -> None:
+    assert _report(tmp_path, doc, capsys) == f"{tmp_path / 'results.json'}: no runs in it: nothing to report"
+
+
+@CHECKS
+@given(doc=st.just({}) | not_results)
+def test_json_that_is_not_a_results_file_is_refused_once(tmp_path: Path, capsys, doc: object) -> None:
+    line = _report(tmp_path, doc, capsys)
+    assert line.startswith(f"{tmp_path / 'results.json'}: not a looplab results file: expected ")
+    assert line.count("not a looplab results file") == 1
