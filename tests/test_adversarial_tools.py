@@ -19,8 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapters.base import Limits, StopReason
+from looplab import harness
+from scenarios.scripted.conversation import Conversation
+from scenarios.scripted.policy import Call, Decision
+from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Fault, Guard, PathRefused, Workspace, default_tools, tools, with_faults
 from shared_tools.workspace import SECRET_PATTERNS
+from tests.runs import ALL_RUNNERS, run_runner
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 #: Any character, lone surrogates and NUL included.
@@ -297,3 +303,25 @@ def test_any_query_ends_within_the_deadline(workspace: Workspace, query: str) ->
     record = guard.call("search_code", {"query": query})
     assert time.monotonic() - started < 2.0
     assert record.outcome in ("ok", "error", "timeout")
+
+
+# --- a run's record always serializes --------------------------------------------------------------
+
+
+def _surrogate_path(conv: Conversation) -> Decision:
+    if conv.assistant_turns == 0:  # the arguments as the model wrote them: JSON text with a lone surrogate escape
+        return Decision((Call("read_file", '{"path": "notes\\udcff.txt"}'),))
+    return Decision(answer="The file could not be read.")
+
+
+@pytest.mark.parametrize("runner", ALL_RUNNERS)
+def test_a_lone_surrogate_from_the_model_still_leaves_a_complete_record(runner: str, tmp_path: Path) -> None:
+    with ScriptedModelServer(_surrogate_path) as server:
+        result = run_runner(runner, server, Limits(max_steps=4, max_seconds=30))
+    # Some frameworks cannot send the surrogate back in the next request: that is an `error` stop, not a crash.
+    assert result.stop_reason in (StopReason.FINAL_ANSWER, StopReason.ERROR), result.stop_detail
+    result.case = "surrogate"
+    outcome = harness.RunOutcome(runner, "surrogate", result=result)
+    results_path, traces_path = harness.write_outputs([outcome], tmp_path)
+    assert json.loads(results_path.read_text())[0]["runner"] == runner
+    assert all(json.loads(line)["runner"] == runner for line in traces_path.read_text().splitlines())
