@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from shared_tools import Workspace
-from shared_tools.tools import LiveTests
+from shared_tools.tools import live_tests
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -55,7 +55,7 @@ def clean_up() -> str:
     workers = multiprocessing.active_children()
     for child in workers:
         child.terminate()  # a worker's own SIGTERM handler cleans up after itself (see `worker_signals`)
-    groups = LiveTests.kill_all(for_good=True)
+    groups = live_tests.end_all(for_good=True)
     removed = Workspace.close_all(for_good=True)
     for child in workers:
         child.join(timeout=1.0)
@@ -116,7 +116,7 @@ def worker_signals() -> None:
     """In a worker process of the matrix: ignore Ctrl-C (the parent decides) and end cleanly on SIGTERM."""
 
     def end(signum: int, frame: FrameType | None) -> None:
-        LiveTests.kill_all(for_good=True)
+        live_tests.end_all(for_good=True)
         Workspace.close_all(for_good=True)
         os._exit(128 + signum)
 

@@ -13,13 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Annotated
 
 import regex
 from pydantic import AfterValidator, Field
 
+from shared_tools.live import Live
 from shared_tools.workspace import TEXT_SUFFIXES, ToolError, Workspace
 
 RUN_TESTS_TIMEOUT_S = 60.0
@@ -47,42 +47,15 @@ def _tidy(path: str) -> str:
 RepoPath = AfterValidator(_tidy)
 
 
-class LiveTests:
-    """The process groups of test runs still going, so an interrupted looplab can kill them all."""
-
-    _groups: set[int] = set()
-    _lock = threading.Lock()
-    _ending = False
-
-    @classmethod
-    def add(cls, pgid: int) -> None:
-        with cls._lock:
-            if not cls._ending:
-                cls._groups.add(pgid)
-                return
-        _kill_group(pgid)  # started after the process began to end: it goes at once
-
-    @classmethod
-    def discard(cls, pgid: int) -> None:
-        with cls._lock:
-            cls._groups.discard(pgid)
-
-    @classmethod
-    def kill_all(cls, *, for_good: bool = False) -> int:
-        """SIGKILL every live test process group (`for_good`: and any started later); how many there were."""
-        with cls._lock:
-            groups, cls._groups = set(cls._groups), set()
-            cls._ending = cls._ending or for_good
-        for pgid in groups:
-            _kill_group(pgid)
-        return len(groups)
-
-
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+#: The process groups of test runs still going, so an interrupted looplab can kill them all.
+live_tests: Live[int] = Live(_kill_group)
 
 
 def tail_truncate(text: str, limit: int) -> str:
@@ -146,7 +119,7 @@ def run_tests(
         errors="replace",
         start_new_session=True,
     )
-    LiveTests.add(proc.pid)
+    live_tests.add(proc.pid)  # killed at once if looplab is already ending
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -158,7 +131,7 @@ def run_tests(
         ) from None
     finally:
         _kill_group(proc.pid)  # whatever the tests left running in the background goes too
-        LiveTests.discard(proc.pid)
+        live_tests.discard(proc.pid)
     return f"exit code {proc.returncode}\n{tail_truncate(output, max_chars)}"
 
 

@@ -10,11 +10,11 @@ import os
 import shutil
 import stat
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
+from shared_tools.live import Live
 from shared_tools.records import clean
 
 #: Suffixes the tools treat as source or text.
@@ -67,20 +67,17 @@ class Workspace:
     run abandoned as hung, or cut short by Ctrl-C, leaves no copy behind.
     """
 
-    _open: set[Workspace] = set()
-    _registry_lock = threading.Lock()
-    _closed_for_good = False
+    #: Every workspace not yet closed.
+    live: Live[Workspace] = Live(lambda ws: ws.close())
 
     def __init__(self, source: Path | str, *, overlay: Path | str | None = None, prefix: str = "looplab-ws-") -> None:
         self.source = Path(source).resolve()
         for folder in (self.source, overlay):
             if folder is not None and not Path(folder).is_dir():
                 raise FileNotFoundError(f"fixture repo not found: {Path(folder).resolve()}")
-        with Workspace._registry_lock:
-            if Workspace._closed_for_good:
-                raise RuntimeError("looplab is shutting down: no new workspace")
-            self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
-            Workspace._open.add(self)
+        self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        if not Workspace.live.add(self):
+            raise RuntimeError("looplab is shutting down: no new workspace")
         self.root = (self._tmp / self.source.name).resolve()
         ignore = shutil.ignore_patterns(*SKIPPED_DIRS)
         shutil.copytree(self.source, self.root, symlinks=True, ignore=ignore)
@@ -97,19 +94,13 @@ class Workspace:
 
     def close(self) -> None:
         """Delete the copy. Safe to call twice."""
-        with Workspace._registry_lock:
-            Workspace._open.discard(self)
+        Workspace.live.discard(self)
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     @classmethod
     def close_all(cls, *, for_good: bool = False) -> int:
         """Delete every workspace still open; `for_good` also refuses new ones (the process is ending)."""
-        with cls._registry_lock:
-            left, cls._open = set(cls._open), set()
-            cls._closed_for_good = cls._closed_for_good or for_good
-        for ws in left:
-            ws.close()
-        return len(left)
+        return cls.live.end_all(for_good=for_good)
 
     def resolve(self, path: str) -> Path:
         """Map a model-supplied relative path to a real path inside the workspace.

@@ -1,0 +1,46 @@
+"""What a process must end before it exits: open workspaces, test process groups still running."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Live(Generic[T]):
+    """A thread-safe set of things still open or running, and how to end one.
+
+    `end_all(for_good=True)` ends every one and, from then on, ends anything added at once: a
+    process that is exiting (Ctrl-C, SIGTERM) must not leave behind what a still-running thread
+    starts after the cleanup.
+    """
+
+    def __init__(self, end: Callable[[T], None]) -> None:
+        self._end = end
+        self._items: set[T] = set()
+        self._lock = threading.Lock()
+        self._ending = False
+
+    def add(self, item: T) -> bool:
+        """Track `item`; False (and `item` ended) if the process is already ending."""
+        with self._lock:
+            if not self._ending:
+                self._items.add(item)
+                return True
+        self._end(item)
+        return False
+
+    def discard(self, item: T) -> None:
+        with self._lock:
+            self._items.discard(item)
+
+    def end_all(self, *, for_good: bool = False) -> int:
+        """End everything tracked (`for_good`: and everything added later); how many there were."""
+        with self._lock:
+            items, self._items = set(self._items), set()
+            self._ending = self._ending or for_good
+        for item in items:
+            self._end(item)
+        return len(items)
