@@ -53,6 +53,9 @@ BASELINE = "handrolled"
 #: Runners whose framework loop is also written bare here, for the harness tax.
 BARE_LOOPS = ("handrolled", "pydantic_ai")
 SERVER_REQUESTS = 200
+#: The long request: its size, and how many are timed (after one warm-up).
+LONG_REQUEST_CHARS = 200_000
+LONG_REQUESTS = 5
 HELP_REPEAT = 5
 
 
@@ -93,11 +96,15 @@ class HarnessTax(BaseModel):
 
 
 class ServerLatency(BaseModel):
-    """The scripted model server alone: one first-turn Chat Completions request at a time, on loopback."""
+    """The scripted model server alone: one first-turn Chat Completions request at a time, on loopback; and a
+    long first-turn request (Responses, `input` one string of `long_request_chars` characters)."""
 
     requests: int
     median_ms: float
     p95_ms: float
+    long_request_chars: int
+    long_requests: int
+    long_request_ms_median: float
 
 
 class BenchResult(BaseModel):
@@ -389,6 +396,9 @@ def help_time(repeat: int = HELP_REPEAT) -> float:
 def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> ServerLatency:
     """Round trips of a first-turn Chat Completions request (system, task, three tools) on one keep-alive connection.
 
+    Then the long request: a first-turn Responses request whose `input` is one string of `LONG_REQUEST_CHARS`
+    characters, a run of word characters and then the task (the shape that took the policy minutes when a
+    pattern retried the run from each of its positions); the median of `LONG_REQUESTS` after one warm-up.
     Plain `http.client`, so the number is the server's (plus loopback), not an SDK's.
     """
     from adapters.base import SYSTEM_PROMPT
@@ -408,24 +418,34 @@ def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> Ser
             ],
         }
     ).encode()
+    task = load_cases()["vip-compound"].task
+    long_body = json.dumps({"model": "scripted", "input": "x" * (LONG_REQUEST_CHARS - len(task) - 1) + " " + task})
     url = urlsplit(openai_base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
     headers = {"Content-Type": "application/json"}
-    times = []
+
+    def round_trip(path: str, payload: bytes) -> float:
+        started = time.perf_counter()
+        conn.request("POST", f"{url.path}{path}", body=payload, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"scripted server answered {response.status}")
+        return time.perf_counter() - started
+
     try:
-        for i in range(requests + 10):  # the first ten warm the connection and the server up
-            started = time.perf_counter()
-            conn.request("POST", f"{url.path}/chat/completions", body=body, headers=headers)
-            response = conn.getresponse()
-            response.read()
-            if response.status != 200:
-                raise RuntimeError(f"scripted server answered {response.status}")
-            if i >= 10:
-                times.append(time.perf_counter() - started)
+        # The first ten (and the first long one) warm the connection and the server up.
+        times = [round_trip("/chat/completions", body) for _ in range(requests + 10)][10:]
+        long_times = [round_trip("/responses", long_body.encode()) for _ in range(LONG_REQUESTS + 1)][1:]
     finally:
         conn.close()
     return ServerLatency(
-        requests=requests, median_ms=round(median(times) * 1000, 3), p95_ms=round(p95(times) * 1000, 3)
+        requests=requests,
+        median_ms=round(median(times) * 1000, 3),
+        p95_ms=round(p95(times) * 1000, 3),
+        long_request_chars=LONG_REQUEST_CHARS,
+        long_requests=LONG_REQUESTS,
+        long_request_ms_median=round(median(long_times) * 1000, 3),
     )
 
 
@@ -652,6 +672,9 @@ def footer(result: BenchResult) -> list[str]:
         f"scripted model server: median {s.median_ms:.2f} ms, p95 {s.p95_ms:.2f} ms per request "
         f"({s.requests} first-turn Chat Completions requests, http.client, loopback); "
         f"median model latency per turn as recorded during the runs: {result.recorded_model_ms_median:.2f} ms",
+        f"scripted model server, a {s.long_request_chars:,}-character request: "
+        f"median {s.long_request_ms_median:.1f} ms ({s.long_requests} first-turn Responses requests whose input "
+        "is one string: a run of word characters, then the task)",
         f"looplab --help: {result.help_s_median:.3f} s (median of {HELP_REPEAT} fresh processes)",
         f"case {result.case}, {result.repeat} timed runs per runner after one warm-up, "
         f"import time median of {result.import_repeat} fresh interpreters; "

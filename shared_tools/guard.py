@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import queue
 import threading
 import time
 import typing
@@ -21,11 +20,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from shared_tools import tools as _tools
+from shared_tools.daemon import DaemonPool
 from shared_tools.records import Outcome, StopSignal, ToolCallRecord, clean, preview
 from shared_tools.workspace import PathRefused, Workspace
 
 #: Tool arguments longer than this (as JSON text) are refused before they are parsed.
 MAX_ARGS_CHARS = 1_000_000
+#: How long past the deadline the Guard waits for a tool that was handed the deadline as `timeout_s`.
+SELF_BOUND_GRACE_S = 0.5
 #: How much of an invalid call's arguments its record keeps.
 RECORDED_ARGS_CHARS = 2_000
 
@@ -186,7 +188,10 @@ class Guard:
         if remaining is not None and tool.timeout_default is not None:
             kwargs["timeout_s"] = min(remaining, tool.timeout_default)
         try:
-            return "ok", self._bounded(name, functools.partial(tool.fn, self.workspace, **kwargs), remaining)
+            run = functools.partial(tool.fn, self.workspace, **kwargs)
+            # A tool that takes the deadline itself (run_tests kills pytest there) gets a moment to do so.
+            grace = SELF_BOUND_GRACE_S if "timeout_s" in kwargs else 0.0
+            return "ok", self._bounded(name, run, remaining, grace)
         except PathRefused as exc:
             return "refused", f"PathRefused: {exc}"
         except TimeoutError as exc:
@@ -197,14 +202,15 @@ class Guard:
         except Exception as exc:  # a tool failure is an observation, never a crash
             return "error", f"{type(exc).__name__}: {exc}"
 
-    def _bounded(self, name: str, run: Callable[[], str], remaining: float | None) -> str:
-        """`run()`, waited for until the run's deadline at most; without a deadline, on this thread."""
+    def _bounded(self, name: str, run: Callable[[], str], remaining: float | None, grace: float = 0.0) -> str:
+        """`run()`, waited for until the run's deadline (+ `grace`) at most; without a deadline, on this thread."""
         if remaining is None:
             return run()
         if remaining <= 0:
             raise TimeoutError(f"the run's deadline had passed; {name} did not start")
-        job = _pool.submit(run)
-        if not job.done.wait(remaining):  # the tool goes on in its (daemon) thread; the run does not wait
+        job = _Job(run)
+        _pool.submit(job)
+        if not job.done.wait(remaining + grace):  # the tool goes on in its (daemon) thread; the run does not wait
             raise TimeoutError(f"{name} was still running at the run's deadline; its result is not awaited")
         if job.error is not None:
             raise job.error
@@ -218,45 +224,22 @@ class Guard:
 
 @dataclass
 class _Job:
+    """One tool call handed to a worker thread; `done` is set when it returned or raised."""
+
     run: Callable[[], str]
     done: threading.Event = field(default_factory=threading.Event)
     value: str = ""
     error: BaseException | None = None
 
-
-class _Workers:
-    """Daemon threads that run tool calls, so waiting for one can end at the run's deadline.
-
-    Daemon, so a tool abandoned at its deadline never keeps the process alive at exit (the
-    standard library's thread pools join their threads then); reused, so a call costs a queue
-    hand-off rather than a thread start.
-    """
-
-    def __init__(self) -> None:
-        self._idle: queue.SimpleQueue[queue.SimpleQueue[_Job]] = queue.SimpleQueue()
-
-    def submit(self, run: Callable[[], str]) -> _Job:
-        job = _Job(run)
+    def __call__(self) -> None:
         try:
-            inbox = self._idle.get_nowait()
-        except queue.Empty:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name="looplab-tool", daemon=True).start()
-        inbox.put(job)
-        return job
-
-    def _serve(self, inbox: queue.SimpleQueue[_Job]) -> None:
-        while True:
-            job = inbox.get()
-            try:
-                job.value = job.run()
-            except BaseException as exc:  # handed to the waiting caller, which decides
-                job.error = exc
-            job.done.set()
-            self._idle.put(inbox)
+            self.value = self.run()
+        except BaseException as exc:  # handed to the waiting caller, which decides
+            self.error = exc
+        self.done.set()
 
 
-_pool = _Workers()
+_pool = DaemonPool("looplab-tool")
 
 
 def _trailing_repeats(started: list[tuple[str, Any]], enough: int) -> int:

@@ -1,7 +1,9 @@
 """The three wire formats' requests, read into one neutral conversation.
 
 The request models validate just what the scripted model relies on (extra
-fields pass through), so a malformed request is a 400 with the reason.
+fields pass through), so a malformed request is a 400 with the reason. The
+readers check the fields they take from the loosely typed parts (tool calls,
+items, content blocks) the same way: a wrong type is a `MalformedRequest`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,29 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: How deep a request's JSON may nest. Real requests (tool schemas included) stay far below it; it keeps every
+#: recursive walk over a request (repr, json.dumps) far from the interpreter's recursion limit.
+MAX_NESTING = 256
+
+
+class MalformedRequest(ValueError):
+    """A request field of the wrong type, found while reading the conversation; the server answers 400."""
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON-like `value` nests lists and dicts more than `limit` levels deep (iteratively: no recursion)."""
+    level: list[Any] = [value] if isinstance(value, dict | list) else []  # the containers `depth` levels down
+    for _depth in range(1, limit + 1):
+        if not level:
+            return False
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+    return bool(level)
 
 
 class _Lenient(BaseModel):
@@ -115,18 +140,39 @@ def _error_envelope(content: str) -> str | None:
         return None
     try:
         error = json.loads(content).get("error")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return error if isinstance(error, str) else None
 
 
 def _decode_args(raw: Any) -> Any:
+    """JSON text arguments decoded; text that is not JSON (or nests too deep to handle) stays text."""
     if isinstance(raw, str):
         try:
-            return json.loads(raw or "{}")
-        except ValueError:
+            decoded = json.loads(raw or "{}")
+        except (ValueError, RecursionError):
             return raw
+        return raw if nested_deeper_than(decoded, MAX_NESTING) else decoded
     return raw
+
+
+_JSON_TYPES = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number"}
+
+
+def _field(obj: dict[str, Any], key: str, where: str) -> str:
+    """A string field a reader relies on: absent or null reads as empty, any other type is a malformed request."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value or ""
+    raise MalformedRequest(f"{where}.{key}: expected a string, got {_JSON_TYPES.get(type(value), 'a value')}")
+
+
+def _object(obj: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """An object field a reader looks into: absent or null reads as empty, any other type is a malformed request."""
+    value = obj.get(key)
+    if value is None or isinstance(value, dict):
+        return value or {}
+    raise MalformedRequest(f"{where}.{key}: expected an object, got {_JSON_TYPES.get(type(value), 'a value')}")
 
 
 def _text(content: Any) -> str:
@@ -138,57 +184,71 @@ def _text(content: Any) -> str:
 
 
 def from_chat(req: ChatRequest) -> Conversation:
-    conv = Conversation(model=req.model, tools=[(t.get("function") or {}).get("name", "") for t in req.tools or []])
+    tools = [
+        _field(_object(t, "function", f"tools.{i}"), "name", f"tools.{i}.function")
+        for i, t in enumerate(req.tools or [])
+    ]
+    conv = Conversation(model=req.model, tools=tools)
     pending: dict[str, ToolCall] = {}
-    for msg in req.messages:
+    for m, msg in enumerate(req.messages):
         if msg.role == "user" and not conv.task:
             conv.task = _text(msg.content)
         elif msg.role == "assistant":
             conv.assistant_turns += 1
-            for call in msg.tool_calls or []:
-                fn = call.get("function") or {}
-                conv._add_call(pending, call.get("id", ""), fn.get("name", ""), fn.get("arguments"))
+            for c, call in enumerate(msg.tool_calls or []):
+                where = f"messages.{m}.tool_calls.{c}"
+                fn = _object(call, "function", where)
+                conv._add_call(
+                    pending, _field(call, "id", where), _field(fn, "name", f"{where}.function"), fn.get("arguments")
+                )
         elif msg.role == "tool":
             conv._add_result(pending, msg.tool_call_id or "", _text(msg.content), False)
     return conv
 
 
 def from_responses(req: ResponsesRequest) -> Conversation:
-    offered = [t.get("name", "") for t in req.tools or [] if t.get("type", "function") == "function"]
+    offered = [
+        _field(t, "name", f"tools.{i}")
+        for i, t in enumerate(req.tools or [])
+        if t.get("type", "function") == "function"
+    ]
     conv = Conversation(model=req.model, tools=offered)
     items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else req.input
     pending: dict[str, ToolCall] = {}
     last_was_call = False
-    for item in items:
-        kind = item.get("type", "message")
+    for i, item in enumerate(items):
+        kind, where = item.get("type", "message"), f"input.{i}"
         if kind == "message" and item.get("role") == "user" and not conv.task:
             conv.task = _text(item.get("content"))
         elif kind == "message" and item.get("role") == "assistant":
             conv.assistant_turns += 1
         elif kind == "function_call":
             conv.assistant_turns += 0 if last_was_call else 1
-            conv._add_call(pending, item.get("call_id", ""), item.get("name", ""), item.get("arguments"))
+            conv._add_call(pending, _field(item, "call_id", where), _field(item, "name", where), item.get("arguments"))
         elif kind == "function_call_output":
-            conv._add_result(pending, item.get("call_id", ""), _text(item.get("output")), False)
+            conv._add_result(pending, _field(item, "call_id", where), _text(item.get("output")), False)
         last_was_call = kind == "function_call"
     return conv
 
 
 def from_messages(req: MessagesRequest) -> Conversation:
-    conv = Conversation(model=req.model, tools=[t.get("name", "") for t in req.tools or []])
+    conv = Conversation(model=req.model, tools=[_field(t, "name", f"tools.{i}") for i, t in enumerate(req.tools or [])])
     pending: dict[str, ToolCall] = {}
-    for msg in req.messages:
+    for m, msg in enumerate(req.messages):
         blocks = [{"type": "text", "text": msg.content}] if isinstance(msg.content, str) else msg.content
         if msg.role == "assistant":
             conv.assistant_turns += 1
-        for block in blocks:
-            kind = block.get("type")
+        for b, block in enumerate(blocks):
+            kind, where = block.get("type"), f"messages.{m}.content.{b}"
             if kind == "text" and msg.role == "user" and not conv.task:
-                conv.task = block.get("text", "")
+                conv.task = _field(block, "text", where)
             elif kind == "tool_use":
-                conv._add_call(pending, block.get("id", ""), block.get("name", ""), block.get("input"))
+                conv._add_call(pending, _field(block, "id", where), _field(block, "name", where), block.get("input"))
             elif kind == "tool_result":
                 conv._add_result(
-                    pending, block.get("tool_use_id", ""), _text(block.get("content")), bool(block.get("is_error"))
+                    pending,
+                    _field(block, "tool_use_id", where),
+                    _text(block.get("content")),
+                    bool(block.get("is_error")),
                 )
     return conv

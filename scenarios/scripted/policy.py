@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 import sys
 import textwrap
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -30,7 +32,10 @@ from scenarios.scripted.conversation import Conversation
 Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop"]
 PERSONAS: tuple[str, ...] = get_args(Persona)
 
-TARGET = re.compile(r"(?P<file>[\w./-]+\.py)(?:::(?P<test>[\w\[\]-]+))?")
+# Every pattern here runs on text the client sent, so each must take time linear in it. A match may start only where
+# a run of path characters starts (the lookbehind): otherwise a long run with no `.py` in it is retried from each of
+# its positions, each retry scanning the rest of the run (200,000 characters took minutes).
+TARGET = re.compile(r"(?<![\w./-])(?P<file>[\w./-]+\.py)(?:::(?P<test>[\w\[\]-]+))?")
 HIT = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): (?P<text>.*)$", re.M)
 SUGGESTION = re.compile(r"did you mean (?P<path>[\w./-]+)\?")
 ASSERTION = re.compile(r"^(?:E\s+|FAILED \S+ - )(?:AssertionError: )?(?P<expr>assert .+)$", re.M)
@@ -39,7 +44,12 @@ FAILED = re.compile(r"\b(\d+) (failed|error)")
 INSTRUCTION = re.compile(
     r"\b(?:use|call)\s+`?write_file`?\s+to\s+(?:replace|overwrite|rewrite)\s+`?(?P<path>[\w./-]+)", re.I
 )
+LINE_NUMBER = re.compile(r"(\d+): ")
 MAX_HOPS = 6
+#: Parsing Python can fail in more ways than a SyntaxError on hostile input (deep nesting, NUL bytes).
+UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+#: Longer text is not read as source: parsing costs about 1.5 s and 100 MB a million characters.
+MAX_SOURCE_CHARS = 1_000_000
 BUILTINS = frozenset(dir(builtins))
 
 
@@ -100,6 +110,12 @@ class Investigator:
     """A deterministic policy over a `Conversation`; one instance serves any number of runs."""
 
     def decide(self, conv: Conversation) -> Decision:
+        try:
+            return self._decide(conv)
+        finally:
+            _tree.cache_clear()  # the trees are for this decision only; they may be large
+
+    def _decide(self, conv: Conversation) -> Decision:
         persona = persona_of(conv.model)
         ev = Evidence.of(conv)
         if persona == "snoop" and not conv.results:
@@ -139,7 +155,7 @@ class Investigator:
                 answer=f"{test_id} passes ({PASSED.search(output)[0]}); nothing is broken, so there is no bug to fix."
             )
         assertion = ASSERTION.search(output)
-        line = re.search(rf"^{re.escape(test_file)}:(\d+): ", output, re.M)
+        line = _failing_line(output, test_file)
 
         # 3. Read the test (an eager model first finds the suspect from the traceback, then reads both at once).
         test_source = _usable(ev.files.get(test_file), test_name)
@@ -149,11 +165,11 @@ class Investigator:
             return _read_together(ev, test_file, suspects(_traceback_source(output, test_name), test_name, None))
 
         # 4. Follow the functions the failing assertion depends on, hop by hop.
-        queue = suspects(test_source, test_name, int(line[1]) if line else None)
+        queue = deque(suspects(test_source, test_name, line))
         seen: set[str] = set()
         hops = 0
         while queue and hops < MAX_HOPS:
-            name = queue.pop(0)
+            name = queue.popleft()
             if name in seen:
                 continue
             seen.add(name)
@@ -223,39 +239,72 @@ def _read_together(ev: Evidence, test_file: str, names: list[str]) -> Decision:
     return Decision(tuple(Call("read_file", {"path": p}) for p in reads))
 
 
+def _lines_starting(text: str, prefix: str) -> Iterator[int]:
+    """Where each line of `text` that starts with `prefix` starts: a plain scan, as `prefix` may be long."""
+    if text.startswith(prefix):
+        yield 0
+    at = text.find("\n" + prefix)
+    while at != -1:
+        yield at + 1
+        at = text.find("\n" + prefix, at + 1)
+
+
+def _failing_line(output: str, test_file: str) -> int | None:
+    """The line number of pytest's `<test_file>:<line>: ` location line, if the output has one."""
+    for start in _lines_starting(output, f"{test_file}:"):
+        number = LINE_NUMBER.match(output, start + len(test_file) + 1)
+        if number and len(number[1]) < 10:  # longer is no line number (and past 4,300 digits int() refuses it)
+            return int(number[1])
+    return None
+
+
 def _definition(search_output: str, name: str) -> str | None:
-    """The file of the first search hit that defines `name`."""
-    pattern = re.compile(rf"def {re.escape(name)}\s*\(")
-    return next((h["path"] for h in HIT.finditer(search_output) if pattern.match(h["text"])), None)
+    """The file of the first search hit that defines `name` (its text is `def <name>`, maybe spaces, `(`)."""
+    head = f"def {name}"
+    return next(
+        (
+            h["path"]
+            for h in HIT.finditer(search_output)
+            if h["text"].startswith(head) and h["text"][len(head) :].lstrip().startswith("(")
+        ),
+        None,
+    )
 
 
 def _usable(content: str | None, name: str | None) -> str | None:
     """The content, if it is the source it claims to be (a tool may answer 'ok' instead)."""
-    if content is None:
-        return None
-    try:
-        tree = ast.parse(content)
-    except SyntaxError:
+    if content is None or (tree := _tree(content)) is None:
         return None
     if name and _function(tree, name) is None:
         return None
     return content
 
 
+@functools.lru_cache(maxsize=8)
+def _tree(source: str) -> ast.Module | None:
+    """The source parsed, once per decision (a turn reads the test and the suspects more than once); None if it
+    is not Python or too long to be read as source."""
+    if len(source) > MAX_SOURCE_CHARS:
+        return None
+    try:
+        return ast.parse(source)
+    except UNPARSABLE:
+        return None
+
+
 def _traceback_source(output: str, test_name: str | None) -> str:
     """The failing test's body as pytest's long traceback prints it, or '' if it is not there."""
     if not test_name:
         return ""
-    block = re.search(rf"^    def {re.escape(test_name)}\(.*?(?=^E |\Z)", output, re.M | re.S)
-    if block is None:
+    header = f"    def {test_name}("
+    start = next(_lines_starting(output, header), None)
+    if start is None:
         return ""
-    lines = [" " + ln[1:] if ln.startswith(">") else ln for ln in block[0].splitlines()]
-    try:
-        source = textwrap.dedent("\n".join(lines))
-        ast.parse(source)
-        return source
-    except SyntaxError:
-        return ""
+    end = output.find("\nE ", start + len(header))  # the block runs to the first `E ` line, or to the end
+    block = output[start:] if end == -1 else output[start : end + 1]
+    lines = [" " + ln[1:] if ln.startswith(">") else ln for ln in block.splitlines()]
+    source = textwrap.dedent("\n".join(lines))
+    return source if _tree(source) is not None else ""
 
 
 def _instruction(ev: Evidence) -> Call | None:
@@ -286,9 +335,8 @@ MISTAKES = _mistakes()
 
 def suspects(source: str, test_name: str | None, line: int | None) -> list[str]:
     """Project functions the failing assertion's value flows from, nearest first."""
-    if not source:
+    if not source or (tree := _tree(source)) is None:
         return []
-    tree = ast.parse(source)
     local_defs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     external = {
         alias.asname or alias.name
@@ -298,24 +346,25 @@ def suspects(source: str, test_name: str | None, line: int | None) -> list[str]:
     }
     func = _function(tree, test_name) if test_name else None
     scope = func or tree
-    asserts = [n for n in ast.walk(scope) if isinstance(n, ast.Assert)]
+    asserts: list[ast.Assert] = []
+    assigns: dict[str, ast.expr] = {}  # the last assignment to each name wins
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assert):
+            asserts.append(n)
+        elif isinstance(n, ast.Assign):
+            assigns.update((t.id, n.value) for t in n.targets if isinstance(t, ast.Name))
     failing = next((a for a in asserts if line is not None and a.lineno == line), asserts[-1] if asserts else None)
-    assigns = {
-        t.id: n.value
-        for n in ast.walk(scope)
-        if isinstance(n, ast.Assign)
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
     order: list[str] = []
-    pending: list[ast.AST] = [failing.test] if failing else []
+    skip = {*external, *local_defs, *BUILTINS}  # and, as they are added, the names already in `order`
+    pending = deque([failing.test] if failing else [])
     while pending:
-        node = pending.pop(0)
+        node = pending.popleft()
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
                 name = _called(sub)
-                if name and name not in order and name not in external | local_defs | BUILTINS:
+                if name and name not in skip:
                     order.append(name)
+                    skip.add(name)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in assigns:
                 pending.append(assigns.pop(sub.id))
     return order
@@ -323,18 +372,22 @@ def suspects(source: str, test_name: str | None, line: int | None) -> list[str]:
 
 def callees(source: str, name: str) -> list[str]:
     """Functions `name` calls, for when the bug is further down: imported ones first, methods last."""
-    tree = ast.parse(source)
-    func = _function(tree, name)
+    tree = _tree(source)
+    func = _function(tree, name) if tree else None
+    if tree is None or func is None:
+        return []
     imported = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom) for alias in n.names}
     found: list[str] = []
-    for sub in ast.walk(func) if func else ():
-        if isinstance(sub, ast.Call) and (callee := _called(sub)) and callee not in BUILTINS | {name} | set(found):
+    methods: set[str | None] = set()
+    skip = {name, *BUILTINS}  # and, as they are found, the callees already in `found`
+    for sub in ast.walk(func):
+        if not isinstance(sub, ast.Call):
+            continue
+        if (callee := _called(sub)) and callee not in skip:
             found.append(callee)
-    methods = (
-        {_called(c) for c in ast.walk(func) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
-        if func
-        else set()
-    )
+            skip.add(callee)
+        if isinstance(sub.func, ast.Attribute):
+            methods.add(callee)
     return sorted(found, key=lambda n: (n not in imported, n in methods))
 
 
@@ -356,7 +409,8 @@ class Finding:
 
 def explain(source: str, name: str, path: str) -> Finding | None:
     """A cause read from the function's body: a value scaled, then scaled again (compounding)."""
-    func = _function(ast.parse(source), name)
+    tree = _tree(source)
+    func = _function(tree, name) if tree else None
     if func is None:
         return None
     lines = source.splitlines()
@@ -398,10 +452,13 @@ def _uses(value: ast.expr | None, name: str) -> bool:
 
 
 def _factor(stmt: ast.stmt) -> str | None:
-    if isinstance(stmt, ast.AugAssign):
-        return ast.unparse(stmt.value)
-    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp):
-        return ast.unparse(stmt.value.right)
+    try:
+        if isinstance(stmt, ast.AugAssign):
+            return ast.unparse(stmt.value)
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp):
+            return ast.unparse(stmt.value.right)
+    except RecursionError:  # a factor nested deeper than unparse can recurse
+        return None
     return None
 
 

@@ -2,62 +2,126 @@
 
 Starlette routes, uvicorn serving, sse-starlette streaming. Runners reach it
 the way they reach a provider: only `base_url` changes.
+
+Whatever a client sends, the answer is a reply or the dialect's error JSON: a
+request that is not what the endpoint takes (not JSON, the wrong shape, nested
+too deep, numbers JSON has no spelling for) is a 400, a body over
+`MAX_BODY_BYTES` a 413, and only a bug in the policy a 500. Everything after
+the body is read runs in a daemon thread that a stopping server abandons, so
+neither a slow policy nor a slow client holds up shutdown beyond the graceful
+bound uvicorn is given (`GRACEFUL_SHUTDOWN_S`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import math
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal, TypeVar
 
+import anyio.to_thread
 import uvicorn
 from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from scenarios.scripted import wire
 from scenarios.scripted.conversation import (
+    MAX_NESTING,
     ChatRequest,
     Conversation,
+    MalformedRequest,
     MessagesRequest,
     ResponsesRequest,
     from_chat,
     from_messages,
     from_responses,
+    nested_deeper_than,
 )
 from scenarios.scripted.policy import Decision, Investigator
+from shared_tools.daemon import DaemonPool
 
 MODEL_NAME = "scripted-investigator"
 Policy = Callable[[Conversation], Decision]
 Dialect = Literal["openai", "anthropic"]
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+#: Seconds that requests in flight get to finish once the server is told to stop; then they are cancelled.
+GRACEFUL_SHUTDOWN_S = 1
+#: A larger request body is refused with a 413 as soon as it is seen to be larger (a provider's limit is lower).
+MAX_BODY_BYTES = 64 * 1024 * 1024
+#: An error message quotes at most this many characters of whatever it quotes.
+MAX_ERROR_CHARS = 500
+
+log = logging.getLogger(__name__)
 
 
 class BadRequest(Exception):
     """A request the server refuses with a 400 and this message."""
 
 
+class TooLarge(Exception):
+    """A request body over `MAX_BODY_BYTES`."""
+
+
+class _JSONResponse(JSONResponse):
+    """Starlette's JSON response, except that a lone surrogate a request carried (JSON may spell one, `"\\udcff"`,
+    and some replies echo request text) goes back escaped instead of failing to encode as UTF-8."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _error(dialect: Dialect, message: str, status: int = 400) -> JSONResponse:
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[:MAX_ERROR_CHARS] + f"... ({len(message) - MAX_ERROR_CHARS} more characters)"
     if dialect == "anthropic":
-        body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        kind = {413: "request_too_large", 500: "api_error"}.get(status, "invalid_request_error")
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
     else:
-        body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
-    return JSONResponse(body, status_code=status)
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return _JSONResponse(body, status_code=status)
+
+
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
 
 
 def _parse(model: type[M], raw: bytes) -> tuple[M, dict[str, Any]]:
+    """The body validated as `model`, and as plain JSON; anything else is a `BadRequest`.
+
+    Python's JSON reader also takes NaN and Infinity (and overflows 1e999 to infinity); JSON has no such
+    numbers, and a reply that echoes one could not be written, so they are refused here.
+    """
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
+        data = json.loads(raw, parse_constant=_not_a_number, parse_float=_finite)
+    except RecursionError:
+        raise BadRequest(f"request body nests deeper than {MAX_NESTING} levels") from None
+    except ValueError as exc:  # UnicodeDecodeError included
         raise BadRequest(f"request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object")
+    if nested_deeper_than(data, MAX_NESTING):
+        raise BadRequest(f"request body nests deeper than {MAX_NESTING} levels")
     try:
         return model.model_validate(data), data
     except ValidationError as exc:
@@ -65,20 +129,73 @@ def _parse(model: type[M], raw: bytes) -> tuple[M, dict[str, Any]]:
         raise BadRequest(f"invalid request: {problems}") from None
 
 
-def _stream(events: Iterator[wire.Event]) -> EventSourceResponse:
-    def encoded() -> Iterator[ServerSentEvent]:
-        for name, payload in events:
-            yield ServerSentEvent(payload if isinstance(payload, str) else json.dumps(payload), event=name, sep="\n")
+def _encoded(events: Iterator[wire.Event]) -> list[ServerSentEvent]:
+    """The whole stream, written out before the response starts: a failure is still a status, not a cut stream."""
+    return [
+        ServerSentEvent(payload if isinstance(payload, str) else json.dumps(payload), event=name, sep="\n")
+        for name, payload in events
+    ]
 
-    return EventSourceResponse(encoded(), ping=None, sep="\n")
+
+def _stream(events: list[ServerSentEvent]) -> EventSourceResponse:
+    async def send() -> AsyncIterator[ServerSentEvent]:
+        for event in events:
+            yield event
+
+    return EventSourceResponse(send(), ping=None, sep="\n")
+
+
+async def _body(request: Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_POOL = DaemonPool("scripted-model")
+
+
+async def _in_daemon_thread(fn: Callable[[bytes], T], arg: bytes) -> T:
+    """`fn(arg)` in a daemon worker thread, awaited; if the waiting request is cancelled the work is abandoned.
+
+    Not starlette's `run_in_threadpool`: its wait cannot be cancelled (a stopping server would wait for a slow
+    policy to finish) and its threads are not daemons (the interpreter would wait for them at exit). Bounded
+    by the same capacity limiter.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if done.done():  # the request was cancelled meanwhile
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        outcome: tuple[T | None, BaseException | None]
+        try:
+            outcome = (fn(arg), None)
+        except BaseException as exc:  # handed to the request, which raises it
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop is closed: the server stopped and nobody waits for this answer
+            pass
+
+    async with anyio.to_thread.current_default_thread_limiter():
+        _POOL.submit(work)
+        return await done
 
 
 def create_app(policy: Policy | None = None) -> Starlette:
     """The ASGI app; `policy` decides each turn (default: the `Investigator`)."""
     decide = policy or Investigator().decide
-
-    def reply_for(conv: Conversation, model: str, raw: bytes) -> wire.Reply:
-        return wire.Reply(decide(conv), model or MODEL_NAME, conv.assistant_turns + 1, wire.estimate_tokens(raw))
 
     def endpoint(
         model: type[M],
@@ -87,15 +204,30 @@ def create_app(policy: Policy | None = None) -> Starlette:
         whole: Callable[[wire.Reply, Any, dict[str, Any]], dict[str, Any]],
         events: Callable[[wire.Reply, Any, dict[str, Any]], Iterator[wire.Event]],
     ) -> Callable[[Request], Any]:
-        async def handle(request: Request) -> Response:
-            raw = await request.body()
+        def answer(raw: bytes) -> Response | list[ServerSentEvent]:
+            """The reply to a body (the events, for a stream): parsing, reading and deciding can each take a while
+            on a large request, and a policy may be slow on purpose (a stand-in for a slow model)."""
             try:
                 req, data = _parse(model, raw)
-                # In a worker thread: a slow policy (a stand-in for a slow model) must not block the server.
-                reply = await run_in_threadpool(reply_for, read(req), req.model, raw)
-            except BadRequest as exc:
+                conv = read(req)
+            except (BadRequest, MalformedRequest) as exc:
                 return _error(dialect, str(exc))
-            return _stream(events(reply, req, data)) if req.stream else JSONResponse(whole(reply, req, data))
+            reply = wire.Reply(
+                decide(conv), req.model or MODEL_NAME, conv.assistant_turns + 1, wire.estimate_tokens(raw)
+            )
+            return _encoded(events(reply, req, data)) if req.stream else _JSONResponse(whole(reply, req, data))
+
+        async def handle(request: Request) -> Response:
+            try:
+                raw = await _body(request)
+            except TooLarge:
+                return _error(dialect, f"request body is larger than {MAX_BODY_BYTES} bytes", 413)
+            try:
+                reply = await _in_daemon_thread(answer, raw)
+            except Exception as exc:  # a bug in the policy or the server, not in the request
+                log.exception("scripted model failed on %s", request.url.path)
+                return _error(dialect, f"the scripted model failed: {type(exc).__name__}: {exc}", 500)
+            return _stream(reply) if isinstance(reply, list) else reply
 
         return handle
 
@@ -152,7 +284,11 @@ class ScriptedModelServer:
         self._sock.bind(("127.0.0.1", port))
         self.port: int = self._sock.getsockname()[1]
         config = uvicorn.Config(
-            create_app(policy), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+            create_app(policy),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
