@@ -156,7 +156,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from adapters.base import LooplabError
     from scenarios.scripted.probes import policy_named
-    from scenarios.scripted.server import create_app
+    from scenarios.scripted.server import GRACEFUL_SHUTDOWN_S, create_app
 
     try:
         policy = policy_named(args.policy)
@@ -164,7 +164,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise LooplabError(str(exc)) from None
     url = f"http://{args.host}:{args.port}"
     print(f"scripted model ({args.policy}) on {url}: OpenAI base_url {url}/v1, Anthropic base_url {url}", flush=True)
-    uvicorn.run(create_app(policy), host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
+    app = create_app(policy)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     return 0
 
 
@@ -271,11 +272,7 @@ def _eval(args: argparse.Namespace) -> int:
     from looplab import evaluation, harness, interrupt, render, report
 
     runners, cases = _select(args, None)
-    if args.repeat < 1:
-        raise LooplabError("--repeat takes a whole number of 1 or more")
-    jobs = evaluation.default_jobs() if args.jobs is None else args.jobs
-    if jobs < 1:
-        raise LooplabError("--jobs takes a whole number of 1 or more")
+    jobs = evaluation.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
     choice = harness.ModelChoice(args.model, args.base_url, args.api)
     for option, target in (("--json", args.json), ("--html", args.html)):
         if target:  # the folder now, not after the whole matrix ran
