@@ -148,7 +148,9 @@ class Totals(BaseModel):
 
     model_config = ConfigDict(protected_namespaces=())
 
-    model_calls: int
+    model_calls: int = Field(description="Model calls that were answered: what max_steps counts.")
+    failed_model_calls: int = Field(0, description="HTTP attempts at the model that got no answer.")
+    retries: int = Field(0, description="Attempts after the first at the same model call.")
     tool_calls: int
     input_tokens: int
     output_tokens: int
@@ -263,6 +265,11 @@ class RunSession:
         if wanted_tools and len(calls) >= self.limits.max_steps:
             how = f"the runner raised {type(error).__name__}" if error else "the runner returned without an answer"
             return Finished(StopReason.MAX_STEPS, detail=f"max_steps={self.limits.max_steps} model calls made; {how}")
+        if answer is None and (unanswered := self.recorder.pending):  # the model endpoint failed the last call
+            last = unanswered[-1]
+            how = f"answered {last.status}" if last.status is not None else "gave no response"
+            tries = f" after {len(unanswered)} attempts" if len(unanswered) > 1 else ""
+            return Finished(StopReason.ERROR, detail=f"the model endpoint {how}{tries}: {last.error}")
         if error is not None:
             return Finished(StopReason.ERROR, detail=f"{type(error).__name__}: {error}")
         if wanted_tools or answer is None:
@@ -327,8 +334,8 @@ class RunSession:
     def result(
         self, runner: Adapter, reason: StopReason, answer: str | None = None, detail: str | None = None
     ) -> RunResult:
-        trace = Trace.from_boundaries(self.recorder.calls, self.guard.records)
-        calls = self.recorder.calls
+        trace = Trace.from_boundaries(self.recorder.calls, self.guard.records, self.recorder.pending)
+        calls, failed = self.recorder.calls, self.recorder.failed
         return RunResult(
             runner=runner.name,
             runner_version=runner.version(self.model),
@@ -339,6 +346,9 @@ class RunSession:
             native_cap=runner.native_cap(self.limits),
             totals=Totals(
                 model_calls=len(calls),
+                failed_model_calls=len(failed),
+                # every attempt but the first of each model call tried (the answered ones, and one left unanswered)
+                retries=len(failed) - (1 if self.recorder.pending else 0),
                 tool_calls=len(trace.tool_calls),
                 input_tokens=sum(c.input_tokens for c in calls),
                 output_tokens=sum(c.output_tokens for c in calls),

@@ -17,8 +17,11 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from adapters.trace import ModelCall
+from adapters.trace import Attempt, ModelCall
 from shared_tools.records import clean
+
+#: How much of a failed attempt's error body the record keeps.
+ERROR_CHARS = 300
 
 #: Endpoint kind by URL path suffix, for the three wire formats.
 ENDPOINTS = {"/chat/completions": "chat.completions", "/responses": "responses", "/messages": "messages"}
@@ -37,14 +40,20 @@ class Pricing:
 
 @dataclass
 class ModelRecorder:
-    """Collects a `ModelCall` for each successful model request that passes its transports."""
+    """Records every model request that passes its transports: each answered call, and each attempt that was not.
+
+    `calls` are the answered model calls (what `max_steps` counts); `failed` every attempt that got
+    no answer (an error status, a broken connection, a timeout), in order; `pending` those since the
+    last answered call, which the next answered call takes as its retries.
+    """
 
     clock: Callable[[], float]
     pricing: Pricing = field(default_factory=Pricing)
     #: Called with the request's size before each model request is sent; it may raise to refuse it.
     gate: Callable[[int], None] | None = None
     calls: list[ModelCall] = field(default_factory=list)
-    failed: list[ModelCall] = field(default_factory=list)
+    failed: list[Attempt] = field(default_factory=list)
+    pending: list[Attempt] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -80,18 +89,21 @@ class ModelRecorder:
         if endpoint is None:  # model listings, token counting: not model calls
             return
         latency = self.clock() - started
+        if not 200 <= status < 300:
+            message = _error_message(response_body)
+            self._failed(endpoint, status, message, len(request_body), len(response_body), started)
+            return
         info = parse_exchange(endpoint, request_body, response_body)
         # What the model sent is text from outside: it must still serialize (no lone surrogates).
         info.tool_calls_requested = [clean(str(name)) for name in info.tool_calls_requested]
         info.finish_reason = clean(str(info.finish_reason)) if info.finish_reason is not None else None
-        if not info.input_tokens and not info.output_tokens and 200 <= status < 300:
+        if not info.input_tokens and not info.output_tokens:
             # No usage reported (e.g. a stream without include_usage): estimate, and say so.
             info.input_tokens, info.output_tokens = -(-len(request_body) // 4), -(-len(response_body) // 8)
             info.usage_estimated = True
         with self._lock:
-            target = self.calls if 200 <= status < 300 else self.failed
             call = ModelCall(
-                index=len(target) + 1,
+                index=len(self.calls) + 1,
                 endpoint=endpoint,
                 url=url,
                 status=status,
@@ -100,9 +112,45 @@ class ModelRecorder:
                 started_at=round(started, 6),
                 latency_s=round(latency, 6),
                 cost_usd=self.pricing.cost(info.input_tokens, info.output_tokens),
+                failed_attempts=self.pending,
                 **info.__dict__,
             )
-            target.append(call)
+            self.calls.append(call)
+            self.pending = []
+
+    def _failed(
+        self, endpoint: str, status: int | None, error: str, request_bytes: int, response_bytes: int, started: float
+    ) -> None:
+        """An attempt that got no answer: kept under the step it was for."""
+        with self._lock:
+            attempt = Attempt(
+                step=len(self.calls) + 1,
+                attempt=len(self.pending) + 1,
+                endpoint=endpoint,
+                status=status,
+                error=clean(error),
+                request_bytes=request_bytes,
+                response_bytes=response_bytes,
+                started_at=round(started, 6),
+                latency_s=round(self.clock() - started, 6),
+            )
+            self.pending.append(attempt)
+            self.failed.append(attempt)
+
+    def _broken(self, request: Any, exc: Exception, started: float) -> None:
+        """A request that got no response at all (connection refused or reset, a timeout)."""
+        if (endpoint := _endpoint(str(request.url))) is not None:
+            self._failed(endpoint, None, f"{type(exc).__name__}: {exc}", len(request.content), 0, started)
+
+
+def _error_message(body: bytes) -> str:
+    """The server's message from an error body (`{"error": {"message": ...}}` in both dialects), trimmed."""
+    data = _json(body)
+    error = data.get("error") if isinstance(data, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+    text = message if isinstance(message, str) else body.decode("utf-8", errors="replace")
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "…"
 
 
 def _endpoint(url: str) -> str | None:
@@ -156,6 +204,17 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self._finish()
             await self.inner.aclose()
 
+    def _answered(recorder: ModelRecorder, request: Any, response: Any, body: bytes, started: float) -> Any:
+        """An error response, already read (an SDK may close it unread before retrying), recorded now."""
+        recorder._record(str(request.url), request.content, response.status_code, body, started)
+        return http.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            content=body,
+            extensions=response.extensions,
+            request=request,
+        )
+
     def _wrap(recorder: ModelRecorder, request: Any, response: Any, started: float, tee: type) -> Any:
         body = request.content
         url = str(request.url)
@@ -179,7 +238,14 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             request.read()
             self.recorder._before(request)
             started = self.recorder.clock()
-            return _wrap(self.recorder, request, self.inner.handle_request(request), started, _Tee)
+            try:
+                response = self.inner.handle_request(request)
+            except Exception as exc:
+                self.recorder._broken(request, exc, started)
+                raise
+            if not 200 <= response.status_code < 300:
+                return _answered(self.recorder, request, response, response.read(), started)
+            return _wrap(self.recorder, request, response, started, _Tee)
 
         def close(self) -> None:
             self.inner.close()
@@ -192,7 +258,13 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             await request.aread()
             self.recorder._before(request)
             started = self.recorder.clock()
-            response = await self.inner.handle_async_request(request)
+            try:
+                response = await self.inner.handle_async_request(request)
+            except Exception as exc:
+                self.recorder._broken(request, exc, started)
+                raise
+            if not 200 <= response.status_code < 300:
+                return _answered(self.recorder, request, response, await response.aread(), started)
             return _wrap(self.recorder, request, response, started, _AsyncTee)
 
         async def aclose(self) -> None:

@@ -14,6 +14,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared_tools.records import ToolCallRecord
 
 
+class Attempt(BaseModel):
+    """One HTTP attempt at the model that got no answer: an error status, a broken connection, a timeout."""
+
+    step: int = Field(description="1-based index of the model call (answered or not) this attempt was for.")
+    attempt: int = Field(description="1-based number of this attempt within its step.")
+    endpoint: str
+    status: int | None = Field(description="The HTTP status; None when no response came (connection, timeout).")
+    error: str = Field(description="The server's message, trimmed, or the exception that ended the attempt.")
+    request_bytes: int
+    response_bytes: int
+    started_at: float
+    latency_s: float
+
+
 class ModelCall(BaseModel):
     """One model request and its response, as seen on the wire."""
 
@@ -32,6 +46,9 @@ class ModelCall(BaseModel):
     started_at: float = Field(description="Seconds on the run's clock when the request was sent.")
     latency_s: float
     cost_usd: float
+    failed_attempts: list[Attempt] = Field(
+        default_factory=list, description="Attempts at this call that got no answer before this one did (retries)."
+    )
 
 
 class Step(BaseModel):
@@ -45,20 +62,34 @@ class Step(BaseModel):
 
 
 class Trace(BaseModel):
-    """Ordered steps; tool calls made before any model call (none expected) are kept apart."""
+    """Ordered steps; tool calls made before any model call (none expected) are kept apart.
+
+    `unanswered` holds the attempts at a model call that never got an answer (the run ended on them).
+    """
 
     steps: list[Step] = Field(default_factory=list)
     orphan_tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    unanswered: list[Attempt] = Field(default_factory=list)
 
     @classmethod
-    def from_boundaries(cls, model_calls: Iterable[ModelCall], tool_calls: Iterable[ToolCallRecord]) -> Trace:
+    def from_boundaries(
+        cls,
+        model_calls: Iterable[ModelCall],
+        tool_calls: Iterable[ToolCallRecord],
+        unanswered: Iterable[Attempt] = (),
+    ) -> Trace:
         """Attribute each tool call to the latest model call sent before it."""
         steps = [Step(index=i, model_call=call) for i, call in enumerate(sorted(model_calls, key=_start), 1)]
         orphans: list[ToolCallRecord] = []
         for record in sorted(tool_calls, key=lambda r: r.started_at):
             owner = next((s for s in reversed(steps) if s.model_call.started_at <= record.started_at), None)
             (owner.tool_calls if owner else orphans).append(record)
-        return cls(steps=steps, orphan_tool_calls=orphans)
+        return cls(steps=steps, orphan_tool_calls=orphans, unanswered=list(unanswered))
+
+    @property
+    def failed_attempts(self) -> list[Attempt]:
+        """Every model attempt that got no answer, in order."""
+        return [a for step in self.steps for a in step.model_call.failed_attempts] + self.unanswered
 
     @property
     def tool_calls(self) -> list[ToolCallRecord]:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from adapters import RunnerInfo
+    from adapters.trace import Attempt
     from looplab.evaluation import Cell, RunnerSummary
     from looplab.harness import RunOutcome
     from scenarios.cases import Case
@@ -53,6 +54,7 @@ def run_detail(outcome: RunOutcome) -> None:
     r = outcome.result
     for step in r.trace.steps:
         m = step.model_call
+        _failed_attempts(m.failed_attempts)
         out.print(
             f"step {step.index:>2}  [dim]model {m.endpoint} {m.latency_s * 1000:.0f} ms, "
             f"{m.input_tokens}/{m.output_tokens} tok, {m.finish_reason}[/]"
@@ -61,6 +63,7 @@ def run_detail(outcome: RunOutcome) -> None:
             mark = ("✗", "red") if call.is_error else ("→", "green")
             first = call.result_preview.splitlines()[0] if call.result_preview else ""
             out.print(Text.assemble(f"         {call.name}({_args(call.args)}) ", mark, (first[:100], "dim")))
+    _failed_attempts(r.trace.unanswered)
     colour = "green" if r.stop_reason == "final_answer" else "yellow"
     out.print(Text.assemble("stop: ", (str(r.stop_reason), colour), f" ({r.stop_detail})" if r.stop_detail else ""))
     if r.answer:
@@ -70,6 +73,14 @@ def run_detail(outcome: RunOutcome) -> None:
         out.print(Text(f"the framework warned {len(r.warnings)} times (kept in the record): {first}", "dim"))
     for c in outcome.checks:
         out.print(Text.assemble("  ", ("✓", "green") if c.passed else ("✗", "red"), f" {c.name} ", (c.detail, "dim")))
+
+
+def _failed_attempts(attempts: Iterable[Attempt]) -> None:
+    """One line per model attempt that got no answer, above the step it was for."""
+    for a in attempts:
+        what = f"HTTP {a.status}" if a.status is not None else "no response"
+        out = f"step {a.step:>2}  attempt {a.attempt} failed: {what} after {a.latency_s * 1000:.0f} ms: {a.error[:100]}"
+        console().print(Text(out, "red"))
 
 
 def summary_table(outcomes: Iterable[RunOutcome]) -> None:
@@ -97,7 +108,7 @@ def summary_table(outcomes: Iterable[RunOutcome]) -> None:
             o.case,
             str(r.stop_reason),
             checks,
-            str(t.model_calls),
+            str(t.model_calls) + (f" +{t.failed_model_calls}✗" if t.failed_model_calls else ""),
             str(t.tool_calls),
             str(t.input_tokens),
             str(t.output_tokens),

@@ -86,6 +86,7 @@ class HeadlineRow:
     runs: int
     passed: int | None
     model_calls: int
+    failed_model_calls: int
     tool_calls: int
     input_tokens: int
     output_tokens: int
@@ -244,6 +245,7 @@ def headline(runs: Sequence[RunView]) -> list[HeadlineRow]:
                 runs=len(mine),
                 passed=sum(bool(v.passed) for v in checked) if checked else None,
                 model_calls=sum(r.totals.model_calls for r in done),
+                failed_model_calls=sum(r.totals.failed_model_calls for r in done),
                 tool_calls=sum(r.totals.tool_calls for r in done),
                 input_tokens=sum(r.totals.input_tokens for r in done),
                 output_tokens=sum(r.totals.output_tokens for r in done),
@@ -508,7 +510,8 @@ def print_headline(doc: Any) -> None:
     # Two tables, so the numbers fit an 80-column terminal and the long knob names wrap on their own.
     table = Table(
         title="per runner",
-        caption="req1 B: median bytes of the first model request (task + what the framework adds)",
+        caption="calls: answered model calls (+N✗: attempts that got no answer) · "
+        "req1 B: median bytes of the first model request (task + what the framework adds)",
         title_justify="left",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
@@ -526,7 +529,7 @@ def print_headline(doc: Any) -> None:
         table.add_row(
             row.runner,
             "—" if row.passed is None else f"{row.passed}/{row.runs}",
-            f"{row.model_calls:,}",
+            f"{row.model_calls:,}" + (f" +{row.failed_model_calls:,}✗" if row.failed_model_calls else ""),
             f"{row.tool_calls:,}",
             f"{row.input_tokens:,}",
             f"{row.output_tokens:,}",

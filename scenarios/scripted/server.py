@@ -31,6 +31,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from scenarios.scripted import wire
 from scenarios.scripted.conversation import (
@@ -276,15 +277,19 @@ class ScriptedModelServer:
     what the SDKs take as `base_url`.
     """
 
-    def __init__(self, policy: Policy | None = None, port: int = 0) -> None:
+    def __init__(
+        self, policy: Policy | None = None, port: int = 0, *, wrap: Callable[[ASGIApp], ASGIApp] | None = None
+    ) -> None:
+        """`wrap` puts something in front of the app (e.g. `HttpFaults`), as a proxy or a failing provider would."""
         # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
         # without it every keep-alive response waits ~40 ms on a delayed ACK.
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", port))
         self.port: int = self._sock.getsockname()[1]
+        app: ASGIApp = create_app(policy)
         config = uvicorn.Config(
-            create_app(policy),
+            wrap(app) if wrap else app,
             log_level="warning",
             access_log=False,
             lifespan="off",

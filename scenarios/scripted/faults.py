@@ -1,0 +1,57 @@
+"""HTTP faults in front of the scripted model: error statuses first, then the model's answers.
+
+An ASGI wrapper, so the same runners meet a failing endpoint the way they would meet a provider's
+500 or 429: a status, a JSON error body in both dialects' shape, and `retry-after` headers that
+let the SDKs retry at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
+
+
+class HttpFaults:
+    """Answers model requests with `statuses` in order (200: pass it on), then with `then` (None: pass on).
+
+    `served` lists every status it answered a model request with, in order: what the endpoint saw.
+    """
+
+    def __init__(self, app: ASGIApp, statuses: Sequence[int] = (), *, then: int | None = None) -> None:
+        self.app, self.then = app, then
+        self._schedule = list(statuses)
+        self.served: list[int] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith(MODEL_PATHS):
+            await self.app(scope, receive, send)
+            return
+        status = self._schedule.pop(0) if self._schedule else self.then
+        if status is None or status == 200:
+            self.served.append(200)
+            await self.app(scope, receive, send)
+            return
+        while (await receive()).get("more_body"):  # read the request through before answering
+            pass
+        self.served.append(status)
+        await _error(send, status)
+
+
+async def _error(send: Send, status: int) -> None:
+    kind = "rate_limit_error" if status == 429 else "api_error"
+    message = f"injected fault: HTTP {status}"
+    # One body both SDKs read: OpenAI's {"error": {...}} with Anthropic's "type" beside it.
+    body = json.dumps({"type": "error", "error": {"type": kind, "message": message, "code": None}}).encode()
+    headers: list[tuple[bytes, Any]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", b"0"),
+        (b"retry-after-ms", b"1"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,79 @@
+"""Every HTTP attempt at the model is on the record: failed ones under their step, with the server's word.
+
+A loopback endpoint answers with scheduled error statuses (`HttpFaults`) before the scripted model's
+replies; what the endpoint served is compared with what the record says, for every runner and every
+wire API it speaks.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from starlette.types import ASGIApp
+
+import adapters
+from adapters.base import Limits, StopReason
+from looplab.harness import Endpoint, ModelChoice
+from scenarios.scripted.faults import HttpFaults
+from scenarios.scripted.server import ScriptedModelServer
+from shared_tools import Guard, Workspace
+from tests.conftest import FIXTURE_REPO, TASK
+from tests.runs import ALL_RUNNERS, run_runner
+
+RUNNER_APIS = [pytest.param(r, a, id=f"{r}-{a}") for r in ALL_RUNNERS for a in adapters.load(r).apis]
+
+
+def run_behind(faults: dict[str, HttpFaults], runner: str, api: str, statuses: list[int], then: int | None):
+    def wrap(app: ASGIApp) -> ASGIApp:
+        faults["endpoint"] = HttpFaults(app, statuses, then=then)
+        return faults["endpoint"]
+
+    with ScriptedModelServer(wrap=wrap) as server:
+        return run_runner(runner, server, Limits(max_seconds=30), api=api)
+
+
+@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+def test_failed_attempts_are_recorded_under_the_step_they_were_for(runner: str, api: str) -> None:
+    faults: dict[str, HttpFaults] = {}
+    result = run_behind(faults, runner, api, [500, 429], None)
+    served = faults["endpoint"].served
+    assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
+    assert served[:2] == [500, 429] and result.totals.model_calls == served.count(200) == 5
+    assert (result.totals.failed_model_calls, result.totals.retries) == (2, 2)
+    first = result.trace.steps[0].model_call
+    assert [(a.step, a.attempt, a.status) for a in first.failed_attempts] == [(1, 1, 500), (1, 2, 429)]
+    assert first.failed_attempts[0].error == "injected fault: HTTP 500"
+    assert all(not s.model_call.failed_attempts for s in result.trace.steps[1:]) and not result.trace.unanswered
+
+
+@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+def test_an_endpoint_that_always_fails_leaves_every_attempt_and_its_message(runner: str, api: str) -> None:
+    faults: dict[str, HttpFaults] = {}
+    result = run_behind(faults, runner, api, [], 500)
+    served = faults["endpoint"].served
+    assert (result.stop_reason, result.answer) == (StopReason.ERROR, None)
+    assert result.totals.model_calls == 0 and result.totals.failed_model_calls == len(served) >= 1
+    assert [a.status for a in result.trace.unanswered] == served
+    assert result.stop_detail is not None
+    assert "answered 500" in result.stop_detail and "injected fault: HTTP 500" in result.stop_detail
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("api", ["messages", "chat"])
+def test_a_connection_that_is_refused_is_an_attempt_too(api: str) -> None:
+    port = _closed_port()
+    adapter = adapters.load("handrolled")
+    urls = {"openai": f"http://127.0.0.1:{port}/v1", "anthropic": f"http://127.0.0.1:{port}"}
+    spec = Endpoint(ModelChoice(api=api), urls).spec_for(adapter)  # type: ignore[arg-type]
+    with Workspace(FIXTURE_REPO) as ws:
+        result = adapter.run(TASK, Guard(ws), Limits(max_seconds=30), spec)
+    assert (result.stop_reason, result.totals.model_calls) == (StopReason.ERROR, 0)
+    assert result.totals.failed_model_calls >= 1
+    assert all(a.status is None and "Connect" in a.error for a in result.trace.unanswered)
+    assert result.stop_detail is not None and result.stop_detail.startswith("the model endpoint gave no response")
