@@ -35,6 +35,8 @@ SYSTEM_PROMPT = (
 )
 
 Api = Literal["chat", "responses", "messages"]
+#: Retries of a failed model request, with the SDK's own backoff (and its reading of retry-after).
+DEFAULT_RETRIES = 2
 PROVIDER_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 #: Whose wire format each API is.
 PROVIDER_OF_API: dict[str, str] = {"messages": "anthropic", "chat": "openai", "responses": "openai"}
@@ -92,7 +94,9 @@ class ModelSpec:
 
     `provider` is `openai` or `anthropic`; `base_url` points it at a
     compatible server (the scripted model, vLLM, ...); `api` picks the wire
-    format where a runner can speak several.
+    format where a runner can speak several; `retries` is how often the
+    provider SDK retries a failed request (a 5xx, a 429, a broken
+    connection), the same for every runner, since looplab builds every client.
     """
 
     provider: Literal["openai", "anthropic"]
@@ -101,6 +105,7 @@ class ModelSpec:
     api_key: str | None = None
     api: Api | None = None
     pricing: Pricing = field(default_factory=Pricing)
+    retries: int = DEFAULT_RETRIES
 
     @property
     def label(self) -> str:
@@ -282,7 +287,7 @@ class RunSession:
 
         cls = openai.AsyncOpenAI if is_async else openai.OpenAI
         http = self.http_client(openai, is_async=is_async)
-        return cls(api_key=self.model.key(), base_url=self.model.base_url, http_client=http)
+        return cls(**self._client_options(), http_client=http)
 
     def anthropic_client(self, *, is_async: bool = True) -> Any:
         """An `anthropic` client for this run's model, recorded at the model boundary."""
@@ -290,7 +295,11 @@ class RunSession:
 
         cls = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
         http = self.http_client(anthropic, is_async=is_async)
-        return cls(api_key=self.model.key(), base_url=self.model.base_url, http_client=http)
+        return cls(**self._client_options(), http_client=http)
+
+    def _client_options(self) -> dict[str, Any]:
+        """What every provider SDK client of this run is built with: key, endpoint, and the one retry policy."""
+        return {"api_key": self.model.key(), "base_url": self.model.base_url, "max_retries": self.model.retries}
 
     def http_client(self, sdk: ModuleType, *, is_async: bool = False) -> Any:
         """A recording HTTP client of the kind `sdk` (the `openai` or `anthropic` module) takes.

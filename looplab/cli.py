@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 API_CHOICES = ("chat", "responses", "messages")
@@ -23,15 +23,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"looplab: {' '.join(message.split())} (see `{self.prog} --help`)\n")
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: a whole number of 1 or more (a count: model calls, repeats, workers)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
-    return value
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of `minimum` or more (a count: model calls, repeats, workers, retries)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number of {minimum} or more, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _at_least(1)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -108,6 +115,13 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "--api",
         choices=API_CHOICES,
         help="wire API, where a runner speaks several: messages for anthropic models, chat or responses for openai",
+    )
+    parser.add_argument(
+        "--retries",
+        type=_at_least(0),
+        default=2,  # adapters.base.DEFAULT_RETRIES, not imported here: --help loads no more than it needs
+        metavar="N",
+        help="retries of a failed model request (5xx, 429, broken connection) in every runner's SDK (default 2)",
     )
 
 
@@ -195,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
     from looplab import harness, interrupt, render, report
 
     runners, cases = _select(args, ["vip-compound"])
-    choice = harness.ModelChoice(args.model, args.base_url, args.api)
+    choice = harness.ModelChoice(args.model, args.base_url, args.api, retries=args.retries)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
     outcomes: list[harness.RunOutcome] = []
     total = len(cases) * len(runners)
@@ -273,7 +287,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     runners, cases = _select(args, None)
     jobs = evaluation.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
-    choice = harness.ModelChoice(args.model, args.base_url, args.api)
+    choice = harness.ModelChoice(args.model, args.base_url, args.api, retries=args.retries)
     for option, target in (("--json", args.json), ("--html", args.html)):
         if target:  # the folder now, not after the whole matrix ran
             try:

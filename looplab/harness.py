@@ -14,7 +14,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import adapters
-from adapters.base import PROVIDER_OF_API, Adapter, Api, LooplabError, ModelSpec, RunResult, check_api, parse_model
+from adapters.base import (
+    DEFAULT_RETRIES,
+    PROVIDER_OF_API,
+    Adapter,
+    Api,
+    LooplabError,
+    ModelSpec,
+    RunResult,
+    check_api,
+    parse_model,
+)
 from adapters.recorder import Pricing
 from scenarios.cases import Case, CheckResult, ScriptedModel, check
 from shared_tools import Approver, Guard, Workspace, default_tools, with_faults
@@ -30,6 +40,7 @@ class ModelChoice:
     base_url: str | None = None
     api: Api | None = None
     pricing: Pricing = field(default_factory=Pricing)
+    retries: int = DEFAULT_RETRIES
 
     def __post_init__(self) -> None:
         """Refuse, before any run starts, what no runner could do with this choice."""
@@ -53,7 +64,7 @@ class Endpoint:
         choice = self.choice
         if self.scripted_urls is None:
             provider, name = parse_model(choice.model)
-            return ModelSpec(provider, name, choice.base_url, None, choice.api, choice.pricing)  # type: ignore[arg-type]
+            return ModelSpec(provider, name, choice.base_url, None, choice.api, choice.pricing, choice.retries)  # type: ignore[arg-type]
         api = choice.api or adapter.apis[0]
         provider = PROVIDER_OF_API[api]
         name, pricing = SCRIPTED, choice.pricing
@@ -61,7 +72,8 @@ class Endpoint:
             # The persona travels in the model name, as choosing another model would.
             name = SCRIPTED if scripted.persona == "careful" else f"{SCRIPTED}-{scripted.persona}"
             pricing = Pricing(scripted.input_per_mtok, scripted.output_per_mtok)
-        return ModelSpec(provider, name, self.scripted_urls[provider], "scripted", choice.api, pricing)  # type: ignore[arg-type]
+        url = self.scripted_urls[provider]
+        return ModelSpec(provider, name, url, "scripted", choice.api, pricing, choice.retries)  # type: ignore[arg-type]
 
 
 def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import adapters
-from adapters.base import Api, Limits, RunResult
+from adapters.base import DEFAULT_RETRIES, Api, Limits, RunResult
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Tool, Workspace, default_tools
@@ -27,12 +27,15 @@ def run_runner(
     tools: list[Tool] | None = None,
     task: str = TASK,
     pricing=None,
+    retries: int = DEFAULT_RETRIES,
 ) -> RunResult:
     """One run of `runner` with the model served by `server`, in a fresh workspace of `repo`."""
     limits = limits or Limits()
     adapter = adapters.load(runner)
     urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
-    choice = ModelChoice(api=api) if pricing is None else ModelChoice(api=api, pricing=pricing)
+    choice = ModelChoice(api=api, retries=retries)
+    if pricing is not None:
+        choice = ModelChoice(api=api, pricing=pricing, retries=retries)
     spec = Endpoint(choice, urls).spec_for(adapter)
     with Workspace(repo) as ws:
         guard = Guard(ws, tools=tools if tools is not None else default_tools(), max_repeats=limits.max_repeats)

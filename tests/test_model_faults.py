@@ -10,10 +10,12 @@ from __future__ import annotations
 import socket
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.types import ASGIApp
 
 import adapters
-from adapters.base import Limits, StopReason
+from adapters.base import DEFAULT_RETRIES, Limits, RunResult, StopReason
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.faults import HttpFaults
 from scenarios.scripted.server import ScriptedModelServer
@@ -24,13 +26,15 @@ from tests.runs import ALL_RUNNERS, run_runner
 RUNNER_APIS = [pytest.param(r, a, id=f"{r}-{a}") for r in ALL_RUNNERS for a in adapters.load(r).apis]
 
 
-def run_behind(faults: dict[str, HttpFaults], runner: str, api: str, statuses: list[int], then: int | None):
+def run_behind(
+    faults: dict[str, HttpFaults], runner: str, api: str, statuses: list[int], then: int | None, retries: int = 2
+) -> RunResult:
     def wrap(app: ASGIApp) -> ASGIApp:
         faults["endpoint"] = HttpFaults(app, statuses, then=then)
         return faults["endpoint"]
 
     with ScriptedModelServer(wrap=wrap) as server:
-        return run_runner(runner, server, Limits(max_seconds=30), api=api)
+        return run_runner(runner, server, Limits(max_seconds=30), api=api, retries=retries)
 
 
 @pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
@@ -77,3 +81,36 @@ def test_a_connection_that_is_refused_is_an_attempt_too(api: str) -> None:
     assert result.totals.failed_model_calls >= 1
     assert all(a.status is None and "Connect" in a.error for a in result.trace.unanswered)
     assert result.stop_detail is not None and result.stop_detail.startswith("the model endpoint gave no response")
+
+
+@pytest.mark.parametrize("retries", [0, 3])
+@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+def test_one_retry_policy_for_every_runner(runner: str, api: str, retries: int) -> None:
+    """looplab builds every SDK client, so --retries N means N + 1 attempts at a failing call in every runner."""
+    faults: dict[str, HttpFaults] = {}
+    result = run_behind(faults, runner, api, [], 500, retries=retries)
+    assert len(faults["endpoint"].served) == result.totals.failed_model_calls == retries + 1
+    assert result.totals.retries == retries
+
+
+def test_the_command_line_default_is_the_library_default() -> None:
+    from looplab.cli import _parser
+
+    assert _parser().parse_args(["run"]).retries == DEFAULT_RETRIES
+
+
+def _whole(text: str) -> bool:
+    try:
+        return int(text) >= 0
+    except ValueError:
+        return False
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(max_value=-1).map(str) | st.text(max_size=6).filter(lambda t: not _whole(t)))
+def test_retries_must_be_a_whole_number(n: str) -> None:
+    from looplab.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", f"--retries={n}"])
+    assert exit_.value.code == 2
