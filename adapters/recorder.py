@@ -84,13 +84,23 @@ class ModelRecorder:
         if self.gate is not None and _endpoint(str(request.url)) is not None:
             self.gate(len(request.content))
 
-    def _record(self, url: str, request_body: bytes, status: int, response_body: bytes, started: float) -> None:
+    def _record(
+        self,
+        url: str,
+        request_body: bytes,
+        status: int,
+        response_body: bytes,
+        started: float,
+        error: Exception | None = None,
+    ) -> None:
         endpoint = _endpoint(url)
         if endpoint is None:  # model listings, token counting: not model calls
             return
         latency = self.clock() - started
-        if not 200 <= status < 300:
+        if error is not None or not 200 <= status < 300:
             message = _error_message(response_body)
+            if error is not None:
+                message = f"the reply broke off after {len(response_body)} bytes: {type(error).__name__}: {error}"
             self._failed(endpoint, status, message, len(request_body), len(response_body), started)
             return
         info = parse_exchange(endpoint, request_body, response_body)
@@ -174,19 +184,23 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
     class _Collect:
         """Keeps the bytes passing through and reports them once, when the body ends or closes."""
 
-        def __init__(self, inner: Any, done: Callable[[bytes], None]) -> None:
+        def __init__(self, inner: Any, done: Callable[[bytes, Exception | None], None]) -> None:
             self.inner, self.done, self.chunks, self.finished = inner, done, [], False
 
-        def _finish(self) -> None:
+        def _finish(self, error: Exception | None = None) -> None:
             if not self.finished:
                 self.finished = True
-                self.done(b"".join(self.chunks))
+                self.done(b"".join(self.chunks), error)
 
     class _Tee(_Collect, http.SyncByteStream):
         def __iter__(self) -> Iterator[bytes]:
-            for chunk in self.inner:
-                self.chunks.append(chunk)
-                yield chunk
+            try:
+                for chunk in self.inner:
+                    self.chunks.append(chunk)
+                    yield chunk
+            except Exception as exc:  # the reply broke off: an attempt that got no answer
+                self._finish(exc)
+                raise
             self._finish()
 
         def close(self) -> None:
@@ -195,9 +209,13 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
 
     class _AsyncTee(_Collect, http.AsyncByteStream):
         async def __aiter__(self) -> Any:
-            async for chunk in self.inner:
-                self.chunks.append(chunk)
-                yield chunk
+            try:
+                async for chunk in self.inner:
+                    self.chunks.append(chunk)
+                    yield chunk
+            except Exception as exc:
+                self._finish(exc)
+                raise
             self._finish()
 
         async def aclose(self) -> None:
@@ -219,8 +237,8 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
         body = request.content
         url = str(request.url)
 
-        def done(data: bytes) -> None:
-            recorder._record(url, body, response.status_code, data, started)
+        def done(data: bytes, error: Exception | None) -> None:
+            recorder._record(url, body, response.status_code, data, started, error)
 
         return http.Response(
             status_code=response.status_code,

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp
 import adapters
 from adapters.base import DEFAULT_RETRIES, Limits, RunResult, StopReason
 from looplab.harness import Endpoint, ModelChoice
-from scenarios.scripted.faults import HttpFaults
+from scenarios.scripted.faults import BROKEN, HANG, Fault, HttpFaults
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO, TASK
@@ -27,14 +27,20 @@ RUNNER_APIS = [pytest.param(r, a, id=f"{r}-{a}") for r in ALL_RUNNERS for a in a
 
 
 def run_behind(
-    faults: dict[str, HttpFaults], runner: str, api: str, statuses: list[int], then: int | None, retries: int = 2
+    faults: dict[str, HttpFaults],
+    runner: str,
+    api: str,
+    statuses: list[Fault],
+    then: Fault | None,
+    retries: int = 2,
+    limits: Limits | None = None,
 ) -> RunResult:
     def wrap(app: ASGIApp) -> ASGIApp:
         faults["endpoint"] = HttpFaults(app, statuses, then=then)
         return faults["endpoint"]
 
     with ScriptedModelServer(wrap=wrap) as server:
-        return run_runner(runner, server, Limits(max_seconds=30), api=api, retries=retries)
+        return run_runner(runner, server, limits or Limits(max_seconds=30), api=api, retries=retries)
 
 
 @pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
@@ -61,6 +67,26 @@ def test_an_endpoint_that_always_fails_leaves_every_attempt_and_its_message(runn
     assert [a.status for a in result.trace.unanswered] == served
     assert result.stop_detail is not None
     assert "answered 500" in result.stop_detail and "injected fault: HTTP 500" in result.stop_detail
+
+
+@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+def test_a_reply_that_breaks_off_is_a_failed_attempt_not_an_answer(runner: str, api: str) -> None:
+    faults: dict[str, HttpFaults] = {}
+    result = run_behind(faults, runner, api, [BROKEN], None)
+    assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
+    assert (result.totals.model_calls, result.totals.failed_model_calls) == (5, 1)
+    [attempt] = result.trace.steps[0].model_call.failed_attempts
+    assert attempt.error.startswith("the reply broke off after 11 bytes")
+
+
+@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+def test_a_reply_that_never_comes_ends_the_run_as_timeout_on_time(runner: str, api: str) -> None:
+    faults: dict[str, HttpFaults] = {}
+    limits = Limits(max_seconds=1.0)
+    result = run_behind(faults, runner, api, [], HANG, limits=limits)
+    assert (result.stop_reason, result.answer, result.totals.model_calls) == (StopReason.TIMEOUT, None, 0)
+    assert result.totals.wall_s <= limits.max_seconds + 1
+    assert result.trace.unanswered and all("Timeout" in a.error for a in result.trace.unanswered)
 
 
 def _closed_port() -> int:

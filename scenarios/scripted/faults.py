@@ -1,31 +1,38 @@
-"""HTTP faults in front of the scripted model: error statuses first, then the model's answers.
+"""HTTP faults in front of the scripted model: error statuses, broken or missing replies, then the model's answers.
 
 An ASGI wrapper, so the same runners meet a failing endpoint the way they would meet a provider's
-500 or 429: a status, a JSON error body in both dialects' shape, and `retry-after` headers that
-let the SDKs retry at once.
+500 or 429 (a status, a JSON error body in both dialects' shape, and `retry-after` headers that
+let the SDKs retry at once), a reply that breaks off (`BROKEN`: headers, a few bytes, then the
+connection closes) or one that never comes (`HANG`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
+#: A reply that starts (200, headers, a few bytes) and then breaks off.
+BROKEN = "broken"
+#: A reply that never comes.
+HANG = "hang"
+Fault = int | Literal["broken", "hang"]
 
 
 class HttpFaults:
-    """Answers model requests with `statuses` in order (200: pass it on), then with `then` (None: pass on).
+    """Answers model requests with `faults` in order (200: pass it on), then with `then` (None: pass on).
 
-    `served` lists every status it answered a model request with, in order: what the endpoint saw.
+    `served` lists what it did with each model request, in order: what the endpoint saw.
     """
 
-    def __init__(self, app: ASGIApp, statuses: Sequence[int] = (), *, then: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, faults: Sequence[Fault] = (), *, then: Fault | None = None) -> None:
         self.app, self.then = app, then
-        self._schedule = list(statuses)
-        self.served: list[int] = []
+        self._schedule = list(faults)
+        self.served: list[Fault] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].endswith(MODEL_PATHS):
@@ -39,7 +46,15 @@ class HttpFaults:
         while (await receive()).get("more_body"):  # read the request through before answering
             pass
         self.served.append(status)
-        await _error(send, status)
+        if status == HANG:
+            await asyncio.sleep(3600)  # cancelled when the server stops
+        elif status == BROKEN:
+            start = {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4096")]}
+            await send(start)
+            await send({"type": "http.response.body", "body": b'{"id": "cut', "more_body": True})
+            raise ConnectionResetError("injected fault: the reply broke off")  # the server closes the connection
+        else:
+            await _error(send, status)
 
 
 async def _error(send: Send, status: int) -> None:
