@@ -411,9 +411,8 @@ class Adapter(ABC):
             fits = [a for a in self.apis if PROVIDER_OF_API[a] == model.provider]
             if fits:
                 return fits[0]
-            theirs = PROVIDER_OF_API[
-                self.apis[0]
-            ]  # a runner that speaks none of one provider's APIs speaks the other's
+            # A runner that speaks none of one provider's APIs speaks the other's.
+            theirs = PROVIDER_OF_API[self.apis[0]]
             apis = f"{', '.join(self.apis)} API{'s' if len(self.apis) > 1 else ''}"
             raise LooplabError(
                 f"runner {self.name!r} speaks only {theirs} {apis}: use an {theirs}: model with it, "

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from adapters.trace import Attempt, ModelCall
-from shared_tools.records import clean
+from shared_tools.records import clean, preview
 
 #: How much of a failed attempt's error body the record keeps.
 ERROR_CHARS = 300
@@ -159,8 +159,7 @@ def _error_message(body: bytes) -> str:
     error = data.get("error") if isinstance(data, dict) else None
     message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
     text = message if isinstance(message, str) else body.decode("utf-8", errors="replace")
-    text = " ".join(text.split())
-    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "…"
+    return preview(" ".join(text.split()), ERROR_CHARS)
 
 
 def _endpoint(url: str) -> str | None:
@@ -222,7 +221,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self._finish()
             await self.inner.aclose()
 
-    def _answered(recorder: ModelRecorder, request: Any, response: Any, body: bytes, started: float) -> Any:
+    def _error_response(recorder: ModelRecorder, request: Any, response: Any, body: bytes, started: float) -> Any:
         """An error response, already read (an SDK may close it unread before retrying), recorded now."""
         recorder._record(str(request.url), request.content, response.status_code, body, started)
         return http.Response(
@@ -262,7 +261,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
                 self.recorder._broken(request, exc, started)
                 raise
             if not 200 <= response.status_code < 300:
-                return _answered(self.recorder, request, response, response.read(), started)
+                return _error_response(self.recorder, request, response, response.read(), started)
             return _wrap(self.recorder, request, response, started, _Tee)
 
         def close(self) -> None:
@@ -282,7 +281,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
                 self.recorder._broken(request, exc, started)
                 raise
             if not 200 <= response.status_code < 300:
-                return _answered(self.recorder, request, response, await response.aread(), started)
+                return _error_response(self.recorder, request, response, await response.aread(), started)
             return _wrap(self.recorder, request, response, started, _AsyncTee)
 
         async def aclose(self) -> None:

@@ -165,8 +165,7 @@ class Guard:
             self._started.append((name, parsed if parsed is not None else object()))
             repeats = _trailing_repeats(self._started, self.max_repeats)
         if tool is None:
-            shown = name if len(name) <= 80 else f"{name[:80]}…"
-            problem = f"UnknownTool: no tool named {shown!r}; available tools: {', '.join(self._by_name)}"
+            problem = f"UnknownTool: no tool named {preview(name, 80)!r}; available tools: {', '.join(self._by_name)}"
             return "refused", problem, _recordable(args)
         if problem or parsed is None:
             return "error", problem or "InvalidArguments", _recordable(args)
@@ -265,9 +264,7 @@ def _recordable(args: Any) -> Any:
             tidy = clean(text)
             return args if tidy is text else json.loads(tidy)
         args = text
-    if len(args) > RECORDED_ARGS_CHARS:
-        args = f"{args[:RECORDED_ARGS_CHARS]}… [{len(args) - RECORDED_ARGS_CHARS} more characters]"
-    return clean(args)
+    return clean(preview(args, RECORDED_ARGS_CHARS))
 
 
 def _shape(tool: Tool) -> str:

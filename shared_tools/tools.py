@@ -20,6 +20,7 @@ import regex
 from pydantic import AfterValidator, Field
 
 from shared_tools.live import Live
+from shared_tools.records import preview
 from shared_tools.workspace import TEXT_SUFFIXES, ToolError, Workspace
 
 RUN_TESTS_TIMEOUT_S = 60.0
@@ -178,7 +179,8 @@ def search_code(
         pattern = regex.compile(query)
     except (regex.error, OverflowError, RecursionError):
         pattern = regex.compile(regex.escape(query))
-    deadline = time.monotonic() + min(timeout_s, SEARCH_TIMEOUT_S)
+    bound = min(timeout_s, SEARCH_TIMEOUT_S)
+    deadline = time.monotonic() + bound
     hits: list[str] = []
     searched = skipped = 0
     for path in ws.text_files():
@@ -191,15 +193,14 @@ def search_code(
                 found = pattern.search(line, timeout=max(0.0, deadline - time.monotonic()))
             except TimeoutError:
                 raise TimeoutError(
-                    f"search_code stopped after {min(timeout_s, SEARCH_TIMEOUT_S):g}s: the pattern backtracks "
+                    f"search_code stopped after {bound:g}s: the pattern backtracks "
                     "too much (nested quantifiers?); search for plain text or a simpler pattern"
                 ) from None
             if found:
                 hits.append(f"{ws.relative(path)}:{number}: {line.strip()[:200]}")
     note = f" ({skipped} files over {SEARCH_MAX_FILE_BYTES // 1_000_000} MB not searched)" if skipped else ""
     if not hits:
-        shown = query if len(query) <= 120 else f"{query[:120]}…"
-        return f"no matches for {shown!r} in {searched} files{note}"
+        return f"no matches for {preview(query, 120)!r} in {searched} files{note}"
     shown = hits[:SEARCH_MAX_HITS]
     if len(hits) > len(shown):
         shown.append(f"[... {len(hits) - len(shown)} more matches not shown; narrow the query ...]")

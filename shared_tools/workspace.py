@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 
 from shared_tools.live import Live
-from shared_tools.records import clean
+from shared_tools.records import clean, preview
 
 #: Suffixes the tools treat as source or text.
 TEXT_SUFFIXES = frozenset({".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml"})
@@ -111,7 +111,7 @@ class Workspace:
         if not isinstance(path, str) or not path.strip():
             raise PathRefused("empty path; give a path relative to the repository root, e.g. 'tests/test_invoice.py'")
         raw = path.strip()
-        shown = clean(raw if len(raw) <= 120 else f"{raw[:120]}… ({len(raw)} characters)")
+        shown = clean(preview(raw, 120))
         if len(raw) > MAX_PATH_CHARS or "\0" in raw:
             raise PathRefused(f"{shown}: not a usable path (too long, or a NUL character)")
         if PurePosixPath(raw).is_absolute() or Path(raw).is_absolute() or raw.startswith("~"):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import adapters
 from adapters.base import DEFAULT_RETRIES, Api, Limits, RunResult
+from adapters.recorder import Pricing
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Tool, Workspace, default_tools
@@ -33,9 +34,7 @@ def run_runner(
     limits = limits or Limits()
     adapter = adapters.load(runner)
     urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
-    choice = ModelChoice(api=api, retries=retries)
-    if pricing is not None:
-        choice = ModelChoice(api=api, pricing=pricing, retries=retries)
+    choice = ModelChoice(api=api, pricing=pricing or Pricing(), retries=retries)
     spec = Endpoint(choice, urls).spec_for(adapter)
     with Workspace(repo) as ws:
         guard = Guard(ws, tools=tools if tools is not None else default_tools(), max_repeats=limits.max_repeats)

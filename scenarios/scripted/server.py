@@ -48,6 +48,7 @@ from scenarios.scripted.conversation import (
 )
 from scenarios.scripted.policy import Decision, Investigator
 from shared_tools.daemon import DaemonPool
+from shared_tools.records import preview
 
 MODEL_NAME = "scripted-investigator"
 Policy = Callable[[Conversation], Decision]
@@ -85,8 +86,7 @@ class _JSONResponse(JSONResponse):
 
 
 def _error(dialect: Dialect, message: str, status: int = 400) -> JSONResponse:
-    if len(message) > MAX_ERROR_CHARS:
-        message = message[:MAX_ERROR_CHARS] + f"... ({len(message) - MAX_ERROR_CHARS} more characters)"
+    message = preview(message, MAX_ERROR_CHARS)
     if dialect == "anthropic":
         kind = {413: "request_too_large", 500: "api_error"}.get(status, "invalid_request_error")
         body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
