@@ -6,6 +6,9 @@
 - `caps`: measure every runner's native cap on the installed versions and fail with a diff when the
   committed docs/iteration-caps.* no longer match (a library changed its semantics: the diff is the news).
 - `compare`: `looplab eval` over everything, writing the JSON and the HTML report.
+- `providers`: with OPENAI_API_KEY and/or ANTHROPIC_API_KEY set, every runner on vip-compound against a small
+  current model of each provider (looplab-report/providers/); without keys it says which is missing and runs
+  nothing. CI does not run it.
 - `lint`: ruff.
 """
 
@@ -90,6 +93,13 @@ def compare(session: nox.Session) -> None:
     """Every runner on every case: looplab-report/eval.json and looplab-report/report.html."""
     session.install("-e", ".[all]")
     session.run("looplab", "eval", "--json", "looplab-report/eval.json", "--html", "looplab-report/report.html")
+
+
+@nox.session
+def providers(session: nox.Session) -> None:
+    """Every runner on vip-compound against a small model of each provider whose key is set; skips the others."""
+    session.install("-e", ".[all]")
+    session.run("python", "-m", "looplab.providers", *session.posargs)
 
 
 @nox.session

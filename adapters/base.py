@@ -16,14 +16,15 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.recorder import ModelRecorder, Pricing, http_module_for
+from adapters.pricing import Pricing
+from adapters.recorder import ModelRecorder, http_module_for
 from adapters.trace import Trace
 from shared_tools import Guard
 from shared_tools.records import clean
@@ -51,6 +52,15 @@ def check_api(api: str | None, provider: str) -> None:
     else:
         why = "OpenAI's: use an openai: model, or --api messages with anthropic models"
     raise LooplabError(f"the {api} API is {why}")
+
+
+def check_priced(limits: Limits, model: ModelSpec) -> None:
+    """Refuse, in one line and before the run, a dollar budget for a model whose price is unknown."""
+    if limits.max_cost_usd is not None and model.pricing is None:
+        raise LooplabError(
+            f"max_cost_usd={limits.max_cost_usd:g} needs a price and {model.label} has none in the table: "
+            "pass --price IN,OUT (dollars per million tokens)"
+        )
 
 
 class StopReason(StrEnum):
@@ -97,6 +107,7 @@ class ModelSpec:
     format where a runner can speak several; `retries` is how often the
     provider SDK retries a failed request (a 5xx, a 429, a broken
     connection), the same for every runner, since looplab builds every client.
+    `pricing` None means the model has no known price: its cost is unknown.
     """
 
     provider: Literal["openai", "anthropic"]
@@ -104,7 +115,7 @@ class ModelSpec:
     base_url: str | None = None
     api_key: str | None = None
     api: Api | None = None
-    pricing: Pricing = field(default_factory=Pricing)
+    pricing: Pricing | None = None
     retries: int = DEFAULT_RETRIES
 
     @property
@@ -159,7 +170,8 @@ class Totals(BaseModel):
     tool_calls: int
     input_tokens: int
     output_tokens: int
-    cost_usd: float
+    cached_input_tokens: int = Field(0, description="Input tokens read from the provider's prompt cache.")
+    cost_usd: float | None = Field(description="Dollars at the model's price; None (unknown) when it has none.")
     wall_s: float
 
 
@@ -326,7 +338,7 @@ class RunSession:
         if self.remaining_s() <= 0:
             return StopReason.TIMEOUT, f"max_seconds={self.limits.max_seconds:g} elapsed"
         if self.limits.max_cost_usd is not None:
-            spent, next_call = self.recorder.cost_usd, self.recorder.forecast_cost(request_bytes)
+            spent, next_call = self.recorder.cost_usd or 0.0, self.recorder.forecast_cost(request_bytes) or 0.0
             if spent + next_call > self.limits.max_cost_usd:
                 return StopReason.BUDGET, (
                     f"max_cost_usd={self.limits.max_cost_usd:g}: spent {spent:.6f}, "
@@ -361,7 +373,8 @@ class RunSession:
                 tool_calls=len(trace.tool_calls),
                 input_tokens=sum(c.input_tokens for c in calls),
                 output_tokens=sum(c.output_tokens for c in calls),
-                cost_usd=round(self.recorder.cost_usd, 8),
+                cached_input_tokens=sum(c.cached_input_tokens for c in calls),
+                cost_usd=None if (cost := self.recorder.cost_usd) is None else round(cost, 8),
                 wall_s=round(self.clock() - self.started, 4),
             ),
             trace=trace,
@@ -442,6 +455,7 @@ class Adapter(ABC):
         mapping `max_steps` onto the first; `looplab caps` measures that way,
         with `max_steps` as the safety stop.
         """
+        check_priced(limits, model)
         session = RunSession(guard, limits, model, probe or Probe(knob=self.knobs[0], value=limits.max_steps))
         with framework_noise() as noise:
             try:

@@ -17,6 +17,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
+from adapters.pricing import Pricing
 from adapters.trace import Attempt, ModelCall
 from shared_tools.records import clean, preview
 
@@ -25,17 +26,6 @@ ERROR_CHARS = 300
 
 #: Endpoint kind by URL path suffix, for the three wire formats.
 ENDPOINTS = {"/chat/completions": "chat.completions", "/responses": "responses", "/messages": "messages"}
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """US dollars per million tokens."""
-
-    input_per_mtok: float = 0.0
-    output_per_mtok: float = 0.0
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1_000_000
 
 
 @dataclass
@@ -48,7 +38,8 @@ class ModelRecorder:
     """
 
     clock: Callable[[], float]
-    pricing: Pricing = field(default_factory=Pricing)
+    #: The model's price; None when it has none, and then every cost is unknown (None).
+    pricing: Pricing | None = None
     #: Called with the request's size before each model request is sent; it may raise to refuse it.
     gate: Callable[[int], None] | None = None
     calls: list[ModelCall] = field(default_factory=list)
@@ -59,8 +50,9 @@ class ModelRecorder:
         self._lock = threading.Lock()
 
     @property
-    def cost_usd(self) -> float:
-        return sum(c.cost_usd for c in self.calls)
+    def cost_usd(self) -> float | None:
+        """Dollars spent on answered calls; None when the model has no price."""
+        return None if self.pricing is None else sum(c.cost_usd or 0.0 for c in self.calls)
 
     def http_client(self, http: ModuleType, *, is_async: bool = False, tls: bool = True, **kwargs: Any) -> Any:
         """A `Client` (or `AsyncClient`) of `http` (the `httpx` or `httpx2` module) that records.
@@ -75,8 +67,10 @@ class ModelRecorder:
             return http.AsyncClient(transport=async_cls(self, http.AsyncHTTPTransport(**verify)), **kwargs)
         return http.Client(transport=sync_cls(self, http.HTTPTransport(**verify)), **kwargs)
 
-    def forecast_cost(self, request_bytes: int) -> float:
+    def forecast_cost(self, request_bytes: int) -> float | None:
         """A call's likely cost: about 4 request bytes a token in, the largest reply so far out."""
+        if self.pricing is None:
+            return None
         output = max((c.output_tokens for c in self.calls), default=0)
         return self.pricing.cost(-(-request_bytes // 4), output)
 
@@ -121,7 +115,9 @@ class ModelRecorder:
                 response_bytes=len(response_body),
                 started_at=round(started, 6),
                 latency_s=round(latency, 6),
-                cost_usd=self.pricing.cost(info.input_tokens, info.output_tokens),
+                cost_usd=None if self.pricing is None else self.pricing.cost(
+                    info.input_tokens, info.output_tokens, info.cached_input_tokens, info.cache_write_tokens
+                ),
                 failed_attempts=self.pending,
                 **info.__dict__,
             )
@@ -297,6 +293,8 @@ class ExchangeInfo:
     streamed: bool = False
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
     finish_reason: str | None = None
     tool_calls_requested: list[str] = field(default_factory=list)
     usage_estimated: bool = False
@@ -317,6 +315,11 @@ def parse_exchange(endpoint: str, request_body: bytes, response_body: bytes) -> 
     return info
 
 
+def _count(value: Any) -> int:
+    """A token count from a usage field: a non-negative int, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _json(body: bytes) -> Any:
     try:
         return json.loads(body)
@@ -334,6 +337,7 @@ def _read_chat(event: dict[str, Any], info: ExchangeInfo) -> None:
     if usage := event.get("usage"):
         info.input_tokens = usage.get("prompt_tokens") or 0
         info.output_tokens = usage.get("completion_tokens") or 0
+        info.cached_input_tokens = _count((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
     for choice in event.get("choices") or []:
         message = choice.get("message") or choice.get("delta") or {}
         for call in message.get("tool_calls") or []:
@@ -352,6 +356,7 @@ def _read_responses(event: dict[str, Any], info: ExchangeInfo) -> None:
     usage = response.get("usage") or {}
     info.input_tokens = usage.get("input_tokens") or 0
     info.output_tokens = usage.get("output_tokens") or 0
+    info.cached_input_tokens = _count((usage.get("input_tokens_details") or {}).get("cached_tokens"))
     calls = [item.get("name") for item in response.get("output") or [] if item.get("type") == "function_call"]
     info.tool_calls_requested = calls
     info.finish_reason = "tool_calls" if calls else response.get("status")
@@ -362,9 +367,10 @@ def _read_messages(event: dict[str, Any], info: ExchangeInfo) -> None:
     message = event.get("message") if kind == "message_start" else event if kind == "message" else None
     if message:
         usage = message.get("usage") or {}
-        info.input_tokens = sum(
-            usage.get(k) or 0 for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        )
+        # Anthropic's input_tokens leaves out the cached ones; looplab's input counts every input token.
+        info.cached_input_tokens = _count(usage.get("cache_read_input_tokens"))
+        info.cache_write_tokens = _count(usage.get("cache_creation_input_tokens"))
+        info.input_tokens = _count(usage.get("input_tokens")) + info.cached_input_tokens + info.cache_write_tokens
         info.output_tokens = usage.get("output_tokens") or 0
         info.finish_reason = message.get("stop_reason")
         for block in message.get("content") or []:

@@ -38,14 +38,16 @@ class ModelCall(BaseModel):
     streamed: bool
     request_bytes: int
     response_bytes: int
-    input_tokens: int
+    input_tokens: int = Field(description="Every input token, those read from or written to a prompt cache included.")
     output_tokens: int
+    cached_input_tokens: int = Field(0, description="Input tokens read from the provider's prompt cache.")
+    cache_write_tokens: int = Field(0, description="Input tokens written to the provider's prompt cache (Anthropic).")
     usage_estimated: bool = Field(False, description="The response carried no usage; tokens estimated from bytes.")
     finish_reason: str | None
     tool_calls_requested: list[str]
     started_at: float = Field(description="Seconds on the run's clock when the request was sent.")
     latency_s: float
-    cost_usd: float
+    cost_usd: float | None = Field(description="Dollars at the model's price; None when the model has no price.")
     failed_attempts: list[Attempt] = Field(
         default_factory=list, description="Attempts at this call that got no answer before this one did (retries)."
     )

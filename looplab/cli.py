@@ -41,6 +41,16 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 _positive_int = _at_least(1)
 
 
+def _price(text: str) -> object:
+    """An argparse type: `IN,OUT[,CACHED]` dollars per million tokens, as a Pricing."""
+    from adapters.pricing import parse_price
+
+    try:
+        return parse_price(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="looplab",
@@ -115,6 +125,13 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "--api",
         choices=API_CHOICES,
         help="wire API, where a runner speaks several: messages for anthropic models, chat or responses for openai",
+    )
+    parser.add_argument(
+        "--price",
+        type=_price,
+        metavar="IN,OUT[,CACHED]",
+        help="the model's dollars per million input, output (and cached input) tokens; "
+        "overrides the shipped table, which prices current OpenAI and Anthropic models",
     )
     parser.add_argument(
         "--retries",
@@ -209,7 +226,8 @@ def _run(args: argparse.Namespace) -> int:
     from looplab import harness, interrupt, render, report
 
     runners, cases = _select(args, ["vip-compound"])
-    choice = harness.ModelChoice(args.model, args.base_url, args.api, retries=args.retries)
+    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries)
+    choice.check_budgets(cases)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
     outcomes: list[harness.RunOutcome] = []
     total = len(cases) * len(runners)
@@ -287,7 +305,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     runners, cases = _select(args, None)
     jobs = evaluation.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
-    choice = harness.ModelChoice(args.model, args.base_url, args.api, retries=args.retries)
+    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries)
+    choice.check_budgets(cases)
     for option, target in (("--json", args.json), ("--html", args.html)):
         if target:  # the folder now, not after the whole matrix ran
             try:

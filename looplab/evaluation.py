@@ -154,7 +154,9 @@ def summarize(outcomes: Iterable[RunOutcome]) -> list[RunnerSummary]:
         done = [o.result for o in runs if o.result is not None]
         calls = [r.totals.model_calls for r in done]
         tools = [r.totals.tool_calls for r in done]
-        costs = [r.totals.cost_usd for r in done]
+        costs = [r.totals.cost_usd for r in done if r.totals.cost_usd is not None]
+        if len(costs) < len(done):  # a model without a price: the cost is unknown, not the median of the rest
+            costs = []
         passed = sum(o.passed for o in runs)
         reasons = Counter(str(r.stop_reason) for r in done)
         if len(done) < len(runs):

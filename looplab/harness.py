@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,9 +23,10 @@ from adapters.base import (
     ModelSpec,
     RunResult,
     check_api,
+    check_priced,
     parse_model,
 )
-from adapters.recorder import Pricing
+from adapters.pricing import Pricing, price_of
 from scenarios.cases import Case, CheckResult, ScriptedModel, check
 from shared_tools import Approver, Guard, Workspace, default_tools, with_faults
 
@@ -39,8 +40,25 @@ class ModelChoice:
     model: str = SCRIPTED
     base_url: str | None = None
     api: Api | None = None
-    pricing: Pricing = field(default_factory=Pricing)
+    #: `--price`: overrides the table's price (and prices a model the table does not know).
+    pricing: Pricing | None = None
     retries: int = DEFAULT_RETRIES
+
+    def pricing_of(self, provider: str, name: str) -> Pricing | None:
+        """A real model's price: `--price` if given, else the shipped table's, else None (unknown)."""
+        return self.pricing or price_of(provider, name)
+
+    def check_budgets(self, cases: Iterable[Case]) -> None:
+        """Refuse, before any run, a case with a dollar budget on a model whose price is unknown."""
+        if self.model == SCRIPTED:
+            return  # the scripted model always has a price (its case's, or free)
+        provider, name = parse_model(self.model)
+        spec = ModelSpec(provider, name, pricing=self.pricing_of(provider, name))  # type: ignore[arg-type]
+        for case in cases:
+            try:
+                check_priced(case.limits, spec)
+            except LooplabError as exc:
+                raise LooplabError(f"case {case.id!r}: {exc}") from None
 
     def __post_init__(self) -> None:
         """Refuse, before any run starts, what no runner could do with this choice."""
@@ -64,10 +82,12 @@ class Endpoint:
         choice = self.choice
         if self.scripted_urls is None:
             provider, name = parse_model(choice.model)
-            return ModelSpec(provider, name, choice.base_url, None, choice.api, choice.pricing, choice.retries)  # type: ignore[arg-type]
+            pricing = choice.pricing_of(provider, name)
+            return ModelSpec(provider, name, choice.base_url, None, choice.api, pricing, choice.retries)  # type: ignore[arg-type]
         api = choice.api or adapter.apis[0]
         provider = PROVIDER_OF_API[api]
-        name, pricing = SCRIPTED, choice.pricing
+        # The scripted model is free unless told otherwise: its price is known.
+        name, pricing = SCRIPTED, choice.pricing or Pricing()
         if scripted is not None:
             # The persona travels in the model name, as choosing another model would.
             name = SCRIPTED if scripted.persona == "careful" else f"{SCRIPTED}-{scripted.persona}"

@@ -203,12 +203,15 @@ def runner_summary(summaries: Iterable[RunnerSummary]) -> None:
 
     for s in summaries:
         stops = ", ".join(f"{k} {v}" for k, v in s.stop_reasons.items())
+        ran = s.runs > s.not_run  # runs without a cost median: nothing ran, or the model has no price
+        unknown = ran and s.cost_usd_median is None
+        cost = "unknown" if unknown else f"{num(s.cost_usd_median, '.4f')}/{num(s.cost_usd_p95, '.4f')}"
         table.add_row(
             s.runner,
             f"{s.passed}/{s.runs} ({s.completion_rate:.0%})",
             f"{num(s.model_calls_median)}/{num(s.model_calls_p95)}",
             num(s.tool_calls_median),
-            f"{num(s.cost_usd_median, '.4f')}/{num(s.cost_usd_p95, '.4f')}",
+            cost,
             stops,
         )
     console().print(table)

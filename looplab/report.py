@@ -24,6 +24,7 @@ from markupsafe import Markup
 from pydantic import BaseModel, ValidationError
 
 from adapters.base import RunResult
+from adapters.pricing import format_cost, total_cost
 from shared_tools.records import ToolCallRecord
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class HeadlineRow:
     tool_calls: int
     input_tokens: int
     output_tokens: int
-    cost_usd: float
+    cost_usd: float | None
     wall_s: float
     first_request_bytes: int | None
     cap_knob: str
@@ -249,7 +250,7 @@ def headline(runs: Sequence[RunView]) -> list[HeadlineRow]:
                 tool_calls=sum(r.totals.tool_calls for r in done),
                 input_tokens=sum(r.totals.input_tokens for r in done),
                 output_tokens=sum(r.totals.output_tokens for r in done),
-                cost_usd=round(sum(r.totals.cost_usd for r in done), 6),
+                cost_usd=None if (cost := total_cost(r.totals.cost_usd for r in done)) is None else round(cost, 6),
                 wall_s=round(sum(r.totals.wall_s for r in done), 3),
                 first_request_bytes=firsts[len(firsts) // 2] if firsts else None,
                 cap_knob=knob,
@@ -448,6 +449,7 @@ def render_html(doc: Any, *, source: str = "", title: str = "looplab report") ->
         lstrip_blocks=True,
     )
     env.filters["thousands"] = lambda n: "—" if n is None else f"{n:,}"
+    env.filters["dollars"] = format_cost
     return env.get_template("report.html.j2").render(report=build(doc, source=source, title=title))
 
 
@@ -533,7 +535,7 @@ def print_headline(doc: Any) -> None:
             f"{row.tool_calls:,}",
             f"{row.input_tokens:,}",
             f"{row.output_tokens:,}",
-            f"{row.cost_usd:.4f}",
+            format_cost(row.cost_usd),
             f"{row.wall_s:.2f}",
             "—" if row.first_request_bytes is None else f"{row.first_request_bytes:,}",
         )

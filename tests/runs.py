@@ -7,7 +7,7 @@ from pathlib import Path
 
 import adapters
 from adapters.base import DEFAULT_RETRIES, Api, Limits, RunResult
-from adapters.recorder import Pricing
+from adapters.pricing import Pricing
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Tool, Workspace, default_tools

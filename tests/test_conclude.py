@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from adapters.base import Limits, ModelSpec, Probe, RunSession, StopReason, StopRun
-from adapters.recorder import Pricing
+from adapters.pricing import Pricing
 from adapters.trace import ModelCall
 from shared_tools import Guard, Workspace
 from shared_tools.records import StopSignal

@@ -13,7 +13,7 @@ import pytest
 
 import adapters
 from adapters.base import Limits, LooplabError, StopReason
-from adapters.recorder import Pricing
+from adapters.pricing import Pricing
 from scenarios.scripted.conversation import Conversation
 from scenarios.scripted.policy import Call, Decision
 from scenarios.scripted.probes import AnswersOnCall, NeverStops

@@ -153,7 +153,7 @@ def test_an_unreachable_model_ends_the_run_as_error(provider: str) -> None:
 
 
 def test_a_cost_budget_stops_before_the_next_call(model_server) -> None:
-    from adapters.recorder import Pricing
+    from adapters.pricing import Pricing
 
     with Workspace(FIXTURE_REPO) as ws:
         spec = ModelSpec(

@@ -26,8 +26,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-#: Folders whose every file (caches aside) the installed package reads at run time.
-DATA_ROOTS = ("scenarios", "looplab/templates")
+#: Folders (and files) whose every file (caches aside) the installed package reads at run time.
+DATA_ROOTS = ("scenarios", "looplab/templates", "adapters/prices.json")
 #: Path parts that mark a cache: never shipped, never expected.
 CACHE_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".hypothesis"})
 CACHE_SUFFIXES = (".pyc", ".pyo")
@@ -114,7 +114,8 @@ def _expected_files() -> set[str]:
     # Not a git checkout (or no git): every file on disk under the roots, caches aside.
     found = set()
     for root in DATA_ROOTS:
-        for path in (REPO / root).rglob("*"):
+        top = REPO / root
+        for path in [top] if top.is_file() else top.rglob("*"):
             rel = path.relative_to(REPO).as_posix()
             if path.is_file() and not _is_cache(rel):
                 found.add(rel)
