@@ -8,21 +8,22 @@ is the one place that decides whether the budget allows another model call.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.metadata
-import logging
 import os
-import warnings
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from adapters import pacing
+from adapters.noise import framework_noise
 from adapters.pricing import Pricing
 from adapters.recorder import ModelRecorder, http_module_for
 from adapters.trace import Trace
@@ -36,6 +37,7 @@ SYSTEM_PROMPT = (
 )
 
 Api = Literal["chat", "responses", "messages"]
+T = TypeVar("T")
 #: Retries of a failed model request, with the SDK's own backoff (and its reading of retry-after).
 DEFAULT_RETRIES = 2
 PROVIDER_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -246,14 +248,16 @@ class RunSession:
         self.knob, self.cap = probe.knob, probe.value
         self.native_end: NativeEnd | None = None
         self.clock = guard.clock
-        self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing, gate=self.gate)
+        self.pacer = pacing.current()
+        self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing, gate=self.gate, pacer=self.pacer)
         self.started = self.clock()
         self.guard.deadline = self.started + limits.max_seconds
         self.stop: StopRun | None = None
+        self._clients: list[tuple[Any, bool]] = []  # the HTTP clients built, and whether each is async
 
     def gate(self, request_bytes: int = 0) -> None:
         """Called before each model request: raises `StopRun` if the run must end instead."""
-        if why := self.tool_stop() or self.budget_stop(request_bytes):
+        if why := self.tool_stop() or self.budget_stop(request_bytes) or self.pace():
             self.stop = self.stop or StopRun(*why)
             raise self.stop
 
@@ -321,7 +325,31 @@ class RunSession:
         http = http_module_for(sdk)
         timeout = http.Timeout(self.limits.max_seconds, connect=min(10.0, self.limits.max_seconds))
         plain = (self.model.base_url or "").startswith("http://")
-        return self.recorder.http_client(http, is_async=is_async, tls=not plain, timeout=timeout)
+        client = self.recorder.http_client(http, is_async=is_async, tls=not plain, timeout=timeout)
+        self._clients.append((client, is_async))
+        return client
+
+    def run_async(self, main: Coroutine[Any, Any, T]) -> T:
+        """`asyncio.run(main)`, closing this run's async HTTP clients inside the loop before it ends.
+
+        Their connections belong to the loop: closed after it, they leak (one open socket a run).
+        """
+
+        async def closing() -> T:
+            try:
+                return await main
+            finally:
+                for client, is_async in self._clients:
+                    if is_async:
+                        await client.aclose()
+
+        return asyncio.run(closing())
+
+    def close_clients(self) -> None:
+        """Close the run's HTTP clients (async ones are closed by `run_async`, in their loop)."""
+        for client, is_async in self._clients:
+            if not is_async:
+                client.close()
 
     def remaining_s(self) -> float:
         return max(0.0, self.started + self.limits.max_seconds - self.clock())
@@ -344,6 +372,22 @@ class RunSession:
                     f"max_cost_usd={self.limits.max_cost_usd:g}: spent {spent:.6f}, "
                     f"the next call would cost about {next_call:.6f}"
                 )
+        return None
+
+    def pace(self) -> tuple[StopReason, str] | None:
+        """Waits for this request's turn (`--rpm`, a 429's retry-after); the reason to stop if it comes too late.
+
+        The wait blocks this run's thread only; other runs in flight go on.
+        """
+        wait = self.pacer.reserve(self.pacer.clock() + self.remaining_s())
+        if wait is None:
+            rpm = f"--rpm {self.pacer.rpm} or " if self.pacer.rpm else ""
+            return StopReason.TIMEOUT, (
+                f"max_seconds={self.limits.max_seconds:g} would pass before the next request may go "
+                f"({rpm}a 429's retry-after holds requests back)"
+            )
+        if wait > 0:
+            time.sleep(wait)
         return None
 
     def tool_stop(self) -> tuple[StopReason, str] | None:
@@ -464,6 +508,8 @@ class Adapter(ABC):
                 raise
             except (Exception, StopRun, BaseExceptionGroup) as exc:  # a crash is `error`, with its partial trace
                 finished = session.conclude(None, exc)
+            finally:
+                session.close_clients()
         result = session.result(self, finished.reason, finished.answer, finished.detail)
         result.warnings = [clean(w) for w in noise]
         result.native_end = session.native_end
@@ -498,28 +544,3 @@ def _native_end(answer: str | None, error: BaseException | None) -> NativeEnd:
         message=clean(str(error)[:300]),
         history=history,
     )
-
-
-@contextmanager
-def framework_noise() -> Iterator[list[str]]:
-    """Collects the warnings and WARNING-level log records a framework emits, instead of printing them.
-
-    They belong to the run's record (a framework complaining about a sloppy
-    tool call is part of how it behaved), not on the terminal. Process-wide,
-    like the warnings module itself: runs in one process go one at a time.
-    """
-    collected: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            collected.append(f"{record.name}: {record.getMessage()}"[:500])
-
-    handler, root = Collect(level=logging.WARNING), logging.getLogger()
-    root.addHandler(handler)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield collected
-            collected.extend(f"{w.category.__name__}: {w.message}"[:500] for w in caught)
-    finally:
-        root.removeHandler(handler)

@@ -49,7 +49,7 @@ class OpenAIAgents(Adapter):
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; `MaxTurnsExceeded` or `StopRun` propagate to `Adapter.run`."""
         api = self.api_for(session.model)
-        return asyncio.run(self._run(task, session, api))
+        return session.run_async(self._run(task, session, api))
 
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
         client = session.openai_client(is_async=True)
@@ -65,16 +65,13 @@ class OpenAIAgents(Adapter):
         if session.knob != KNOB:  # the graceful alternative: a final output instead of MaxTurnsExceeded
             cap["error_handlers"] = {"max_turns": lambda _: "(stopped: max_turns reached)"}
         # cap:end
-        try:
-            result = await Runner.run(
-                agent,
-                task,
-                # Per run, so nothing global changes: no trace export (there is no network, and no key).
-                run_config=RunConfig(tracing_disabled=True),
-                **cap,
-            )
-        finally:
-            await client.close()
+        result = await Runner.run(
+            agent,
+            task,
+            # Per run, so nothing global changes: no trace export (there is no network, and no key).
+            run_config=RunConfig(tracing_disabled=True),
+            **cap,
+        )
         return session.conclude(str(result.final_output) if result.final_output is not None else None)
 
 

@@ -108,7 +108,7 @@ class PydanticAI(Adapter):
         # UsageLimits() unset still caps requests at its default; that default is what an unset run gets.
         limits = UsageLimits() if session.cap is None else UsageLimits(**{field: session.cap})
         # cap:end
-        result = asyncio.run(agent.run(task, usage_limits=limits))
+        result = session.run_async(agent.run(task, usage_limits=limits))
         return session.conclude(result.output)
 
 

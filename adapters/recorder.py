@@ -17,6 +17,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
+from adapters.pacing import Pacer, retry_after_s
 from adapters.pricing import Pricing
 from adapters.trace import Attempt, ModelCall
 from shared_tools.records import clean, preview
@@ -42,6 +43,8 @@ class ModelRecorder:
     pricing: Pricing | None = None
     #: Called with the request's size before each model request is sent; it may raise to refuse it.
     gate: Callable[[int], None] | None = None
+    #: Told of every 429's retry-after, so every run in flight holds back, not only the one that got it.
+    pacer: Pacer | None = None
     calls: list[ModelCall] = field(default_factory=list)
     failed: list[Attempt] = field(default_factory=list)
     pending: list[Attempt] = field(default_factory=list)
@@ -220,6 +223,9 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
     def _error_response(recorder: ModelRecorder, request: Any, response: Any, body: bytes, started: float) -> Any:
         """An error response, already read (an SDK may close it unread before retrying), recorded now."""
         recorder._record(str(request.url), request.content, response.status_code, body, started)
+        if response.status_code == 429 and recorder.pacer is not None:
+            if (wait := retry_after_s(response.headers)) is not None:
+                recorder.pacer.hold(wait)
         return http.Response(
             status_code=response.status_code,
             headers=response.headers,

@@ -41,6 +41,11 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 _positive_int = _at_least(1)
 
 
+def _levels(text: str) -> list[int]:
+    """An argparse type: a comma-separated list of whole numbers of 1 or more (`1,32`)."""
+    return [_positive_int(part.strip()) for part in text.split(",")]
+
+
 def _price(text: str) -> object:
     """An argparse type: `IN,OUT[,CACHED]` dollars per million tokens, as a Pricing."""
     from adapters.pricing import parse_price
@@ -80,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--html", metavar="PATH", help="write the side-by-side HTML report (one self-contained file)")
     ev.add_argument(
         "--jobs", type=_positive_int, metavar="N", help="worker processes for the matrix (default: the cores)"
+    )
+    ev.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="cells in flight at once, on threads in the workers (default: one per job); "
+        "runs against a real model mostly wait on HTTP, so N can be far above the cores",
     )
 
     caps = sub.add_parser("caps", help="measure each runner's native iteration cap; write docs/iteration-caps.*")
@@ -132,6 +144,12 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         metavar="IN,OUT[,CACHED]",
         help="the model's dollars per million input, output (and cached input) tokens; "
         "overrides the shipped table, which prices current OpenAI and Anthropic models",
+    )
+    parser.add_argument(
+        "--rpm",
+        type=_positive_int,
+        metavar="N",
+        help="at most N model requests a minute over every run in flight (a 429's retry-after holds them all back)",
     )
     parser.add_argument(
         "--retries",
@@ -226,7 +244,7 @@ def _run(args: argparse.Namespace) -> int:
     from looplab import harness, interrupt, render, report
 
     runners, cases = _select(args, ["vip-compound"])
-    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries)
+    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_budgets(cases)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
     outcomes: list[harness.RunOutcome] = []
@@ -305,7 +323,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     runners, cases = _select(args, None)
     jobs = evaluation.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
-    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries)
+    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_budgets(cases)
     for option, target in (("--json", args.json), ("--html", args.html)):
         if target:  # the folder now, not after the whole matrix ran
@@ -331,7 +349,9 @@ def _eval(args: argparse.Namespace) -> int:
                 finished.append(outcome)
                 advance(outcome)
 
-            outcomes = evaluation.run_matrix(runners, cases, where, repeat=args.repeat, on_done=on_done, jobs=jobs)
+            outcomes = evaluation.run_matrix(
+                runners, cases, where, repeat=args.repeat, on_done=on_done, jobs=jobs, concurrency=args.concurrency
+            )
     cells, summary = evaluation.cells(outcomes), evaluation.summarize(outcomes)
     render.matrix_table(cells, runners, [c.id for c in cases])
     render.runner_summary(summary)
@@ -356,13 +376,22 @@ def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)"
     )
-    bench.add_argument("--case", default="vip-compound", metavar="C", help="the case to run (default: vip-compound)")
+    bench.add_argument(
+        "--case", metavar="C", help="the case to run (default: vip-compound; with --concurrency: every case)"
+    )
     bench.add_argument("--repeat", type=int, default=20, metavar="K", help="timed runs per runner (default 20)")
     bench.add_argument(
         "--import-repeat", type=int, default=3, metavar="K", help="fresh interpreters per runner for import time"
     )
     bench.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
     bench.add_argument("--markdown", action="store_true", help="also print the tables as Markdown (for the README)")
+    bench.add_argument(
+        "--concurrency",
+        type=_levels,
+        metavar="N,M,...",
+        help="instead: the whole matrix (every case, or --case) against a model that takes 1 s a reply, "
+        "at each eval --concurrency given, e.g. 1,32",
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -395,13 +424,30 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.repeat < 1 or args.import_repeat < 1:
         raise LooplabError("--repeat and --import-repeat take a whole number of 1 or more")
-    runners, [case] = _select(argparse.Namespace(runner=args.runner, case=[args.case]), None)
+    if args.concurrency:
+        return _bench_concurrency(args)
+    runners, [case] = _select(argparse.Namespace(runner=args.runner, case=[args.case or "vip-compound"]), None)
     result = bench.run_bench(runners, case, repeat=args.repeat, import_repeat=args.import_repeat)
     bench.print_tables(result)
     if args.markdown:
         print(bench.markdown(result))
     if args.json:
         Path(args.json).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _bench_concurrency(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from looplab import bench_concurrency, evaluation
+
+    named = [args.case] if args.case else None  # the whole matrix unless a case was named
+    runners, cases = _select(argparse.Namespace(runner=args.runner, case=named), None)
+    rows = bench_concurrency.measure(runners, cases, args.concurrency, jobs=evaluation.default_jobs())
+    print("\n".join(bench_concurrency.table(rows)))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.model_dump() for r in rows], indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from pydantic import BaseModel
 
-from looplab.harness import Endpoint, RunOutcome, run_one
-from looplab.interrupt import signals_held, worker_signals
+from looplab import schedule
+from looplab.harness import Endpoint, RunOutcome
 from scenarios.cases import Case
 
 
@@ -74,54 +72,30 @@ def run_matrix(
     repeat: int = 1,
     on_done: Callable[[RunOutcome], None] | None = None,
     jobs: int = 1,
+    concurrency: int | None = None,
     **options: Any,
 ) -> list[RunOutcome]:
     """Every runner on every case, `repeat` times; each run independent of the others.
 
-    With `jobs` > 1 the cells run in that many worker processes (processes,
-    not threads: `framework_noise` is process-wide and frameworks keep global
-    state). The model server stays in this process; workers reach it through
-    `where`. The outcomes come back in the same order as with `jobs=1`;
-    `on_done` is called here, as each cell finishes.
+    Up to `concurrency` cells are in flight at once (default: one per job), on threads: in this
+    process when `jobs` is 1, else spread over `jobs` worker processes (see `looplab.schedule`).
+    The model server stays in this process; workers reach it through `where`. The outcomes come
+    back in plan order whatever the concurrency; `on_done` is called here, as each cell finishes.
     """
     plan = [(runner, case) for _ in range(repeat) for case in cases for runner in runners]
-    if jobs <= 1 or len(plan) <= 1:
-        outcomes = []
-        for runner, case in plan:
-            outcome = run_one(runner, case, where, **options)
-            outcomes.append(outcome)
-            if on_done:
-                on_done(outcome)
-        return outcomes
+    concurrency = max(1, jobs if concurrency is None else concurrency)
     slots: list[RunOutcome | None] = [None] * len(plan)
-    # spawn, not fork: this process runs the model server's thread, and a forked child would inherit its locks.
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(plan)), mp_context=context, initializer=worker_signals)
-    try:
-        with signals_held():  # workers are born with the signals blocked, until they ignore Ctrl-C themselves
-            pending: dict[Future[RunOutcome], int] = {
-                pool.submit(run_one, runner, case, where, **options): i for i, (runner, case) in enumerate(plan)
-            }
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                i = pending.pop(future)
-                slots[i] = _collect(future, *plan[i])
-                if on_done:
-                    on_done(slots[i])
-    except BaseException:  # Ctrl-C: drop the cells not started yet rather than wait for them
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+
+    def done(i: int, outcome: RunOutcome) -> None:
+        slots[i] = outcome
+        if on_done:
+            on_done(outcome)
+
+    if jobs <= 1 or len(plan) <= 1 or concurrency <= 1:
+        schedule.run_here(plan, where, concurrency, done, options)
+    else:
+        schedule.run_in_lanes(plan, where, jobs, concurrency, done, options)
     return [o for o in slots if o is not None]
-
-
-def _collect(future: Future[RunOutcome], runner: str, case: Case) -> RunOutcome:
-    """A worker's outcome; a worker that died (or an outcome that could not be sent back) is that cell's error."""
-    try:
-        return future.result()
-    except Exception as exc:
-        return RunOutcome(runner, case.id, error=f"worker process failed: {type(exc).__name__}: {exc}")
 
 
 def cells(outcomes: Iterable[RunOutcome]) -> list[Cell]:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import adapters
+from adapters import pacing
 from adapters.base import (
     DEFAULT_RETRIES,
     PROVIDER_OF_API,
@@ -43,6 +44,8 @@ class ModelChoice:
     #: `--price`: overrides the table's price (and prices a model the table does not know).
     pricing: Pricing | None = None
     retries: int = DEFAULT_RETRIES
+    #: `--rpm`: at most this many model requests a minute, over every run in flight.
+    rpm: int | None = None
 
     def pricing_of(self, provider: str, name: str) -> Pricing | None:
         """A real model's price: `--price` if given, else the shipped table's, else None (unknown)."""
@@ -110,7 +113,18 @@ def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
 
 @contextmanager
 def endpoint(choice: ModelChoice) -> Iterator[Endpoint]:
-    """Start the scripted model server if it is the model asked for; stop it afterwards."""
+    """Start the scripted model server if it is the model asked for, and pace requests to it; stop both afterwards."""
+    previous = pacing.current()
+    pacing.install(pacing.Pacer(choice.rpm))
+    try:
+        with _serve(choice) as where:
+            yield where
+    finally:
+        pacing.install(previous)
+
+
+@contextmanager
+def _serve(choice: ModelChoice) -> Iterator[Endpoint]:
     if choice.model != SCRIPTED:
         provider, name = parse_model(choice.model)
         ModelSpec(provider, name, choice.base_url).key()  # type: ignore[arg-type]  # a missing key fails here, once

@@ -8,6 +8,8 @@ rather than a thread start.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import queue
 import threading
 from collections.abc import Callable
@@ -23,7 +25,8 @@ class DaemonPool:
         self._lock = threading.Lock()
 
     def submit(self, job: Callable[[], None]) -> None:
-        """Run `job()` soon; it must not raise (it reports its own outcome)."""
+        """Run `job()` soon, in a copy of the caller's context (as asyncio runs a task); it must not raise."""
+        job = functools.partial(contextvars.copy_context().run, job)
         with self._lock:
             start = self._idle == 0
             if not start:

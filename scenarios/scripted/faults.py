@@ -3,7 +3,8 @@
 An ASGI wrapper, so the same runners meet a failing endpoint the way they would meet a provider's
 500 or 429 (a status, a JSON error body in both dialects' shape, and `retry-after` headers that
 let the SDKs retry at once), a reply that breaks off (`BROKEN`: headers, a few bytes, then the
-connection closes) or one that never comes (`HANG`).
+connection closes) or one that never comes (`HANG`); `SlowReplies` makes every reply take as long as a real
+model's.
 """
 
 from __future__ import annotations
@@ -70,3 +71,18 @@ async def _error(send: Send, status: int) -> None:
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class SlowReplies:
+    """Every model reply waits `seconds` before it starts, as a real model's does; nothing else changes.
+
+    The wait is an asyncio sleep: the server answers any number of requests at once, each after `seconds`.
+    """
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].endswith(MODEL_PATHS):
+            await asyncio.sleep(self.seconds)
+        await self.app(scope, receive, send)
