@@ -328,3 +328,16 @@ def test_every_runner_closes_its_connections_when_the_run_ends(model_server: Scr
             gc.collect()
         leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
         assert not leaks, f"{runner}: {leaks}"
+
+
+def test_the_concurrency_bench_runs_the_matrix_at_each_level_and_prints_the_speedup() -> None:
+    from looplab import bench_concurrency
+
+    cases = [CASES["vip-compound"], CASES["three-hops"]]
+    rows = bench_concurrency.measure(["handrolled"], cases, [1, 2], jobs=1, reply_s=0.2)
+    assert [(r.concurrency, r.cells, r.passed) for r in rows] == [(1, 2, 2), (2, 2, 2)]
+    assert rows[0].model_calls == rows[1].model_calls >= 2 * 5  # the same runs, at both levels
+    assert rows[1].wall_s < rows[0].wall_s
+    assert rows[1].speedup == pytest.approx(rows[0].wall_s / rows[1].wall_s, abs=0.1)
+    lines = bench_concurrency.table(rows, 0.2)
+    assert lines[0] == "matrix against a model that takes 0.2 s a reply" and len(lines) == 6
