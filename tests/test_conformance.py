@@ -201,3 +201,16 @@ def test_a_model_call_that_hangs_ends_as_timeout(runner: str, hanging_model) -> 
     result = run_runner(runner, hanging_model, Limits(max_seconds=1.5))
     assert (result.stop_reason, result.answer) == (StopReason.TIMEOUT, None), result.stop_detail
     assert result.totals.wall_s < 3 and result.totals.model_calls == 0
+
+
+def _says_nothing(conv: Conversation) -> Decision:
+    return Decision(answer="")
+
+
+@pytest.mark.parametrize(("runner", "api"), API_CELLS)
+def test_an_empty_reply_is_no_answer_in_every_runner(runner: str, api: str) -> None:
+    with serve(_says_nothing) as server:
+        result = run_runner(runner, server, Limits(max_steps=3), api=api)
+    # Some frameworks ask again after an empty reply (up to the cap); none may call it an answer.
+    assert result.stop_reason in (StopReason.ERROR, StopReason.MAX_STEPS) and result.answer is None, result.stop_detail
+    assert result.native_end is not None  # how the framework itself ended is on the record for every runner

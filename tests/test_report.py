@@ -214,3 +214,12 @@ def test_chromium_loads_the_report_finds_the_matrix_and_a_trajectory_and_screens
     assert taken.returncode == 0, taken.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_a_chart_of_one_step_runs_labels_whole_steps_only(matrix: dict[str, object]) -> None:
+    doc = json.loads(json.dumps(matrix["doc"]))
+    for run in doc["results"]:
+        run["trace"]["steps"] = run["trace"]["steps"][:1]  # every run made one model call
+    html = report.render_html(doc)
+    ticks = re.findall(r'xtick_\d+".*?<text[^>]*>([^<]*)</text>', html, flags=re.DOTALL)
+    assert ticks and all(t.strip().lstrip("−-").isdigit() for t in ticks), ticks
