@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters.base import Limits, LooplabError, RunResult, StopReason
-from adapters.pricing import format_cost
 from scenarios.scripted.policy import Persona
 from shared_tools import Fault
 
@@ -177,7 +176,7 @@ def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckR
     if case.limits.max_cost_usd is not None:
         spent, budget = result.totals.cost_usd, case.limits.max_cost_usd
         within = spent is not None and spent <= budget  # an unknown spend is not within any budget
-        add("spent within max_cost_usd", within, f"{format_cost(spent, 6)} of {budget:g}")
+        add("spent within max_cost_usd", within, f"{'unknown' if spent is None else f'{spent:.6f}'} of {budget:g}")
     if c.workspace_unchanged:
         add("workspace unchanged", not workspace_changed, "changed" if workspace_changed else "byte-for-byte the same")
     if result.stop_reason != StopReason.FINAL_ANSWER:
