@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import shutil
 from dataclasses import dataclass
 
 from adapters.base import Adapter, LooplabError, MissingExtra
+
+#: Where `--runner external` reads its command (the CLI sets it from `--cmd`; worker processes inherit it).
+EXTERNAL_COMMAND_ENV = "LOOPLAB_EXTERNAL_CMD"
 
 
 @dataclass(frozen=True)
@@ -22,9 +26,15 @@ class RunnerInfo:
     extra: str
     requires: tuple[str, ...]
     summary: str
+    #: Programs it runs, which pip cannot install (e.g. `node`): looked up on PATH.
+    commands: tuple[str, ...] = ()
+    #: Whether it runs when no runner is named (`external` needs a command first).
+    by_default: bool = True
 
     def installed(self) -> bool:
-        return all(importlib.util.find_spec(m) is not None for m in self.requires)
+        return all(importlib.util.find_spec(m) is not None for m in self.requires) and all(
+            shutil.which(c) is not None for c in self.commands
+        )
 
 
 RUNNERS: dict[str, RunnerInfo] = {
@@ -72,6 +82,14 @@ RUNNERS: dict[str, RunnerInfo] = {
             ("pydantic_ai",),
             "Pydantic AI Agent + UsageLimits(request_limit)",
         ),
+        RunnerInfo(
+            "external",
+            "adapters.external",
+            "mcp",
+            ("mcp",),
+            "any command (--cmd): the model through a recording proxy, the tools over MCP",
+            by_default=False,
+        ),
     )
 }
 
@@ -84,4 +102,7 @@ def load(name: str) -> Adapter:
     for module in info.requires:
         if importlib.util.find_spec(module) is None:
             raise MissingExtra(name, info.extra, module)
+    for command in info.commands:
+        if shutil.which(command) is None:
+            raise LooplabError(f"runner {name!r} needs {command!r} on PATH, which this machine does not have")
     return importlib.import_module(info.module).ADAPTER

@@ -153,6 +153,11 @@ class ModelRecorder:
             self._failed(endpoint, None, f"{type(exc).__name__}: {exc}", len(request.content), 0, started)
 
 
+def _identity(request: Any) -> None:
+    """Ask for the reply uncompressed: the boundary reads usage, finish reason and tool calls out of its bytes."""
+    request.headers["accept-encoding"] = "identity"
+
+
 def _error_message(body: bytes) -> str:
     """The server's message from an error body (`{"error": {"message": ...}}` in both dialects), trimmed."""
     data = _json(body)
@@ -256,6 +261,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
 
         def handle_request(self, request: Any) -> Any:
             request.read()
+            _identity(request)
             self.recorder._before(request)
             started = self.recorder.clock()
             try:
@@ -276,6 +282,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
 
         async def handle_async_request(self, request: Any) -> Any:
             await request.aread()
+            _identity(request)
             self.recorder._before(request)
             started = self.recorder.clock()
             try:

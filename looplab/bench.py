@@ -38,7 +38,8 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,6 +106,8 @@ class ServerLatency(BaseModel):
     long_request_chars: int
     long_requests: int
     long_request_ms_median: float
+    #: The same first-turn requests through a run's recording model proxy (`adapters/proxy.py`) in front of it.
+    proxy_median_ms: float | None = None
 
 
 class BenchResult(BaseModel):
@@ -393,6 +396,45 @@ def help_time(repeat: int = HELP_REPEAT) -> float:
 # --- the scripted server alone --------------------------------------------------------
 
 
+class _Client:
+    """One keep-alive `http.client` connection: the number is the server's (plus loopback), not an SDK's."""
+
+    def __init__(self, base_url: str, token: str | None = None) -> None:
+        self.url = urlsplit(base_url)
+        self.conn = http.client.HTTPConnection(self.url.hostname, self.url.port, timeout=60)
+        self.headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+
+    def round_trip(self, path: str, payload: bytes) -> float:
+        started = time.perf_counter()
+        self.conn.request("POST", f"{self.url.path}{path}", body=payload, headers=self.headers)
+        response = self.conn.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{self.url.netloc} answered {response.status}")
+        return time.perf_counter() - started
+
+    def __enter__(self) -> _Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+
+@contextmanager
+def _proxied(openai_base_url: str) -> Iterator[tuple[str, str]]:
+    """A run's recording model proxy in front of the scripted server: its base URL and token."""
+    from adapters.base import Limits, ModelSpec, Probe, RunSession
+    from adapters.proxy import ModelProxy
+    from scenarios.cases import load_cases
+    from shared_tools import Guard, Workspace
+
+    spec = ModelSpec("openai", "scripted", base_url=openai_base_url, api_key="scripted")
+    limits = Limits(max_steps=10**6, max_seconds=3600)
+    with Workspace(load_cases()["vip-compound"].repo_path) as ws:
+        with ModelProxy(RunSession(Guard(ws), limits, spec, Probe(knob="bench", value=None))) as proxy:
+            yield proxy.openai_base_url, proxy.token
+
+
 def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> ServerLatency:
     """Round trips of a first-turn Chat Completions request (system, task, three tools) on one keep-alive connection.
 
@@ -420,26 +462,14 @@ def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> Ser
     ).encode()
     task = load_cases()["vip-compound"].task
     long_body = json.dumps({"model": "scripted", "input": "x" * (LONG_REQUEST_CHARS - len(task) - 1) + " " + task})
-    url = urlsplit(openai_base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
-    headers = {"Content-Type": "application/json"}
-
-    def round_trip(path: str, payload: bytes) -> float:
-        started = time.perf_counter()
-        conn.request("POST", f"{url.path}{path}", body=payload, headers=headers)
-        response = conn.getresponse()
-        response.read()
-        if response.status != 200:
-            raise RuntimeError(f"scripted server answered {response.status}")
-        return time.perf_counter() - started
-
-    try:
-        # The first ten (and the first long one) warm the connection and the server up.
-        times = [round_trip("/chat/completions", body) for _ in range(requests + 10)][10:]
-        long_times = [round_trip("/responses", long_body.encode()) for _ in range(LONG_REQUESTS + 1)][1:]
-    finally:
-        conn.close()
+    # The first ten (and the first long one) warm the connection and the server up.
+    with _Client(openai_base_url) as client:
+        times = [client.round_trip("/chat/completions", body) for _ in range(requests + 10)][10:]
+        long_times = [client.round_trip("/responses", long_body.encode()) for _ in range(LONG_REQUESTS + 1)][1:]
+    with _proxied(openai_base_url) as (proxy_url, token), _Client(proxy_url, token) as client:
+        proxied = [client.round_trip("/chat/completions", body) for _ in range(requests + 10)][10:]
     return ServerLatency(
+        proxy_median_ms=round(median(proxied) * 1000, 3),
         requests=requests,
         median_ms=round(median(times) * 1000, 3),
         p95_ms=round(p95(times) * 1000, 3),
@@ -672,6 +702,12 @@ def footer(result: BenchResult) -> list[str]:
         f"scripted model server: median {s.median_ms:.2f} ms, p95 {s.p95_ms:.2f} ms per request "
         f"({s.requests} first-turn Chat Completions requests, http.client, loopback); "
         f"median model latency per turn as recorded during the runs: {result.recorded_model_ms_median:.2f} ms",
+        (
+            f"through a run's recording model proxy: median {s.proxy_median_ms:.2f} ms, "
+            f"{s.proxy_median_ms - s.median_ms:+.2f} ms per request over the server alone"
+            if s.proxy_median_ms is not None
+            else "through a run's recording model proxy: not measured"
+        ),
         f"scripted model server, a {s.long_request_chars:,}-character request: "
         f"median {s.long_request_ms_median:.1f} ms ({s.long_requests} first-turn Responses requests whose input "
         "is one string: a run of word characters, then the task)",

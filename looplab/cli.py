@@ -120,6 +120,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="P",
         help="investigator (default), never-stops, or answers-on:K (probes for iteration caps)",
     )
+
+    tools = sub.add_parser("serve-tools", help="serve a case's Guard over MCP to a runner in another process")
+    tools.add_argument("--case", default="vip-compound", metavar="C", help="whose tools (default: vip-compound)")
+    where = tools.add_mutually_exclusive_group()
+    where.add_argument("--stdio", action="store_true", help="over stdin and stdout instead of streamable HTTP")
+    where.add_argument("--port", type=int, default=0, help="the HTTP port on 127.0.0.1 (default: a free one)")
+    tools.add_argument("--records", metavar="PATH", help="write the tool records here as JSON lines (default: stderr)")
     return parser
 
 
@@ -144,6 +151,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         metavar="IN,OUT[,CACHED]",
         help="the model's dollars per million input, output (and cached input) tokens; "
         "overrides the shipped table, which prices current OpenAI and Anthropic models",
+    )
+    parser.add_argument(
+        "--cmd",
+        metavar="'COMMAND ...'",
+        help="the program --runner external runs (see the README: the environment it gets, the outcome it writes)",
     )
     parser.add_argument(
         "--rpm",
@@ -175,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "runners": _runners,
             "cases": _cases,
             "serve-model": _serve,
+            "serve-tools": _serve_tools,
             "report": _report,
             "bench": _bench,
         }
@@ -218,6 +231,44 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_tools(args: argparse.Namespace) -> int:
+    """A fresh workspace of the case's repo and its Guard over MCP, until the client leaves or a signal comes."""
+    import threading
+    from pathlib import Path
+
+    from adapters.base import LooplabError
+    from adapters.tool_server import ToolServer, serve_stdio
+    from looplab.harness import case_guard
+    from looplab.interrupt import keep_finished
+    from scenarios.cases import load_cases
+    from shared_tools import Workspace
+
+    cases = load_cases()
+    if args.case not in cases:
+        raise LooplabError(f"unknown case {args.case!r}; known cases: {', '.join(cases)}")
+    case = cases[args.case]
+
+    def save(_: object = None) -> str:
+        lines = "".join(record.model_dump_json() + "\n" for record in guard.records)
+        if args.records:
+            Path(args.records).write_text(lines, encoding="utf-8")
+        else:
+            sys.stderr.write(lines)
+        return f"{len(guard.records)} tool record{'s' * (len(guard.records) != 1)} in {args.records or 'stderr'}"
+
+    with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+        guard = case_guard(case, ws)  # no approver: effects are denied
+        with keep_finished(save):
+            if args.stdio:
+                serve_stdio(guard)
+            else:
+                with ToolServer(guard, port=args.port) as server:
+                    print(server.url, server.token, sep="\n", flush=True)
+                    threading.Event().wait()  # until SIGINT or SIGTERM
+    save()
+    return 0
+
+
 def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[list[str], list]:
     """The runners and cases asked for; unknown names are one-line errors listing the known ones."""
     from adapters import RUNNERS
@@ -232,7 +283,15 @@ def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[
     unknown = [r for r in args.runner or [] if r not in RUNNERS]
     if unknown:
         raise LooplabError(f"unknown runner {unknown[0]!r}; known runners: {', '.join(RUNNERS)}")
-    runners = args.runner or [name for name, info in RUNNERS.items() if info.installed()]
+    runners = args.runner or [name for name, info in RUNNERS.items() if info.by_default and info.installed()]
+    if getattr(args, "cmd", None):  # for --runner external, here and in every worker process
+        import os
+
+        from adapters import EXTERNAL_COMMAND_ENV
+
+        os.environ[EXTERNAL_COMMAND_ENV] = args.cmd
+    if "external" in runners and not getattr(args, "cmd", None):
+        raise LooplabError("--runner external needs --cmd 'COMMAND ...': the program to run as the runner")
     if not runners:
         raise LooplabError("no runner is installed: pip install 'looplab[all]'")
     return runners, [cases[c] for c in wanted_cases]

@@ -20,6 +20,7 @@ from adapters.base import (
     PROVIDER_OF_API,
     Adapter,
     Api,
+    Limits,
     LooplabError,
     ModelSpec,
     RunResult,
@@ -153,6 +154,12 @@ class RunOutcome:
         return self.result is not None and all(c.passed for c in self.checks)
 
 
+def case_guard(case: Case, ws: Workspace, limits: Limits | None = None, approver: Approver | None = None) -> Guard:
+    """The Guard a case's run gets: its tools (writes allowed or not, its faults) over `ws`, its repetition limit."""
+    tools = with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
+    return Guard(ws, tools=tools, max_repeats=(limits or case.limits).max_repeats, approver=approver)
+
+
 def run_one(
     runner: str,
     case: Case,
@@ -178,8 +185,7 @@ def run_one(
             adapter = adapters.load(runner)
             with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
                 before = ws.fingerprint()
-                tools = with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
-                guard = Guard(ws, tools=tools, max_repeats=limits.max_repeats, approver=approver)
+                guard = case_guard(case, ws, limits, approver)
                 result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model))
                 changed = ws.fingerprint() != before
         except LooplabError as exc:

@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-import adapters
 from adapters import pacing
 from adapters.base import Adapter, Finished, Limits, ModelSpec, NativeCap, RunSession, StopReason
 from adapters.noise import framework_noise
@@ -28,7 +27,7 @@ from scenarios.scripted.faults import MODEL_PATHS, HttpFaults, SlowReplies
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
-from tests.runs import run_runner
+from tests.runs import ALL_RUNNERS, run_runner
 
 CASES = load_cases()
 
@@ -321,7 +320,7 @@ def test_concurrency_and_rpm_take_a_whole_number_of_one_or_more(
 def test_every_runner_closes_its_connections_when_the_run_ends(model_server: ScriptedModelServer) -> None:
     import gc
 
-    for runner in adapters.RUNNERS:
+    for runner in ALL_RUNNERS:
         run_runner(runner, model_server, Limits(max_steps=2))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -140,3 +140,15 @@ def test_retries_must_be_a_whole_number(n: str) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["run", f"--retries={n}"])
     assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize("runner", ALL_RUNNERS)
+def test_a_server_that_would_compress_its_replies_is_still_read(runner: str) -> None:
+    """The boundary asks for identity encoding: usage, finish reasons and tool calls come from the reply's bytes."""
+    from starlette.middleware.gzip import GZipMiddleware
+
+    with ScriptedModelServer(wrap=lambda app: GZipMiddleware(app, minimum_size=1)) as server:
+        result = run_runner(runner, server, Limits(max_steps=2))
+    calls = [s.model_call for s in result.trace.steps]
+    assert calls and not any(c.usage_estimated for c in calls)
+    assert calls[0].tool_calls_requested == ["run_tests"]
