@@ -17,6 +17,7 @@ gated and checked like any in-process runner's. It gets, in its environment and 
 | `LOOPLAB_TOOLS_URL` | the run's tools, as an MCP streamable HTTP endpoint |
 | `LOOPLAB_CAP_KNOB`, `LOOPLAB_CAP` | the native cap to set and its value (empty: leave the framework's default) |
 | `LOOPLAB_MAX_SECONDS` | the run's wall-clock budget |
+| `LOOPLAB_RETRIES` | retries of a failed model request the program's SDK should make (looplab's `--retries`) |
 | `LOOPLAB_RESULT` | a file to write the outcome to, as JSON |
 
 The outcome file holds `{"text": ..., "ended": "returned" | "raised", "exception": ..., "message": ...}`:
@@ -92,6 +93,7 @@ class ChildRunner(Adapter):
                     cap_knob=session.knob,
                     cap="" if session.cap is None else str(session.cap),
                     max_seconds=f"{session.limits.max_seconds:g}",
+                    retries=str(session.model.retries),
                     result=str(outcome),
                 )
                 code, stderr = run_bounded(command, env, self.workdir() or Path(tmp), session.remaining_s())

@@ -4,18 +4,22 @@ The SDK's own loop calls the model, runs the requested tools (concurrently,
 as asyncio tasks) and repeats until the model answers without tools. Its
 model objects take an `AsyncOpenAI` client, so both OpenAI wire APIs go
 through the recording client: Responses (the SDK's default) and Chat
-Completions. Anthropic is reached only through the LiteLLM / any-llm
-extensions, which build their own clients, so this runner does not speak it.
+Completions. Anthropic Messages goes through the SDK's LiteLLM model, which
+builds its own HTTP client: it is pointed at the run's recording model proxy
+(`adapters/proxy.py`) with the run's token as its key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from contextlib import ExitStack
 from typing import Any
 
 from agents import (
     Agent,
     FunctionTool,
+    ModelSettings,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
     RunConfig,
@@ -23,7 +27,20 @@ from agents import (
 )
 from agents.tool_context import ToolContext
 
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
+from adapters.base import (
+    SYSTEM_PROMPT,
+    Adapter,
+    Finished,
+    KnobDefault,
+    Limits,
+    MissingExtra,
+    ModelSpec,
+    NativeCap,
+    RunSession,
+    installed_version,
+    read_default,
+)
+from adapters.proxy import ModelProxy
 from shared_tools import Guard, Tool
 
 KNOB = "Runner.run(max_turns=)"
@@ -35,7 +52,7 @@ class OpenAIAgents(Adapter):
     name = "openai_agents"
     extra = "openai-agents"
     distribution = "openai-agents"
-    apis = ("responses", "chat")
+    apis = ("responses", "chat", "messages")
     knobs = (KNOB, "Runner.run(max_turns=, error_handlers={'max_turns': ...})")
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -51,14 +68,32 @@ class OpenAIAgents(Adapter):
         api = self.api_for(session.model)
         return session.run_async(self._run(task, session, api))
 
+    def version(self, model: ModelSpec | None = None) -> str:
+        own = installed_version(self.distribution)
+        if model is None or model.provider != "anthropic":
+            return own
+        return f"{own} + litellm {installed_version('litellm')}"
+
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
-        client = session.openai_client(is_async=True)
-        model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
+        with ExitStack() as stack:
+            if api == "messages":
+                proxy = stack.enter_context(ModelProxy(session))
+                name = f"anthropic/{session.model.name}"
+                model: Any = _litellm_model(name, proxy.anthropic_base_url, proxy.token)
+            else:
+                model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
+                model = model_cls(model=session.model.name, openai_client=session.openai_client(is_async=True))
+            return await self._agent_run(task, session, model, api)
+
+    async def _agent_run(self, task: str, session: RunSession, model: Any, api: str) -> Finished:
+        # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
+        retries = ModelSettings(extra_args={"num_retries": session.model.retries}) if api == "messages" else None
         agent = Agent(
             name="looplab",
             instructions=SYSTEM_PROMPT,
             tools=[_function_tool(t, session.guard) for t in session.guard.tools],
-            model=model_cls(model=session.model.name, openai_client=client),
+            model=model,
+            **({"model_settings": retries} if retries else {}),
         )
         # cap:begin
         cap: dict[str, Any] = {} if session.cap is None else {"max_turns": session.cap}
@@ -73,6 +108,18 @@ class OpenAIAgents(Adapter):
             **cap,
         )
         return session.conclude(str(result.final_output) if result.final_output is not None else None)
+
+
+def _litellm_model(name: str, base_url: str, key: str) -> Any:
+    """The SDK's LiteLLM model, quiet and offline: LiteLLM fetches a price map over the network at import otherwise."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+        from agents.extensions.models.litellm_model import LitellmModel
+    except ImportError:
+        raise MissingExtra("openai_agents", "openai-agents", "litellm") from None
+    litellm.suppress_debug_info = True  # else it prints a provider list for a model it has no price for
+    return LitellmModel(model=name, base_url=base_url, api_key=key)
 
 
 def _function_tool(tool: Tool, guard: Guard) -> FunctionTool:
