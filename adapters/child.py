@@ -38,7 +38,7 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, RunSession
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, NativeEnd, RunSession
 from adapters.proxy import ModelProxy
 from adapters.tool_server import ToolServer
 
@@ -104,7 +104,11 @@ class ChildRunner(Adapter):
             tail = " | ".join(stderr[-3:]) or "no output"
             return session.conclude(None, ChildFailed(f"the runner process exited {code} without an outcome: {tail}"))
         if data.get("ended") == "raised":
-            error = _raised(str(data.get("exception") or "Error"), str(data.get("message") or ""))
+            name = str(data.get("exception") or "Error")
+            if session.stop is not None:  # what it raised was the proxy's refusal: say so, as in-process, and how
+                refused = "refused by the model boundary"
+                session.native_end = NativeEnd(kind=refused, exception=name, message=session.stop.detail)
+            error = _raised(name, str(data.get("message") or ""))
             return session.conclude(None, error)
         text = data.get("text")
         return session.conclude(text if isinstance(text, str) else None)

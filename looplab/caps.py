@@ -82,6 +82,8 @@ class RunnerReport(BaseModel):
     mapping_rows: list[Row]
     knobs: list[KnobReport]
     code: str
+    #: The language of `code`: the adapter's, or the program's it runs in another process.
+    code_language: str = "python"
 
 
 class CapsDoc(BaseModel):
@@ -91,9 +93,11 @@ class CapsDoc(BaseModel):
 
 
 def cap_code(adapter: Adapter) -> str:
-    """The lines of the adapter that set the cap, between its `# cap:begin` and `# cap:end` markers."""
-    source = inspect.getsource(inspect.getmodule(adapter))  # type: ignore[arg-type]
-    blocks = re.findall(r"^[ \t]*# cap:begin\n(.*?)^[ \t]*# cap:end", source, re.S | re.M)
+    """The lines that set the cap, between `cap:begin` and `cap:end` comment markers: in the adapter, or in the
+    program it runs in another process (a runner whose loop is a JavaScript program says which: `program_source`)."""
+    program = getattr(adapter, "program_source", None)
+    source = program() if program else inspect.getsource(inspect.getmodule(adapter))  # type: ignore[arg-type]
+    blocks = re.findall(r"^[ \t]*(?:#|//) cap:begin\n(.*?)^[ \t]*(?:#|//) cap:end", source, re.S | re.M)
     return "\n\n".join(inspect.cleandoc("\n" + b) if b.startswith(" ") else b.rstrip() for b in blocks)
 
 
@@ -153,6 +157,7 @@ class Prober:
             mapping_rows=[self.row(adapter, None, max_steps=n) for n in UNIT_VALUES],
             knobs=[self.knob(adapter, k, defaults[k]) for k in adapter.knobs],
             code=cap_code(adapter),
+            code_language="javascript" if hasattr(adapter, "program_source") else "python",
         )
 
 
@@ -268,7 +273,7 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
             out += [f"- partial history at the cap: {native}", ""]
             out += ["| value | model calls | tool calls | how the framework ended |", "|---|---|---|---|"]
             out += [f"| {row.value} | {row.model_calls} | {row.tool_calls} | {_ending(row.ending)} |" for row in k.rows]
-        out += ["", "The code that sets the cap:", "", "```python", r.code, "```", ""]
+        out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import adapters
@@ -16,7 +17,12 @@ from tests.conftest import FIXTURE_REPO, TASK
 #: The runners under test: all of them, or those named in LOOPLAB_RUNNERS (comma-separated), as the
 #: per-adapter nox sessions do when only one framework is installed.
 #: (`external` needs a command: tests/test_external_runner.py gives it one.)
-DEFAULT_RUNNERS = ",".join(name for name, info in adapters.RUNNERS.items() if info.by_default)
+#: (A runner whose program this machine lacks, such as `node`, cannot run here.)
+DEFAULT_RUNNERS = ",".join(
+    name
+    for name, info in adapters.RUNNERS.items()
+    if info.by_default and all(shutil.which(c) is not None for c in info.commands)
+)
 ALL_RUNNERS = [r for r in os.environ.get("LOOPLAB_RUNNERS", DEFAULT_RUNNERS).split(",") if r]
 
 

@@ -27,7 +27,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 #: Folders (and files) whose every file (caches aside) the installed package reads at run time.
-DATA_ROOTS = ("scenarios", "looplab/templates", "adapters/prices.json")
+DATA_ROOTS = ("scenarios", "looplab/templates", "adapters/prices.json", "adapters/ts")
 #: Path parts that mark a cache: never shipped, never expected.
 CACHE_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".hypothesis"})
 CACHE_SUFFIXES = (".pyc", ".pyo")

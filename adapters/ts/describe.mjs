@@ -1,0 +1,31 @@
+// What looplab reads from the installed packages rather than hard-coding: each knob's default, and the
+// name of the AI SDK's step-count stop condition. Prints one JSON object; sends nothing anywhere.
+
+import Anthropic from "@anthropic-ai/sdk";
+import * as ai from "ai";
+
+/** `generateText`'s default `stopWhen`, from its own parameter list (`stopWhen = stepCountIs(1)` in ai 5 and 6). */
+function stopWhenDefault() {
+  const match = /\bstopWhen\s*=\s*(\w+)\(\s*(\d+)\s*\)/.exec(String(ai.generateText));
+  if (!match) return { value: null, source: null };
+  return { value: Number(match[2]), source: `ai generateText({ stopWhen = ${match[1]}(${match[2]}) })` };
+}
+
+/** `toolRunner`'s `max_iterations` when none is given, as the runner built without one holds it (unset: no cap). */
+function maxIterationsDefault() {
+  const client = new Anthropic({ apiKey: "unused", openTelemetry: false });
+  const runner = client.beta.messages.toolRunner({ model: "unused", max_tokens: 1, messages: [], thread: false });
+  const value = runner.params.max_iterations;
+  return {
+    value: Number.isInteger(value) ? value : null,
+    source: `@anthropic-ai/sdk toolRunner(...).params.max_iterations with none given: ${value === undefined ? "unset (no cap)" : value}`,
+  };
+}
+
+const stopCondition = "isStepCount" in ai ? "isStepCount" : "stepCountIs";
+process.stdout.write(
+  JSON.stringify({
+    stop_condition: stopCondition,
+    defaults: { stop_when: stopWhenDefault(), max_iterations: maxIterationsDefault() },
+  }) + "\n",
+);

@@ -1,0 +1,40 @@
+"""`ts_ai_sdk`: the AI SDK's `generateText({ tools, stopWhen: stepCountIs(N) })` in a Node process.
+
+The seed's AI SDK tab, run by `node` (`adapters/ts/ai_sdk.mjs`) with `@ai-sdk/openai` for chat and
+responses and `@ai-sdk/anthropic` for messages, the run's tools over MCP and the model behind
+looplab's recording proxy (the contract: `adapters/child.py`). A step is one model call, so
+`stepCountIs(N)` is N model calls; at the cap `generateText` returns silently with an empty text.
+The newest `ai` major renames the condition `isStepCount`; the program uses whichever the installed
+release exports and names it in its outcome (`stop_condition`).
+"""
+
+from __future__ import annotations
+
+from adapters._node import NodeRunner
+from adapters.base import Api, KnobDefault, Limits, LooplabError, NativeCap
+
+
+class TsAiSdk(NodeRunner):
+    """`generateText` in a Node process, `stopWhen` set from `max_steps`."""
+
+    name = "ts_ai_sdk"
+    distribution = "ai"
+    program = "ai_sdk.mjs"
+    apis: tuple[Api, ...] = ("chat", "responses", "messages")
+    knobs = ("stopWhen: stepCountIs",)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`stopWhen: stepCountIs(N)`: N steps, each one model call (the program builds it from LOOPLAB_CAP)."""
+        # cap:begin
+        return NativeCap(knob=self.knobs[0], value=limits.max_steps)
+        # cap:end
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """`generateText`'s default `stopWhen`, read from its parameter list by `describe.mjs`."""
+        read = self.defaults()["defaults"]["stop_when"]
+        if read["value"] is None:
+            raise LooplabError("generateText's default stopWhen was not found in the installed 'ai'")
+        return {self.knobs[0]: KnobDefault(value=read["value"], source=read["source"])}
+
+
+ADAPTER = TsAiSdk()
