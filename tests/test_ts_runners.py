@@ -25,7 +25,7 @@ from adapters import _node
 from adapters.base import Api, Limits, LooplabError, Probe, RunResult, StopReason
 from adapters.pricing import Pricing
 from looplab.harness import Endpoint, ModelChoice
-from scenarios.scripted.probes import AnswersOnCall, NeverStops
+from scenarios.scripted.probes import NeverStops
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace, default_tools
 from tests.conftest import FIXTURE_REPO, TASK
@@ -121,15 +121,8 @@ def test_max_steps_n_is_n_model_calls_and_the_framework_stops_itself(runner: str
     assert result.totals.failed_model_calls == 0
 
 
-@needs_node
-@needs_npm
-@pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize("k", [1, 2, 4])
-def test_an_answer_on_call_k_with_max_steps_k_is_final(runner: str, k: int) -> None:
-    with ScriptedModelServer(AnswersOnCall(k)) as server:
-        result = run(runner, server, Limits(max_steps=k))
-    assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
-    assert result.answer == f"answered on model call {k}" and result.totals.model_calls == k
+# An answer on call k with max_steps=k, and every case: tests/test_conformance.py and tests/test_cases.py, which
+# run these runners with the others.
 
 
 RAISED = {"ts_anthropic_tool_runner": "@anthropic-ai/sdk.PermissionDeniedError", "ts_ai_sdk": "ai.AI_APICallError"}
