@@ -62,8 +62,20 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
+#: The npm packages of the runners in `node`, with the oldest release of each the `oldest` session installs
+#: (the first of the major the lockfile pins, or the first that passed: @ai-sdk/openai before 3.0.73 loops on
+#: run_tests over the Responses API with ai 6.0.0, found by bisecting); `latest` installs `@latest`, so a new
+#: major that needs a newer Node than the machine's (ai 7 wants 22) fails there first.
+NPM_OLDEST = {
+    "ts_anthropic_tool_runner": {"@anthropic-ai/sdk": "1.0.0"},
+    "ts_ai_sdk": {"ai": "6.0.0", "@ai-sdk/openai": "3.0.73", "@ai-sdk/anthropic": "3.0.0"},
+}
+
+
 def _adapter_session(runner: str, which: str) -> None:
     extra = [requirement for name in RUNNER_EXTRAS[runner] for requirement in EXTRAS[name]]
+    npm = NPM_OLDEST.get(runner, {})
+    specs = [f"{pkg}@{version if which == 'oldest' else 'latest'}" for pkg, version in npm.items()]
 
     def adapter(session: nox.Session) -> None:
         session.install("-e", ".", "pytest>=8")
@@ -74,10 +86,11 @@ def _adapter_session(runner: str, which: str) -> None:
         session.run("pip", "list", "--format=freeze", silent=False)
         session.run(
             "pytest", "tests/test_conformance.py", "tests/test_cases.py", "-k", runner, "-q", *session.posargs,
-            env={"LOOPLAB_RUNNERS": runner},
+            env={"LOOPLAB_RUNNERS": runner, "LOOPLAB_NPM_VERSIONS": " ".join(specs)},
         )
 
-    adapter.__doc__ = f"{runner} on the {which} versions its extra allows ({', '.join(extra)})"
+    on = f"{', '.join(extra)}; npm {' '.join(specs)}" if specs else ", ".join(extra)
+    adapter.__doc__ = f"{runner} on the {which} versions its extra allows ({on})"
     nox.session(name=f"adapter-{runner}-{which}")(adapter)
 
 

@@ -32,6 +32,9 @@ from shared_tools import Guard
 TS_DIR = Path(__file__).resolve().parent / "ts"
 #: Moves the cache root (default `~/.cache/looplab/node`).
 CACHE_ENV = "LOOPLAB_NODE_CACHE"
+#: Other versions than the lockfile's, as npm specs (`ai@6.0.0 @ai-sdk/openai@latest`): the nox
+#: `adapter-ts_*-oldest|latest` sessions set it; each set of specs gets its own install folder.
+VERSIONS_ENV = "LOOPLAB_NPM_VERSIONS"
 #: Written into an install folder once `npm ci` has succeeded there.
 MARKER = ".looplab-installed"
 #: The oldest Node the pinned packages run on (`ai` 7 and `@ai-sdk/*` 4 want 22; see package.json).
@@ -40,6 +43,7 @@ INSTALL_TIMEOUT_S = 600.0
 NODE_VERSION_TIMEOUT_S = 30.0
 DESCRIBE_TIMEOUT_S = 60.0
 NPM_CI = ("ci", "--no-audit", "--no-fund", "--ignore-scripts")
+NPM_INSTALL = ("install", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts")
 
 
 def cache_root() -> Path:
@@ -48,9 +52,16 @@ def cache_root() -> Path:
     return Path(given).expanduser() if given else Path.home() / ".cache" / "looplab" / "node"
 
 
+def version_specs() -> list[str]:
+    """The npm specs `LOOPLAB_NPM_VERSIONS` asks for instead of the lockfile's pins (none: the lockfile's)."""
+    return os.environ.get(VERSIONS_ENV, "").split()
+
+
 def lock_hash() -> str:
-    """The install folder's name: the first 16 hex digits of the lockfile's sha256."""
-    return hashlib.sha256((TS_DIR / "package-lock.json").read_bytes()).hexdigest()[:16]
+    """The install folder's name: the first 16 hex digits of the sha256 of the lockfile (and of any other versions)."""
+    digest = hashlib.sha256((TS_DIR / "package-lock.json").read_bytes())
+    digest.update(" ".join(version_specs()).encode())
+    return digest.hexdigest()[:16]
 
 
 def install_dir() -> Path:
@@ -161,6 +172,8 @@ def _install(folder: Path) -> None:
         shutil.copyfile(TS_DIR / name, folder / name)
     started = time.monotonic()
     code, output = run_bounded([npm, *NPM_CI], _env_without_keys(), folder, INSTALL_TIMEOUT_S)
+    if code == 0 and (specs := version_specs()):  # the versions a nox session asks for, over the pinned ones
+        code, output = run_bounded([npm, *NPM_INSTALL, *specs], _env_without_keys(), folder, INSTALL_TIMEOUT_S)
     if code != 0:
         why = f"did not finish within {INSTALL_TIMEOUT_S:g} s" if code is None else f"exited {code}"
         tail = next((line.strip() for line in reversed(output) if "npm" in line and "ERR" in line), None)

@@ -267,6 +267,22 @@ def test_npm_ci_runs_once_per_lockfile_and_the_folder_is_reused(fresh_cache: Pat
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the fake npm is a shell script")
+def test_other_versions_install_over_the_pins_in_a_folder_of_their_own(
+    fresh_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _fake_npm(tmp_path, body="mkdir -p node_modules")
+    pinned = _node.ensure_installed()
+    monkeypatch.setenv(_node.VERSIONS_ENV, "ai@6.0.0 @ai-sdk/openai@3.0.0")  # as the nox oldest session asks
+    other = _node.ensure_installed()
+    assert other != pinned and other.parent == pinned.parent
+    assert log.read_text().splitlines() == [
+        "ci --no-audit --no-fund --ignore-scripts",
+        "ci --no-audit --no-fund --ignore-scripts",
+        "install --no-save --no-audit --no-fund --ignore-scripts ai@6.0.0 @ai-sdk/openai@3.0.0",
+    ]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the fake npm is a shell script")
 def test_two_installs_at_once_run_npm_once(fresh_cache: Path, tmp_path: Path) -> None:
     log = _fake_npm(tmp_path, sleep=0.5)
     folders: list[Path] = []
