@@ -25,9 +25,7 @@ class TsAiSdk(NodeRunner):
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`stopWhen: stepCountIs(N)`: N steps, each one model call (the program builds it from LOOPLAB_CAP)."""
-        # cap:begin
         return NativeCap(knob=self.knobs[0], value=limits.max_steps)
-        # cap:end
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """`generateText`'s default `stopWhen`, read from its parameter list by `describe.mjs`."""

@@ -23,9 +23,7 @@ class TsAnthropicToolRunner(NodeRunner):
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iterations=N`: N requests, i.e. N model calls (the program passes LOOPLAB_CAP on as it)."""
-        # cap:begin
         return NativeCap(knob=self.knobs[0], value=limits.max_steps)
-        # cap:end
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """`max_iterations` as a runner built without one holds it, read by `describe.mjs` (unset: no cap)."""
