@@ -28,6 +28,8 @@ class RunnerInfo:
     summary: str
     #: Programs it runs, which pip cannot install (e.g. `node`): looked up on PATH.
     commands: tuple[str, ...] = ()
+    #: What to install besides the extra, in words (`npm` is needed only while its packages are not cached).
+    programs: str = ""
     #: Whether it runs when no runner is named (`external` needs a command first).
     by_default: bool = True
 
@@ -89,6 +91,7 @@ RUNNERS: dict[str, RunnerInfo] = {
             ("mcp",),
             "the Anthropic TypeScript SDK's toolRunner (max_iterations), in node",
             commands=("node",),
+            programs="Node.js 20+ (node; npm on first use)",
         ),
         RunnerInfo(
             "ts_ai_sdk",
@@ -97,6 +100,7 @@ RUNNERS: dict[str, RunnerInfo] = {
             ("mcp",),
             "the AI SDK's generateText (stopWhen: stepCountIs), in node",
             commands=("node",),
+            programs="Node.js 20+ (node; npm on first use)",
         ),
         RunnerInfo(
             "external",

@@ -17,8 +17,7 @@ from langchain_core.tools import BaseTool, ToolException
 from langchain_openai import ChatOpenAI
 from langsmith import tracing_context
 
-from adapters.base import Api, RunSession
-from shared_tools import Guard
+from adapters.base import Api, RunSession, ToolBoundary
 
 MAX_TOKENS = 4096
 
@@ -68,8 +67,8 @@ class GuardTool(BaseTool):
         return record.result
 
 
-def guard_tools(guard: Guard) -> list[BaseTool]:
-    """`guard.tools` as LangChain tools with their own name, description and JSON schema."""
+def guard_tools(guard: ToolBoundary) -> list[BaseTool]:
+    """The Guard's tools (`session.tools`) as LangChain tools with their own name, description and JSON schema."""
     return [
         GuardTool(name=t.name, description=t.description, args_schema=t.parameters, guard=guard) for t in guard.tools
     ]

@@ -57,7 +57,7 @@ class AnthropicToolRunner(Adapter):
             max_tokens=MAX_TOKENS,
             system=SYSTEM_PROMPT,
             messages=[{"role": "user", "content": task}],
-            tools=[self._tool(t, session, call_ids) for t in session.guard.tools],
+            tools=[self._tool(t, session, call_ids) for t in session.tools.tools],
             timeout=session.remaining_s(),
             **cap,
             **_whole_history(client),
@@ -79,7 +79,7 @@ class AnthropicToolRunner(Adapter):
         def call(**args: Any) -> str:
             # `**args` keeps the SDK's argument validation a pass-through: invalid input reaches the Guard.
             ids = call_ids[t.name]
-            record = session.guard.call(t.name, args, ids.popleft() if ids else None)
+            record = session.tools.call(t.name, args, ids.popleft() if ids else None)
             if record.is_error:
                 # The runner catches a ToolError and sends its content with `is_error: true`.
                 raise ToolError(record.result)

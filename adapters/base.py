@@ -2,23 +2,25 @@
 
 `Limits` in, `RunResult` out; between them an `Adapter` runs its framework's
 loop with the model reached through the `ModelRecorder` and the tools through
-the `Guard`. `RunSession` holds what one run needs from both boundaries and
-is the one place that decides whether the budget allows another model call.
+the `Guard` (in-process, or served over MCP: `session.tools`). `RunSession`
+holds what one run needs from both boundaries and is the one place that
+decides whether the budget allows another model call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.metadata
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from types import ModuleType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +39,8 @@ SYSTEM_PROMPT = (
 )
 
 Api = Literal["chat", "responses", "messages"]
+#: How a runner reaches the Guard: calling it in this process, or as an MCP client of a tool server.
+ToolTransport = Literal["in-process", "mcp"]
 T = TypeVar("T")
 #: Retries of a failed model request, with the SDK's own backoff (and its reading of retry-after).
 DEFAULT_RETRIES = 2
@@ -194,6 +198,27 @@ class RunResult(BaseModel):
         default_factory=list, description="What the framework warned or logged (WARNING and up) during the run."
     )
     native_end: NativeEnd | None = None
+    tool_transport: ToolTransport = Field(
+        default="in-process", description="How the runner reached the tools: in this process, or over MCP."
+    )
+
+
+class ToolReply(Protocol):
+    """What a tool call hands back to the runner: the text the model reads, and whether it is an error."""
+
+    result: str
+    is_error: bool
+
+
+class ToolBoundary(Protocol):
+    """The tools as an adapter sees them: the Guard itself, or an MCP client of it (`adapters/mcp_tools.py`)."""
+
+    @property
+    def tools(self) -> Sequence[Any]:
+        """Each tool's `name`, `description` and `parameters` (its JSON schema)."""
+
+    def call(self, name: str, args: Any, call_id: str | None = None) -> ToolReply:
+        """Run one tool call; never raises for what the call held or did."""
 
 
 class StopRun(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
@@ -244,6 +269,9 @@ class RunSession:
 
     def __init__(self, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe) -> None:
         self.guard, self.limits, self.model = guard, limits, model
+        #: What the adapter calls tools through; the Guard keeps the records either way.
+        self.tools: ToolBoundary = guard
+        self.tool_transport: ToolTransport = "in-process"
         #: The native knob the runner sets, and its value (None: the framework's default).
         self.knob, self.cap = probe.knob, probe.value
         self.native_end: NativeEnd | None = None
@@ -453,6 +481,8 @@ class Adapter(ABC):
     #: The native caps it can set: the first is where `max_steps` maps; the rest are the framework's
     #: alternatives, which `looplab caps` measures the same way.
     knobs: tuple[str, ...] = ()
+    #: Whether its loop runs in another process (it reaches the tools over MCP whatever `run` is told).
+    out_of_process: bool = False
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """Each knob's default, read from the installed library at run time."""
@@ -492,17 +522,30 @@ class Adapter(ABC):
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the framework's loop; only framework glue belongs here."""
 
-    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe | None = None) -> RunResult:
+    def run(
+        self,
+        task: str,
+        guard: Guard,
+        limits: Limits,
+        model: ModelSpec,
+        probe: Probe | None = None,
+        tools: ToolTransport = "in-process",
+    ) -> RunResult:
         """Run `task` with the tools behind `guard`; never raises for a failing run.
 
         `probe` sets one of `knobs` to a value (or leaves it unset) instead of
         mapping `max_steps` onto the first; `looplab caps` measures that way,
-        with `max_steps` as the safety stop.
+        with `max_steps` as the safety stop. `tools="mcp"` serves the Guard over
+        MCP and has the runner call it as a client (it needs the `mcp` extra).
         """
         check_priced(limits, model)
         session = RunSession(guard, limits, model, probe or Probe(knob=self.knobs[0], value=limits.max_steps))
-        with framework_noise() as noise:
+        with framework_noise() as noise, contextlib.ExitStack() as stack:
             try:
+                if tools == "mcp" and not self.out_of_process:
+                    from adapters.mcp_tools import serve_to
+
+                    session.tools, session.tool_transport = stack.enter_context(serve_to(session)), "mcp"
                 finished = self.loop(task, session)
             except LooplabError:
                 raise
@@ -513,6 +556,7 @@ class Adapter(ABC):
         result = session.result(self, finished.reason, finished.answer, finished.detail)
         result.warnings = [clean(w) for w in noise]
         result.native_end = session.native_end
+        result.tool_transport = session.tool_transport
         return result
 
 

@@ -67,6 +67,8 @@ def child_environment(**contract: str) -> dict[str, str]:
 class ChildRunner(Adapter):
     """A runner whose loop is another program; subclasses say which command starts it."""
 
+    out_of_process = True
+
     @abstractmethod
     def command(self, session: RunSession) -> list[str]:
         """The program to start for this run (it reads the contract from its environment)."""
@@ -80,6 +82,7 @@ class ChildRunner(Adapter):
         command = self.command(session)
         with tempfile.TemporaryDirectory(prefix="looplab-child-") as tmp, ModelProxy(session) as proxy:
             with ToolServer(session.guard, token=proxy.token) as tools:
+                session.tool_transport = "mcp"
                 outcome = Path(tmp) / "outcome.json"
                 env = child_environment(
                     task=task,

@@ -67,7 +67,7 @@ class HandRolled(Adapter):
         model = session.model
         client = session.anthropic_client(is_async=False)
         tools = [
-            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.guard.tools
+            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.tools.tools
         ]
         messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
         for _ in _steps(session):
@@ -89,7 +89,7 @@ class HandRolled(Adapter):
             results = []
             for block in reply.content:
                 if block.type == "tool_use":
-                    record = session.guard.call(block.name, block.input, block.id)
+                    record = session.tools.call(block.name, block.input, block.id)
                     results.append(
                         {
                             "type": "tool_result",
@@ -108,7 +108,7 @@ class HandRolled(Adapter):
         client = session.openai_client(is_async=False)
         tools = [
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t in session.guard.tools
+            for t in session.tools.tools
         ]
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -125,7 +125,7 @@ class HandRolled(Adapter):
             if not message.tool_calls:
                 return session.conclude(message.content)
             for call in message.tool_calls:
-                record = session.guard.call(call.function.name, call.function.arguments, call.id)
+                record = session.tools.call(call.function.name, call.function.arguments, call.id)
                 # Chat Completions has no is_error field: the observation text says it.
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": record.result})
             if stop := session.tool_stop():

@@ -67,7 +67,7 @@ class LangChainAgent(Adapter):
         api = self.api_for(session.model)
         middleware, config = _cap(session.knob, session.cap)
         agent = create_agent(
-            chat_model(api, session), guard_tools(session.guard), system_prompt=SYSTEM_PROMPT, middleware=middleware
+            chat_model(api, session), guard_tools(session.tools), system_prompt=SYSTEM_PROMPT, middleware=middleware
         )
         with no_tracing():
             state = agent.invoke({"messages": [HumanMessage(task)]}, config)

@@ -95,7 +95,7 @@ class LangGraphAgent(Adapter):
         """Run the graph once; the last AI message is the answer unless it still asks for tools."""
         api = self.api_for(session.model)
         counter = session.cap if session.knob == COUNTER else None
-        graph = build_graph(chat_model(api, session), guard_tools(session.guard), counter)
+        graph = build_graph(chat_model(api, session), guard_tools(session.tools), counter)
         # cap:begin
         if session.cap is None:
             config = {}

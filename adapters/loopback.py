@@ -2,8 +2,8 @@
 
 A server looplab starts for a child process (the tools over MCP, the model proxy) runs code or
 spends money for whoever reaches it, and loopback is reachable by every local user and, through
-DNS rebinding, by any web page a local browser opens. `LoopbackGuard` wraps such a server's ASGI
-app and answers every HTTP request itself, before the app sees it, unless:
+DNS rebinding, by any web page a local browser opens. `LoopbackCheck` refuses every request
+unless (and `LoopbackGuard` applies it to an ASGI app, answering the refusal itself):
 
 - its `Host` is the server's own (`127.0.0.1:PORT` or `localhost:PORT`), as a rebinding page's
   (`evil.example:PORT`) is not;
@@ -26,32 +26,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 
-class LoopbackGuard:
-    """An ASGI wrapper refusing any request without `token` or with a `Host`/`Origin` not this server's."""
+class LoopbackCheck:
+    """Who may talk to the server on `port`: a request with the run's `token` and this server's `Host`/`Origin`."""
 
-    def __init__(self, app: ASGIApp, token: str, port: int) -> None:
+    def __init__(self, token: str, port: int) -> None:
         if not token:
             raise ValueError("a loopback server needs a token")
-        self.app = app
         self._token = token.encode("utf-8")
         self.port = port
         self._hosts = frozenset(f"{name}:{port}".encode() for name in LOOPBACK_NAMES)
         self._origins = frozenset(f"http://{name}:{port}".encode() for name in LOOPBACK_NAMES)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):  # lifespan: the app's own startup and shutdown
-            await self.app(scope, receive, send)
-            return
-        refusal = self.refusal(scope["headers"])
-        if refusal is None:
-            await self.app(scope, receive, send)
-        elif scope["type"] == "http":
-            await _refuse(send, *refusal)
-        else:  # a websocket handshake: closing before accepting answers it with a 403
-            await send({"type": "websocket.close", "code": 1008})
-
     def refusal(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
-        """`(status, why)` if a request with these headers (ASGI: lower-case names) must be refused."""
+        """`(status, why)` if a request with these headers (lower-case names, as ASGI has them) must be refused."""
         values: dict[bytes, list[bytes]] = {}
         for name, value in headers:
             values.setdefault(name, []).append(value)
@@ -61,12 +48,29 @@ class LoopbackGuard:
         origins = values.get(b"origin", [])
         if any(origin.lower() not in self._origins for origin in origins):
             return 403, f"a request from another origin than http://127.0.0.1:{self.port} is refused"
-        if not any(self._matches(value) for value in _presented(values)):
+        if not any(hmac.compare_digest(value, self._token) for value in _presented(values)):
             return 401, "this server needs the run's token (Authorization: Bearer TOKEN)"
         return None
 
-    def _matches(self, presented: bytes) -> bool:
-        return hmac.compare_digest(presented, self._token)
+
+class LoopbackGuard:
+    """An ASGI wrapper answering, itself, every request its `LoopbackCheck` refuses."""
+
+    def __init__(self, app: ASGIApp, token: str, port: int) -> None:
+        self.app = app
+        self.check = LoopbackCheck(token, port)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):  # lifespan: the app's own startup and shutdown
+            await self.app(scope, receive, send)
+            return
+        refusal = self.check.refusal(scope["headers"])
+        if refusal is None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await _refuse(send, *refusal)
+        else:  # a websocket handshake: closing before accepting answers it with a 403
+            await send({"type": "websocket.close", "code": 1008})
 
 
 def _presented(values: dict[bytes, list[bytes]]) -> list[bytes]:

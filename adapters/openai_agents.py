@@ -37,11 +37,12 @@ from adapters.base import (
     ModelSpec,
     NativeCap,
     RunSession,
+    ToolBoundary,
     installed_version,
     read_default,
 )
 from adapters.proxy import ModelProxy
-from shared_tools import Guard, Tool
+from shared_tools import Tool
 
 KNOB = "Runner.run(max_turns=)"
 
@@ -91,7 +92,7 @@ class OpenAIAgents(Adapter):
         agent = Agent(
             name="looplab",
             instructions=SYSTEM_PROMPT,
-            tools=[_function_tool(t, session.guard) for t in session.guard.tools],
+            tools=[_function_tool(t, session.tools) for t in session.tools.tools],
             model=model,
             **({"model_settings": retries} if retries else {}),
         )
@@ -122,7 +123,7 @@ def _litellm_model(name: str, base_url: str, key: str) -> Any:
     return LitellmModel(model=name, base_url=base_url, api_key=key)
 
 
-def _function_tool(tool: Tool, guard: Guard) -> FunctionTool:
+def _function_tool(tool: Tool, guard: ToolBoundary) -> FunctionTool:
     """`tool` as the SDK sees it: the Guard's own name, description and schema; the body is the Guard."""
 
     async def invoke(ctx: ToolContext[Any], raw_args: str) -> str:

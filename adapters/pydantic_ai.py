@@ -42,7 +42,7 @@ def guarded_tool(t: GuardTool, session: RunSession) -> Tool[None]:
     """`t` as a Pydantic AI tool: the Guard's own name, description and schema; the body calls the Guard."""
 
     def call(ctx: RunContext[None], raw: Any) -> str:  # `raw`: see raw_args_hooks
-        record = session.guard.call(t.name, raw, ctx.tool_call_id)
+        record = session.tools.call(t.name, raw, ctx.tool_call_id)
         if record.is_error:  # Pydantic AI's is_error: a 'failed' return (Anthropic is_error; {"error": ...} on OpenAI)
             raise ToolFailed(record.result)  # an observation, unlike ModelRetry it spends no retry budget
         return record.result
@@ -96,7 +96,7 @@ class PydanticAI(Adapter):
         agent = Agent(
             build_model(self.api_for(session.model), session),
             instructions=SYSTEM_PROMPT,
-            tools=[guarded_tool(t, session) for t in session.guard.tools],
+            tools=[guarded_tool(t, session) for t in session.tools.tools],
             capabilities=[raw_args_hooks()],
             # Retries (an unknown tool name, an empty reply) are model calls that request_limit counts too;
             # the default budget of 1 would end such a run as an error first, so only max_steps ends it.

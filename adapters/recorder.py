@@ -78,9 +78,33 @@ class ModelRecorder:
         output = max((c.output_tokens for c in self.calls), default=0)
         return self.pricing.cost(-(-request_bytes // 4), output)
 
-    def _before(self, request: Any) -> None:
-        if self.gate is not None and _endpoint(str(request.url)) is not None:
-            self.gate(len(request.content))
+    # The three moments of one exchange, for a transport here or a relay elsewhere (adapters/proxy.py).
+
+    def sending(self, url: str, body: bytes) -> float:
+        """Gate a request about to go out (the gate may raise to refuse it); the clock when it went."""
+        if self.gate is not None and _endpoint(url) is not None:
+            self.gate(len(body))
+        return self.clock()
+
+    def answered(
+        self,
+        url: str,
+        body: bytes,
+        status: int,
+        headers: Any,
+        response_body: bytes,
+        started: float,
+        error: Exception | None = None,
+    ) -> None:
+        """A response, whole (or broken off with `error`): recorded, and a 429's retry-after told to the pacer."""
+        self._record(url, body, status, response_body, started, error)
+        if status == 429 and self.pacer is not None and (wait := retry_after_s(headers)) is not None:
+            self.pacer.hold(wait)
+
+    def unanswered(self, url: str, body: bytes, exc: Exception, started: float) -> None:
+        """A request that got no response at all (connection refused or reset, a timeout)."""
+        if (endpoint := _endpoint(url)) is not None:
+            self._failed(endpoint, None, f"{type(exc).__name__}: {exc}", len(body), 0, started)
 
     def _record(
         self,
@@ -119,7 +143,9 @@ class ModelRecorder:
                 response_bytes=len(response_body),
                 started_at=round(started, 6),
                 latency_s=round(latency, 6),
-                cost_usd=None if self.pricing is None else self.pricing.cost(
+                cost_usd=None
+                if self.pricing is None
+                else self.pricing.cost(
                     info.input_tokens, info.output_tokens, info.cached_input_tokens, info.cache_write_tokens
                 ),
                 failed_attempts=self.pending,
@@ -146,11 +172,6 @@ class ModelRecorder:
             )
             self.pending.append(attempt)
             self.failed.append(attempt)
-
-    def _broken(self, request: Any, exc: Exception, started: float) -> None:
-        """A request that got no response at all (connection refused or reset, a timeout)."""
-        if (endpoint := _endpoint(str(request.url))) is not None:
-            self._failed(endpoint, None, f"{type(exc).__name__}: {exc}", len(request.content), 0, started)
 
 
 def _identity(request: Any) -> None:
@@ -228,10 +249,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
 
     def _error_response(recorder: ModelRecorder, request: Any, response: Any, body: bytes, started: float) -> Any:
         """An error response, already read (an SDK may close it unread before retrying), recorded now."""
-        recorder._record(str(request.url), request.content, response.status_code, body, started)
-        if response.status_code == 429 and recorder.pacer is not None:
-            if (wait := retry_after_s(response.headers)) is not None:
-                recorder.pacer.hold(wait)
+        recorder.answered(str(request.url), request.content, response.status_code, response.headers, body, started)
         return http.Response(
             status_code=response.status_code,
             headers=response.headers,
@@ -262,12 +280,11 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
         def handle_request(self, request: Any) -> Any:
             request.read()
             _identity(request)
-            self.recorder._before(request)
-            started = self.recorder.clock()
+            started = self.recorder.sending(str(request.url), request.content)
             try:
                 response = self.inner.handle_request(request)
             except Exception as exc:
-                self.recorder._broken(request, exc, started)
+                self.recorder.unanswered(str(request.url), request.content, exc, started)
                 raise
             if not 200 <= response.status_code < 300:
                 return _error_response(self.recorder, request, response, response.read(), started)
@@ -283,12 +300,11 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
         async def handle_async_request(self, request: Any) -> Any:
             await request.aread()
             _identity(request)
-            self.recorder._before(request)
-            started = self.recorder.clock()
+            started = self.recorder.sending(str(request.url), request.content)
             try:
                 response = await self.inner.handle_async_request(request)
             except Exception as exc:
-                self.recorder._broken(request, exc, started)
+                self.recorder.unanswered(str(request.url), request.content, exc, started)
                 raise
             if not 200 <= response.status_code < 300:
                 return _error_response(self.recorder, request, response, await response.aread(), started)

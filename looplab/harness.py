@@ -24,6 +24,7 @@ from adapters.base import (
     LooplabError,
     ModelSpec,
     RunResult,
+    ToolTransport,
     check_api,
     check_priced,
     parse_model,
@@ -168,8 +169,11 @@ def run_one(
     *,
     approver: Approver | None = None,
     grace_s: float = 30.0,
+    tools: ToolTransport = "in-process",
 ) -> RunOutcome:
     """Run one case through one runner. Never raises: a failure is a row, not a crash.
+
+    `tools="mcp"` has an in-process runner call the tools as an MCP client (`Adapter.run`).
 
     The run happens on a worker thread; one still going `grace_s` after its
     `max_seconds` is abandoned and recorded as hung, so one runner that hangs
@@ -186,7 +190,7 @@ def run_one(
             with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
                 before = ws.fingerprint()
                 guard = case_guard(case, ws, limits, approver)
-                result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model))
+                result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model), tools=tools)
                 changed = ws.fingerprint() != before
         except LooplabError as exc:
             done.error = str(exc)

@@ -129,12 +129,19 @@ def summary_table(outcomes: Iterable[RunOutcome]) -> None:
 
 
 def runners_table(runners: Iterable[RunnerInfo]) -> None:
-    table = Table(title="runners", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("runner", "state", "enable with", "what it runs"):
-        table.add_column(col, no_wrap=col != "what it runs")
+    table = Table(
+        title="runners",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        caption="enable one with pip install 'looplab[EXTRA]' (and what pip cannot install, where named)",
+        caption_justify="left",
+    )
+    for col in ("runner", "state", "extra", "what it runs"):
+        table.add_column(col, no_wrap=col in ("runner", "state"))
     for info in runners:
         state = "[green]installed[/]" if info.installed() else "[yellow]missing[/]"
-        table.add_row(info.name, state, Text(f"pip install 'looplab[{info.extra}]'"), info.summary)
+        extra = info.extra + (f" + {info.programs}" if info.programs else "")
+        table.add_row(info.name, state, Text(extra), info.summary)
     console().print(table)
 
 

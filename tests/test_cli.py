@@ -75,7 +75,9 @@ def test_run_prints_the_investigation_and_writes_json(tmp_path: Path) -> None:
 def test_runners_lists_state_and_extra(capsys) -> None:
     assert main(["runners"]) == 0
     out = capsys.readouterr().out
-    assert "handrolled" in out and "installed" in out and "pip install 'looplab[anthropic]'" in out
+    words = " ".join(out.split())
+    assert "handrolled installed anthropic" in words and "pip install 'looplab[EXTRA]'" in words
+    assert "mcp + Node.js 20+" in words  # what pip cannot install, for the runners in node
 
 
 def test_a_missing_extra_is_one_line_naming_it(monkeypatch) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import string
 from collections.abc import Iterator
 
@@ -12,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from adapters import proxy as proxy_module
 from adapters.base import Limits, ModelSpec, Probe, RunSession, StopReason
 from adapters.proxy import ModelProxy
+from scenarios.scripted.faults import BROKEN, HttpFaults
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
@@ -118,9 +121,7 @@ def test_a_request_without_the_runs_token_is_refused(model_server: ScriptedModel
         assert reply.status_code == 401 and not session.recorder.calls
 
 
-@pytest.mark.parametrize(
-    "header", [{"host": "evil.example"}, {"origin": "http://evil.example"}, {"origin": "null"}]
-)
+@pytest.mark.parametrize("header", [{"host": "evil.example"}, {"origin": "http://evil.example"}, {"origin": "null"}])
 def test_a_foreign_host_or_origin_is_refused(session: RunSession, header: dict[str, str]) -> None:
     with ModelProxy(session) as proxy:
         if "host" in header:
@@ -135,3 +136,87 @@ def test_the_proxy_listens_on_loopback_only_and_is_gone_when_the_run_ends(sessio
         assert url.startswith("http://127.0.0.1:")
     with pytest.raises(httpx.TransportError):
         httpx.post(url + "/chat/completions", json=CHAT, timeout=2)
+
+
+# --- faults on either side -----------------------------------------------------------------------------
+
+
+def test_an_upstream_error_is_relayed_and_recorded_as_a_failed_attempt() -> None:
+    with ScriptedModelServer(wrap=lambda app: HttpFaults(app, [500, BROKEN])) as server:
+        for session in _session(server):
+            with ModelProxy(session) as proxy:
+                failed = _post(proxy, "/chat/completions", CHAT)
+                broken = _post(proxy, "/chat/completions", CHAT)
+                answered = _post(proxy, "/chat/completions", CHAT)
+            assert (failed.status_code, broken.status_code, answered.status_code) == (500, 502, 200)
+            assert "injected fault: HTTP 500" in failed.json()["error"]["message"]
+            assert "broke off" in broken.json()["error"]["message"]
+            (call,) = session.recorder.calls
+            assert [(a.status, a.attempt) for a in call.failed_attempts] == [(500, 1), (200, 2)]
+            assert "broke off" in call.failed_attempts[1].error
+
+
+def test_an_unreachable_model_is_a_gateway_error_and_an_unanswered_attempt() -> None:
+    with socket.socket() as closed:  # a port that was free a moment ago: nothing listens there
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    spec = ModelSpec("openai", "scripted", base_url=f"http://127.0.0.1:{port}/v1", api_key="provider-secret")
+    with Workspace(FIXTURE_REPO) as ws:
+        session = RunSession(Guard(ws), Limits(), spec, Probe(knob="test", value=None))
+        with ModelProxy(session) as proxy:
+            reply = _post(proxy, "/chat/completions", CHAT)
+    assert reply.status_code == 502 and "could not reach the model" in reply.json()["error"]["message"]
+    (attempt,) = session.recorder.failed
+    assert attempt.status is None and "ConnectionRefusedError" in attempt.error and not session.recorder.calls
+
+
+def test_a_child_that_hangs_up_mid_stream_leaves_the_proxy_serving(session: RunSession) -> None:
+    with ModelProxy(session) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port)) as raw:
+            body = json.dumps({**CHAT, "stream": True}).encode()
+            head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n"
+            head += f"Authorization: Bearer {proxy.token}\r\nContent-Length: {len(body)}\r\n\r\n"
+            raw.sendall(head.encode() + body)
+            assert raw.recv(12) == b"HTTP/1.1 200"  # then hang up with the stream unread
+        after = _post(proxy, "/chat/completions", CHAT)
+    assert after.status_code == 200
+    assert len(session.recorder.calls) == 2 and not session.recorder.failed
+
+
+def test_a_body_over_the_limit_is_refused_unread(session: RunSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(proxy_module, "MAX_REQUEST_BYTES", 1000)
+    with ModelProxy(session) as proxy:
+        reply = _post(proxy, "/chat/completions", {**CHAT, "padding": "x" * 1000})
+        chunked = _post_chunked(proxy, json.dumps({**CHAT, "padding": "x" * 1000}).encode())
+    assert reply.status_code == chunked.status_code == 413 and not session.recorder.calls
+
+
+def _post_chunked(proxy: ModelProxy, body: bytes, parts: int = 3) -> httpx.Response:
+    step = max(1, -(-len(body) // parts))
+    pieces = (body[i : i + step] for i in range(0, len(body), step))  # a generator: httpx sends it chunked
+    headers = {"authorization": f"Bearer {proxy.token}", "content-type": "application/json"}
+    return httpx.post(f"{proxy.openai_base_url}/chat/completions", content=pieces, headers=headers, timeout=10)
+
+
+@settings(max_examples=30, deadline=None)
+@given(body=st.binary(max_size=2000) | st.builds(lambda p: json.dumps({**CHAT, "pad": p}).encode(), st.text()))
+def test_any_body_gets_the_same_answer_through_the_proxy_as_direct(
+    model_server: ScriptedModelServer, body: bytes
+) -> None:
+    direct = httpx.post(
+        f"{model_server.openai_base_url}/chat/completions", content=body, headers={"authorization": "Bearer x"}
+    )
+    for session in _session(model_server):
+        with ModelProxy(session) as proxy:
+            relayed = _post_chunked(proxy, body) if len(body) % 2 else _post_raw(proxy, body)
+        assert relayed.status_code == direct.status_code
+        assert (relayed.json()["choices"][0]["message"]["role"] if direct.status_code == 200 else relayed.content) == (
+            direct.json()["choices"][0]["message"]["role"] if direct.status_code == 200 else direct.content
+        )
+        recorded = session.recorder.calls or session.recorder.failed
+        assert len(recorded) == 1 and recorded[0].request_bytes == len(body)
+
+
+def _post_raw(proxy: ModelProxy, body: bytes) -> httpx.Response:
+    headers = {"authorization": f"Bearer {proxy.token}", "content-type": "application/json"}
+    return httpx.post(f"{proxy.openai_base_url}/chat/completions", content=body, headers=headers, timeout=10)

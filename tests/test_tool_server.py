@@ -34,7 +34,7 @@ pytest.importorskip("mcp", reason="the tool server needs the `mcp` extra: pip in
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from adapters.loopback import LoopbackGuard  # noqa: E402
+from adapters.loopback import LoopbackCheck  # noqa: E402
 from adapters.tool_server import CALL_ID_META, ToolServer  # noqa: E402
 from shared_tools import Guard, Tool, ToolCallRecord, Workspace, default_tools, tree_fingerprint  # noqa: E402
 from tests.conftest import FIXTURE_REPO  # noqa: E402
@@ -370,8 +370,8 @@ def test_it_listens_on_127_0_0_1_only(served: Any) -> None:
 
 
 @given(token=TOKEN_TEXT, presented=TOKEN_TEXT)
-def test_the_guard_lets_through_exactly_the_token_on_its_own_host(token: str, presented: str) -> None:
-    guard = LoopbackGuard(lambda *a: None, token, 8000)  # type: ignore[arg-type, return-value]
+def test_the_check_lets_through_exactly_the_token_on_its_own_host(token: str, presented: str) -> None:
+    guard = LoopbackCheck(token, 8000)
     host = [(b"host", b"127.0.0.1:8000")]
     bearer = [(b"authorization", b"Bearer " + presented.encode())]
     assert (guard.refusal(host + bearer) is None) == (presented == token)
