@@ -33,6 +33,10 @@ class RunnerInfo:
     #: Whether it runs when no runner is named (`external` needs a command first).
     by_default: bool = True
 
+    def programs_found(self) -> bool:
+        """Whether the programs it runs are on PATH (what a runner environment cannot install)."""
+        return all(shutil.which(c) is not None for c in self.commands)
+
     def installed(self) -> bool:
         return all(importlib.util.find_spec(m) is not None for m in self.requires) and all(
             shutil.which(c) is not None for c in self.commands

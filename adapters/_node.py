@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from adapters.base import PROVIDER_ENV, Limits, LooplabError, ModelSpec, Probe, RunResult, RunSession
+from adapters.base import PROVIDER_ENV, Limits, LooplabError, ModelSpec, RunResult, RunSession
 from adapters.child import ChildRunner, run_bounded
 from shared_tools import Guard
 
@@ -78,7 +78,7 @@ def ensure_installed() -> Path:
     folder = install_dir()
     if not is_installed(folder):
         folder.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(folder.parent / f"{folder.name}.lock"):
+        with locked(folder.parent / f"{folder.name}.lock"):
             if not is_installed(folder):  # another process may have installed it while this one waited
                 _install(folder)
     _sync_programs(folder)
@@ -134,11 +134,11 @@ class NodeRunner(ChildRunner):
     #: The program's file name in `adapters/ts/`.
     program: str
 
-    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe | None = None) -> RunResult:
+    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec, *args: Any, **kwargs: Any) -> RunResult:
         """Check `node` and install the packages first, so neither counts against the run's clock."""
         check_node(self.name)
         ensure_installed()
-        return super().run(task, guard, limits, model, probe)
+        return super().run(task, guard, limits, model, *args, **kwargs)
 
     def command(self, session: RunSession | None = None) -> list[str]:
         """`node PROGRAM` from the install folder (installed by `run()`; here too if called directly)."""
@@ -201,7 +201,7 @@ def _sync_programs(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """An exclusive `flock` on `path` for the block (none where `fcntl` is missing: Windows)."""
     try:
         import fcntl

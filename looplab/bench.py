@@ -47,6 +47,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from looplab.results import MergeBench, bench_line, bench_merge
+
 if TYPE_CHECKING:
     from adapters.trace import Trace
 
@@ -125,6 +127,8 @@ class BenchResult(BaseModel):
     server: ServerLatency
     recorded_model_ms_median: float
     help_s_median: float
+    #: Seconds to read, validate, merge and write 10 shard documents of the full matrix (`looplab.results`).
+    merge: MergeBench | None = None
 
 
 def median(values: list[float]) -> float:
@@ -565,6 +569,7 @@ def run_bench(
         server=server,
         recorded_model_ms_median=round(median(recorded_model) * 1000, 3),
         help_s_median=round(help_time(), 3),
+        merge=bench_merge(),
     )
 
 
@@ -712,6 +717,7 @@ def footer(result: BenchResult) -> list[str]:
         f"median {s.long_request_ms_median:.1f} ms ({s.long_requests} first-turn Responses requests whose input "
         "is one string: a run of word characters, then the task)",
         f"looplab --help: {result.help_s_median:.3f} s (median of {HELP_REPEAT} fresh processes)",
+        *([bench_line(result.merge)] if result.merge else []),
         f"case {result.case}, {result.repeat} timed runs per runner after one warm-up, "
         f"import time median of {result.import_repeat} fresh interpreters; "
         f"{result.date}, Python {result.python}, {result.platform}, {result.cores} cores",

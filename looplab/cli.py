@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 API_CHOICES = ("chat", "responses", "messages")
 
@@ -39,6 +39,18 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 
 
 _positive_int = _at_least(1)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """An argparse type: `I/N`, slice I of N (1 <= I <= N)."""
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i, n = 0, 0
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"expected I/N with whole numbers 1 <= I <= N, got {text!r}")
+    return i, n
 
 
 def _levels(text: str) -> list[int]:
@@ -75,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="folder for results.json and traces.jsonl (default: looplab-runs/<time>)"
     )
     run.add_argument("--quiet", action="store_true", help="print only the summary table")
+    _isolation_options(run)
 
     ev = sub.add_parser("eval", help="the runner x case matrix: checks, completion rates, calls and cost")
     ev.add_argument("--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)")
@@ -92,6 +105,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="cells in flight at once, on threads in the workers (default: one per job); "
         "runs against a real model mostly wait on HTTP, so N can be far above the cores",
+    )
+    _isolation_options(ev)
+    ev.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help="run only slice I of N of the matrix (by a hash of each cell's runner, case, repeat and model: "
+        "the same slice on every machine); `looplab merge` joins the N documents",
+    )
+    ev.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="skip the cells PATH already holds with a result, run the rest and write old and new cells "
+        "together (to --json, else back to PATH; a PATH that does not exist yet starts it)",
     )
 
     caps = sub.add_parser("caps", help="measure each runner's native iteration cap; write docs/iteration-caps.*")
@@ -128,6 +155,45 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--port", type=int, default=0, help="the HTTP port on 127.0.0.1 (default: a free one)")
     tools.add_argument("--records", metavar="PATH", help="write the tool records here as JSON lines (default: stderr)")
     return parser
+
+
+def _isolation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run each runner in a virtual environment of its own (looplab plus its extra; created with uv "
+        "on first use, then cached): for frameworks that cannot be installed beside the others",
+    )
+    parser.add_argument(
+        "--versions",
+        action="append",
+        metavar="RUNNER=SPEC",
+        help="with --isolate (implied): that version of the runner's framework, e.g. langgraph=1.0.0; "
+        "repeatable, also for one runner, whose versions then run side by side as RUNNER@SPEC",
+    )
+    parser.add_argument(
+        "--tools",
+        choices=("in-process", "mcp"),
+        default="in-process",
+        help="how in-process runners reach the tools: called here (default) or as MCP clients of a tool server",
+    )
+
+
+def _environments(args: argparse.Namespace, runners: list[str]) -> tuple[list[str], Any]:
+    """With --isolate or --versions: the runner labels and a lookup of their environments, created now if new."""
+    from looplab import environments, render
+
+    if not (args.isolate or args.versions):
+        return runners, None
+    labels = environments.labels(runners, environments.parse_pins(args.versions or []))
+    out = render.console()
+
+    def created(env: environments.RunnerEnv) -> None:
+        out.print(f"created the {env.spec.label} environment in {env.created_s:.1f} s (first use, kept in {env.path})")
+
+    with out.status("preparing runner environments ..."):
+        envs = environments.prepare(labels, created)
+    return labels, envs.__getitem__
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "serve-model": _serve,
             "serve-tools": _serve_tools,
             "report": _report,
+            "merge": _merge,
             "bench": _bench,
         }
         return commands[args.command](args)
@@ -283,7 +350,10 @@ def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[
     unknown = [r for r in args.runner or [] if r not in RUNNERS]
     if unknown:
         raise LooplabError(f"unknown runner {unknown[0]!r}; known runners: {', '.join(RUNNERS)}")
-    runners = args.runner or [name for name, info in RUNNERS.items() if info.by_default and info.installed()]
+    # In runner environments a runner needs only its programs here (node): its framework is installed there.
+    isolated = getattr(args, "isolate", False) or getattr(args, "versions", None)
+    usable = (lambda info: info.programs_found()) if isolated else (lambda info: info.installed())
+    runners = args.runner or [name for name, info in RUNNERS.items() if info.by_default and usable(info)]
     if getattr(args, "cmd", None):  # for --runner external, here and in every worker process
         import os
 
@@ -300,33 +370,45 @@ def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from looplab import harness, interrupt, render, report
+    from looplab import harness, interrupt, isolation, render, report, results, schedule
 
     runners, cases = _select(args, ["vip-compound"])
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_budgets(cases)
+    runners, isolated = _environments(args, runners)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
     outcomes: list[harness.RunOutcome] = []
     total = len(cases) * len(runners)
 
+    def document(incomplete: str | None = None) -> results.Document:
+        return results.build(
+            outcomes, model=args.model, api=args.api, runners=runners, cases=cases, incomplete=incomplete
+        )
+
     def save(stop: interrupt.Interrupted | None = None) -> str:
-        incomplete = stop.note(len(outcomes), total) if stop else None
-        results_path, traces_path = harness.write_outputs(outcomes, out_dir, incomplete=incomplete)
+        doc = document(stop.note(len(outcomes), total) if stop else None)
+        results_path, traces_path = harness.write_outputs(doc, out_dir)
         if args.json:
-            harness.write_results([o.result for o in outcomes if o.result], Path(args.json), incomplete=incomplete)
+            results.write(doc, Path(args.json))
         return f"{results_path}, {traces_path}" + (f", {args.json}" if args.json else "")
 
     with interrupt.keep_finished(save):
         with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
-            for case in cases:
-                for runner in runners:
-                    outcome = harness.run_one(runner, case, where, args.max_steps)
-                    if not args.quiet:
-                        render.run_detail(outcome)
-                    outcomes.append(outcome)
-                    advance(outcome)
+
+            def done(_: int, outcome: harness.RunOutcome) -> None:
+                if not args.quiet:
+                    render.run_detail(outcome)
+                outcomes.append(outcome)
+                advance(outcome)
+
+            plan = [(runner, case) for case in cases for runner in runners]
+            options = {"max_steps": args.max_steps, "tools": args.tools}
+            if isolated is None:
+                schedule.run_here(plan, where, 1, done, options)
+            else:
+                isolation.run_isolated(plan, where, isolated, 1, 1, done, options)
     render.summary_table(outcomes)
-    report.print_headline(report.document(outcomes))
+    report.print_headline(document())
     save()
     if args.json:
         render.console().print(f"JSON: {args.json}")
@@ -374,32 +456,54 @@ def _caps(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from adapters.base import LooplabError
-    from looplab import evaluation, harness, interrupt, render, report
+    from looplab import evaluation, harness, interrupt, render, report, results
 
     runners, cases = _select(args, None)
     jobs = evaluation.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
+    runners, isolated = _environments(args, runners)
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_budgets(cases)
+    resume_path = Path(args.resume) if args.resume else None
+    # Read before anything runs: a file that cannot be resumed is refused now, not after the matrix.
+    earlier = results.read_for_resume(resume_path, cases) if resume_path else None
+    json_path = Path(args.json) if args.json else resume_path  # --resume alone writes back to its file
     for option, target in (("--json", args.json), ("--html", args.html)):
         if target:  # the folder now, not after the whole matrix ran
             try:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise LooplabError(f"{option} {target}: cannot create its folder ({exc.strerror or exc})") from None
-    total = len(runners) * len(cases) * args.repeat
+    done_before = results.finished(earlier) if earlier else set()
+
+    def wanted(runner: str, case: str, repeat: int) -> bool:
+        key = results.CellKey(runner, case, repeat, args.model, args.api)
+        in_shard = args.shard is None or results.shard_of(key, args.shard[1]) == args.shard[0]
+        return in_shard and key not in done_before
+
+    planned = evaluation.plan(runners, cases, args.repeat, wanted)
+    total = len(planned)
     finished: list[harness.RunOutcome] = []
 
+    def document(outcomes: list[harness.RunOutcome], incomplete: str | None = None) -> results.Document:
+        doc = results.build(
+            outcomes, model=args.model, api=args.api, runners=runners, cases=cases, incomplete=incomplete
+        )
+        if earlier is None:
+            return doc
+        # The cells run again (they had no result) replace their old records; the rest are kept as they were.
+        rerun = {c.key for c in doc.cells}
+        merged = results.merge([(str(resume_path), results.without(earlier, rerun)), ("this run", doc)])
+        merged.incomplete = incomplete  # the old file's interruption is what this run finished
+        return merged
+
     def save(stop: interrupt.Interrupted) -> str | None:
-        if not args.json:
+        if json_path is None:
             return None
-        summary = [s.model_dump() for s in evaluation.summarize(finished)]
-        doc = {"incomplete": stop.note(len(finished), total), "summary": summary, **report.document(finished)}
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        return args.json
+        results.write(document(finished, stop.note(len(finished), total)), json_path)
+        return str(json_path)
 
     with interrupt.keep_finished(save):
         with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
@@ -409,27 +513,76 @@ def _eval(args: argparse.Namespace) -> int:
                 advance(outcome)
 
             outcomes = evaluation.run_matrix(
-                runners, cases, where, repeat=args.repeat, on_done=on_done, jobs=jobs, concurrency=args.concurrency
+                runners,
+                cases,
+                where,
+                repeat=args.repeat,
+                on_done=on_done,
+                jobs=jobs,
+                concurrency=args.concurrency,
+                select=wanted,
+                isolated=isolated,
+                tools=args.tools,
             )
-    cells, summary = evaluation.cells(outcomes), evaluation.summarize(outcomes)
+    doc = document(outcomes)
+    cells = [evaluation.Cell.model_validate(c.model_dump()) for c in doc.cells]
     render.matrix_table(cells, runners, [c.id for c in cases])
-    render.runner_summary(summary)
-    doc = {"summary": [s.model_dump() for s in summary], **report.document(outcomes)}
+    render.runner_summary(evaluation.RunnerSummary.model_validate(s) for s in doc.summary)
     report.print_headline(doc)
-    if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        render.console().print(f"JSON: {args.json}")
+    if json_path:
+        results.write(doc, json_path)
+        render.console().print(f"JSON: {json_path}")
     if args.html:
         report.write_html(doc, Path(args.html), source="looplab eval")
         render.console().print(f"HTML: {args.html}")
+    if earlier is not None or args.shard:
+        skipped = len(evaluation.plan(runners, cases, args.repeat)) - total
+        why = " or ".join(
+            ([f"in another shard than {args.shard[0]}/{args.shard[1]}"] if args.shard else [])
+            + ([f"already in {args.resume}"] if earlier is not None else [])
+        )
+        render.console().print(f"ran {total} of the matrix's cells; {skipped} were {why}")
     return 0 if all(c.passed for c in cells) else 1
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from adapters.base import LooplabError
+    from looplab import render, report, results
+
+    if not args.output and not args.html:
+        raise LooplabError("merge needs -o PATH (the merged results) and/or --html PATH (its report)")
+    doc = results.merge_files([Path(p) for p in args.results])
+    try:
+        if args.output:
+            results.write(doc, Path(args.output))
+        if args.html:
+            report.write_html(doc, Path(args.html), source=", ".join(args.results))
+    except OSError as exc:
+        raise LooplabError(f"{exc.filename or args.output}: {exc.strerror or exc}") from None
+    environments = len(doc.environments)
+    render.console().print(
+        f"merged {len(args.results)} documents: {len(doc.cells)} cells, {len(doc.results)} results, "
+        f"{environments} environment{'s' * (environments != 1)}"
+        + (f"; incomplete: {doc.incomplete}" if doc.incomplete else "")
+    )
+    for target in (args.output, args.html):
+        if target:
+            render.console().print(f"wrote {target}")
+    return 0
 
 
 def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
     """The `report` and `bench` subcommands."""
-    rep = sub.add_parser("report", help="the side-by-side HTML report from a results JSON (eval or run output)")
+    rep = sub.add_parser("report", help="the side-by-side HTML report from a results JSON (eval, run or merge output)")
     rep.add_argument("results", metavar="RESULTS.json", help="written by `looplab eval --json` or `looplab run --json`")
     rep.add_argument("-o", "--output", metavar="PATH", help="the HTML file (default: RESULTS with .html)")
+
+    merge = sub.add_parser("merge", help="merge results documents (shards, runs from other machines) into one")
+    merge.add_argument("results", nargs="+", metavar="RESULTS.json", help="written by `looplab eval` or `run --json`")
+    merge.add_argument("-o", "--output", metavar="PATH", help="the merged results document")
+    merge.add_argument("--html", metavar="PATH", help="also write the merged report")
 
     bench = sub.add_parser("bench", help="framework overhead per model turn, import time and memory, vs handrolled")
     bench.add_argument(
@@ -460,16 +613,12 @@ def _report(args: argparse.Namespace) -> int:
     from looplab import render, report
 
     source = Path(args.results)
+    doc = report.read_document(source)  # a file that is not one, or holds no runs: one line naming it
+    out_path = Path(args.output) if args.output else source.with_suffix(".html")
     try:
-        doc = report.read_document(source)
-        out_path = Path(args.output) if args.output else source.with_suffix(".html")
         out = report.write_html(doc, out_path, source=str(source))
-    except FileNotFoundError:
-        raise LooplabError(f"{source}: no such file") from None
-    except OSError as exc:  # a folder given as RESULTS, an output path that cannot be written, ...
-        raise LooplabError(f"{exc.filename or source}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # read_document's one-line reason: not a results file, or no runs in it
-        raise LooplabError(f"{source}: {str(exc).splitlines()[0]}") from None
+    except OSError as exc:  # an output path that cannot be written
+        raise LooplabError(f"{exc.filename or out_path}: {exc.strerror or exc}") from None
     report.print_headline(doc)
     render.console().print(f"HTML: {out}")
     return 0

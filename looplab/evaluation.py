@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from looplab import schedule
+from looplab import isolation, schedule
+from looplab.environments import RunnerEnv
 from looplab.harness import Endpoint, RunOutcome
 from scenarios.cases import Case
 
@@ -73,6 +74,8 @@ def run_matrix(
     on_done: Callable[[RunOutcome], None] | None = None,
     jobs: int = 1,
     concurrency: int | None = None,
+    select: Callable[[str, str, int], bool] | None = None,
+    isolated: Callable[[str], RunnerEnv] | None = None,
     **options: Any,
 ) -> list[RunOutcome]:
     """Every runner on every case, `repeat` times; each run independent of the others.
@@ -81,24 +84,49 @@ def run_matrix(
     process when `jobs` is 1, else spread over `jobs` worker processes (see `looplab.schedule`).
     The model server stays in this process; workers reach it through `where`. The outcomes come
     back in plan order whatever the concurrency; `on_done` is called here, as each cell finishes.
+    `select(runner, case_id, repeat)` keeps a slice of the matrix (a shard, the cells `--resume` lacks).
+    `isolated(runner)` gives each runner's environment: its cells then run there, in lanes of its
+    interpreter, `jobs` lanes at a time (see `looplab.isolation`).
     """
-    plan = [(runner, case) for _ in range(repeat) for case in cases for runner in runners]
+    planned = plan(runners, cases, repeat, select)
     concurrency = max(1, jobs if concurrency is None else concurrency)
-    slots: list[RunOutcome | None] = [None] * len(plan)
+    cells_here = [(runner, case) for runner, case, _ in planned]
+    slots: list[RunOutcome | None] = [None] * len(planned)
 
     def done(i: int, outcome: RunOutcome) -> None:
+        # The repeat index comes from the plan, not from counting: a slice of the matrix keeps the full one's.
+        outcome.repeat = planned[i][2]
         slots[i] = outcome
         if on_done:
             on_done(outcome)
 
-    if jobs <= 1 or len(plan) <= 1 or concurrency <= 1:
-        schedule.run_here(plan, where, concurrency, done, options)
+    if isolated is not None:
+        isolation.run_isolated(cells_here, where, isolated, jobs, concurrency, done, options)
+    elif jobs <= 1 or len(cells_here) <= 1 or concurrency <= 1:
+        schedule.run_here(cells_here, where, concurrency, done, options)
     else:
-        schedule.run_in_lanes(plan, where, jobs, concurrency, done, options)
+        schedule.run_in_lanes(cells_here, where, jobs, concurrency, done, options)
     return [o for o in slots if o is not None]
 
 
+def plan(
+    runners: Sequence[str],
+    cases: Sequence[Case],
+    repeat: int = 1,
+    select: Callable[[str, str, int], bool] | None = None,
+) -> list[tuple[str, Case, int]]:
+    """The matrix's cells in order, `(runner, case, repeat index)`, less those `select` leaves out."""
+    return [
+        (runner, case, k)
+        for k in range(1, repeat + 1)
+        for case in cases
+        for runner in runners
+        if select is None or select(runner, case.id, k)
+    ]
+
+
 def cells(outcomes: Iterable[RunOutcome]) -> list[Cell]:
+    """One `Cell` per outcome; its repeat is the outcome's own, else counted in order within (runner, case)."""
     seen: Counter[tuple[str, str]] = Counter()
     out = []
     for o in outcomes:
@@ -109,7 +137,7 @@ def cells(outcomes: Iterable[RunOutcome]) -> list[Cell]:
             Cell(
                 runner=o.runner,
                 case=o.case,
-                repeat=seen[(o.runner, o.case)],
+                repeat=o.repeat if o.repeat is not None else seen[(o.runner, o.case)],
                 passed=o.passed,
                 stop_reason=reason,
                 failed_checks=failed,

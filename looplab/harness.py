@@ -30,6 +30,7 @@ from adapters.base import (
     parse_model,
 )
 from adapters.pricing import Pricing, price_of
+from looplab import results
 from scenarios.cases import Case, CheckResult, ScriptedModel, check
 from shared_tools import Approver, Guard, Workspace, default_tools, with_faults
 
@@ -149,6 +150,10 @@ class RunOutcome:
     result: RunResult | None = None
     checks: list[CheckResult] = field(default_factory=list)
     error: str | None = None
+    #: Which repeat of its cell this is (1-based), set by the matrix; None: count the outcomes in order.
+    repeat: int | None = None
+    #: Where it ran (a `looplab.results.Environment`) when not in this process: a runner environment's lane.
+    environment: Any = None
 
     @property
     def passed(self) -> bool:
@@ -190,7 +195,9 @@ def run_one(
             with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
                 before = ws.fingerprint()
                 guard = case_guard(case, ws, limits, approver)
-                result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model), tools=tools)
+                # `tools` only when asked: an adapter (a test double) may override `run` without it
+                over = {"tools": tools} if tools != "in-process" else {}
+                result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model), **over)
                 changed = ws.fingerprint() != before
         except LooplabError as exc:
             done.error = str(exc)
@@ -211,29 +218,15 @@ def run_one(
     return done
 
 
-def write_outputs(outcomes: list[RunOutcome], out_dir: Path, *, incomplete: str | None = None) -> tuple[Path, Path]:
-    """`results.json` (the RunResults) and `traces.jsonl` (one line per step) in `out_dir`.
-
-    `incomplete` (why the command stopped early) marks the results as a partial set.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results = [o.result for o in outcomes if o.result is not None]
-    results_path = write_results(results, out_dir / "results.json", incomplete=incomplete)
+def write_outputs(doc: results.Document, out_dir: Path) -> tuple[Path, Path]:
+    """`results.json` (the results document) and `traces.jsonl` (one line per step) in `out_dir`."""
+    results_path = results.write(doc, out_dir / "results.json")
     traces_path = out_dir / "traces.jsonl"
     with traces_path.open("w", encoding="utf-8") as fh:
-        for r in results:
+        for r in doc.run_results():
             for line in r.trace.jsonl():
                 fh.write(json.dumps({"runner": r.runner, "case": r.case, "model": r.model, **json.loads(line)}) + "\n")
     return results_path, traces_path
-
-
-def write_results(results: list[RunResult], path: Path, *, incomplete: str | None = None) -> Path:
-    """The RunResults as a JSON list; an interrupted command's as `{"incomplete": why, "results": [...]}`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    listed = [r.model_dump(mode="json") for r in results]
-    doc: Any = listed if incomplete is None else {"incomplete": incomplete, "results": listed}
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    return path
 
 
 def default_out_dir() -> Path:

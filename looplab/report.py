@@ -1,9 +1,8 @@
 """The side-by-side report: one self-contained HTML file from a results JSON, and its headline in the terminal.
 
-`looplab report RESULTS.json` and `looplab eval --html` both go through
-`render_html`: the results (either `looplab eval --json`'s document or
-`looplab run --json`'s plain list) become a view model here, Jinja2 lays it
-out (`templates/report.html.j2`), and matplotlib draws the charts as inline
+`looplab report RESULTS.json`, `looplab eval --html` and `looplab merge --html` go through
+`render_html`: a results document (read by `looplab.results`, any readable schema) becomes
+a view model here, Jinja2 lays it out (`templates/report.html.j2`), and matplotlib draws the charts as inline
 SVG, so the file needs no network and opens from disk. The same per-runner
 headline rows feed the terminal table (`print_headline`).
 """
@@ -18,33 +17,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from markupsafe import Markup
-from pydantic import BaseModel, ValidationError
 
 from adapters.base import RunResult
 from adapters.pricing import format_cost, total_cost
+from looplab import results
 from shared_tools.records import ToolCallRecord
-
-if TYPE_CHECKING:
-    from looplab.harness import RunOutcome
 
 #: One colour per runner, the same in every chart (matplotlib's default cycle, colour-blind friendlier than most).
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 ARGS_CHARS = 70
-
-
-class ReportCell(BaseModel):
-    """A check outcome for one run, as `looplab eval --json` writes it in `cells` (extra fields ignored)."""
-
-    runner: str
-    case: str
-    repeat: int = 1
-    passed: bool
-    stop_reason: str | None = None
-    failed_checks: list[str] = []
-    error: str | None = None
 
 
 @dataclass
@@ -163,6 +147,19 @@ class Report:
     case_views: list[CaseView]
     totals: dict[str, Any]
     versions: dict[str, str]
+    #: Where the runs were made: one row per environment (a runner environment of `--isolate`, or this process).
+    environments: list[EnvironmentView]
+
+
+@dataclass
+class EnvironmentView:
+    """One environment the document's runs were made in, and which runners ran there."""
+
+    id: str
+    python: str
+    platform: str
+    runners: list[str]
+    packages: str
 
 
 def slug(text: str) -> str:
@@ -171,55 +168,16 @@ def slug(text: str) -> str:
 
 
 def runs_from(doc: Any) -> list[RunView]:
-    """The runs in a results document: `looplab eval --json`'s dict, or `looplab run --json`'s list.
+    """The runs in a results document (a `results.Document`, or its parsed JSON of any readable schema).
 
-    For eval output each result is paired with its cell (pass/fail and failed
-    checks); cells that did not run stay as rows without a result. A plain
-    list has no checks, so `passed` stays None.
+    Each result is paired with its cell (pass/fail and failed checks); cells that did not run stay
+    as rows without a result. Schema 1 `run` output has no checks, so `passed` stays None there.
     """
-    if isinstance(doc, list):
-        raw_results, raw_cells = doc, None
-    elif isinstance(doc, dict) and "results" in doc:
-        raw_results, raw_cells = doc["results"], doc.get("cells")
-    else:
-        raise ValueError("not a looplab results file: expected a list of RunResults or an object with 'results'")
-    results = [_result(r) for r in raw_results]
-    if raw_cells is None:
-        seen: Counter[tuple[str, str]] = Counter()
-        views = []
-        for r in results:
-            key = (r.runner, r.case or "?")
-            seen[key] += 1
-            views.append(RunView(r.runner, r.case or "?", seen[key], r))
-        return views
-    pending: dict[tuple[str, str], list[RunResult]] = {}
-    for r in results:
-        pending.setdefault((r.runner, r.case or "?"), []).append(r)
-    views = []
-    for cell in (ReportCell.model_validate(c) for c in raw_cells):
-        queue = pending.get((cell.runner, cell.case), [])
-        # A cell with a stop reason had a result; results keep the cells' order within (runner, case).
-        result = queue.pop(0) if cell.stop_reason is not None and queue else None
-        views.append(RunView(cell.runner, cell.case, cell.repeat, result, cell.passed, cell.failed_checks, cell.error))
-    for (runner, case), rest in pending.items():  # results without a cell (a hand-edited file): keep them
-        views.extend(RunView(runner, case, 0, r) for r in rest)
-    return views
-
-
-def _result(data: dict[str, Any] | RunResult) -> RunResult:
-    """A `RunResult` from its JSON; a tool call's full `result` is not in the JSON, its preview stands in."""
-    if isinstance(data, RunResult):
-        return data
-    trace = data.get("trace") or {}
-    steps = [
-        {**step, "tool_calls": [_with_result(c) for c in step.get("tool_calls", [])]} for step in trace.get("steps", [])
+    document = results.load(doc)
+    return [
+        RunView(c.runner, c.case, c.repeat, document.result_of(c), c.passed, c.failed_checks, c.error)
+        for c in document.cells
     ]
-    orphans = [_with_result(c) for c in trace.get("orphan_tool_calls", [])]
-    return RunResult.model_validate({**data, "trace": {**trace, "steps": steps, "orphan_tool_calls": orphans}})
-
-
-def _with_result(call: dict[str, Any]) -> dict[str, Any]:
-    return call if "result" in call else {**call, "result": call.get("result_preview", "")}
 
 
 def _ordered(values: Iterable[str]) -> list[str]:
@@ -437,7 +395,18 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
             "wall_s": round(sum(r.totals.wall_s for r in done), 2),
         },
         versions={row.runner: row.version for row in headline(runs)},
+        environments=environment_views(results.load(doc)),
     )
+
+
+def environment_views(document: results.Document) -> list[EnvironmentView]:
+    """Each environment with the runners whose cells ran in it (none recorded: a schema 1 file)."""
+    views = []
+    for env_id, env in document.environments.items():
+        runners = _ordered(c.runner for c in document.cells if c.environment == env_id)
+        packages = ", ".join(f"{name} {version}" for name, version in sorted(env.packages.items()))
+        views.append(EnvironmentView(env_id, f"{env.implementation} {env.python}", env.platform, runners, packages))
+    return views
 
 
 def render_html(doc: Any, *, source: str = "", title: str = "looplab report") -> str:
@@ -456,44 +425,14 @@ def render_html(doc: Any, *, source: str = "", title: str = "looplab report") ->
     return env.get_template("report.html.j2").render(report=build(doc, source=source, title=title))
 
 
-def document(outcomes: Iterable[RunOutcome]) -> dict[str, Any]:
-    """Outcomes as the results document `looplab eval --json` writes (cells and results), for the report."""
-    from looplab.evaluation import cells
+def read_document(path: Path) -> results.Document:
+    """A results file for a report: read and validated by `looplab.results`, and holding at least one run.
 
-    outcomes = list(outcomes)
-    return {
-        "cells": [c.model_dump() for c in cells(outcomes)],
-        "results": [o.result.model_dump(mode="json") for o in outcomes if o.result],
-    }
-
-
-def read_document(path: Path) -> Any:
-    """A results JSON file as written by `looplab eval --json` or `looplab run --json`.
-
-    Checked through, before anything is written from it: a file that is not one,
-    or has no runs in it, raises `ValueError` with a one-line reason.
+    Every problem is a `ResultsError` whose one line names the file.
     """
-    not_results = "not a looplab results file"
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{not_results}: not JSON ({exc})") from None
-    results = doc if isinstance(doc, list) else doc.get("results") if isinstance(doc, dict) else None
-    cells = (doc.get("cells") if isinstance(doc, dict) else None) or []
-    if not isinstance(results, list) or not isinstance(cells, list) or not all(isinstance(x, dict) for x in results):
-        raise ValueError(
-            f"{not_results}: expected the list of runs `looplab run --json` writes "
-            "or the object with 'results' `looplab eval --json` writes"
-        )
-    try:
-        runs = runs_from(doc)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(part) for part in first["loc"])
-        detail = f"{loc}: {first['msg']}" if loc else first["msg"]
-        raise ValueError(f"{not_results}: a {exc.title} in it is not valid ({detail})") from None
-    if not runs:
-        raise ValueError("no runs in it: nothing to report")
+    doc = results.read(path)
+    if not doc.cells:
+        raise results.ResultsError(f"{path}: no runs in it: nothing to report")
     return doc
 
 

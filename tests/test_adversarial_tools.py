@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.base import Limits, StopReason
-from looplab import harness
+from looplab import harness, results
 from scenarios.scripted.conversation import Conversation
 from scenarios.scripted.policy import Call, Decision
 from scenarios.scripted.server import ScriptedModelServer
@@ -322,6 +322,6 @@ def test_a_lone_surrogate_from_the_model_still_leaves_a_complete_record(runner: 
     assert result.stop_reason in (StopReason.FINAL_ANSWER, StopReason.ERROR), result.stop_detail
     result.case = "surrogate"
     outcome = harness.RunOutcome(runner, "surrogate", result=result)
-    results_path, traces_path = harness.write_outputs([outcome], tmp_path)
-    assert json.loads(results_path.read_text())[0]["runner"] == runner
+    results_path, traces_path = harness.write_outputs(results.build([outcome]), tmp_path)
+    assert json.loads(results_path.read_text())["results"][0]["runner"] == runner
     assert all(json.loads(line)["runner"] == runner for line in traces_path.read_text().splitlines())

@@ -65,7 +65,7 @@ def test_run_prints_the_investigation_and_writes_json(tmp_path: Path) -> None:
         "stop: final_answer",
     ):
         assert line in proc.stdout
-    [record] = json.loads(json_path.read_text())
+    [record] = json.loads(json_path.read_text())["results"]
     assert (record["runner"], record["case"], record["stop_reason"]) == ("handrolled", "vip-compound", "final_answer")
     assert "apply_discount" in record["answer"] and "billing/discount.py" in record["answer"]
     traces = (tmp_path / "out" / "traces.jsonl").read_text().splitlines()
@@ -136,7 +136,7 @@ def test_the_scripted_model_is_reachable_as_an_openai_compatible_base_url(model_
             str(tmp_path),
         ]
     )
-    [record] = json.loads(out.read_text())
+    [record] = json.loads(out.read_text())["results"]
     assert code == 0 and record["model"] == "openai:scripted" and record["stop_reason"] == "final_answer"
     assert record["trace"]["steps"][0]["model_call"]["endpoint"] == "chat.completions"
 

@@ -98,7 +98,7 @@ def test_looplab_run_with_base_url(provider: str, investigator_url: str, tmp_pat
         argv += ["--runner", r]
     proc = subprocess.run([sys.executable, "-m", "looplab.cli", *argv], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    records = json.loads(out.read_text())
+    records = json.loads(out.read_text())["results"]
     assert [r["runner"] for r in records] == runners
     for record in records:
         assert record["stop_reason"] == "final_answer" and "apply_discount" in record["answer"], record["runner"]

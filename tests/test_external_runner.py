@@ -101,7 +101,7 @@ def test_the_cli_runs_an_external_agent_and_checks_it_like_any_runner(
     out = tmp_path / "out"
     argv = ["run", "--runner", "external", "--cmd", AGENT, "--case", "vip-compound", "--quiet", "--out", str(out)]
     assert cli.main(argv) == 0
-    (result,) = json.loads((out / "results.json").read_text())
+    (result,) = json.loads((out / "results.json").read_text())["results"]
     assert result["runner"] == "external" and result["stop_reason"] == "final_answer"
 
 

@@ -229,6 +229,6 @@ def test_installed_wheel_runs_a_case_outside_the_checkout(build: Build, tmp_path
         cwd=tmp_path,
         timeout=RUN_TIMEOUT,
     )
-    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))["results"]
     assert [(r["case"], r["runner"]) for r in results] == [(case, "handrolled")]
     assert results[0]["stop_reason"] == "final_answer", results[0]["stop_detail"]

@@ -14,7 +14,7 @@ import adapters
 from adapters.base import Limits, LooplabError, ModelSpec
 from adapters.pricing import Pricing, format_cost, parse_price, price_table, total_cost
 from adapters.recorder import ModelRecorder, parse_exchange
-from looplab import cli, evaluation, report
+from looplab import cli, evaluation, report, results
 from looplab.harness import Endpoint, ModelChoice, RunOutcome
 from scenarios.cases import load_cases
 from shared_tools import Guard, Workspace
@@ -169,7 +169,7 @@ def test_unpriced_runs_show_unknown_cost_in_the_summary_and_the_report(model_ser
     outcome = RunOutcome("handrolled", "vip-compound", result)
     (summary,) = evaluation.summarize([outcome])
     assert summary.cost_usd_median is None and summary.cost_usd_p95 is None
-    doc = report.document([outcome])
+    doc = results.build([outcome])
     (row,) = report.headline(report.runs_from(doc))
     assert row.cost_usd is None
     html = report.render_html(doc)

@@ -1,0 +1,700 @@
+"""The results document: the one owner that writes, reads, validates and merges it.
+
+Every command that records runs (`looplab run`, `looplab eval`, `looplab merge`) writes a
+`Document` through `write`, and every reader (`looplab report`, `eval --resume`, `merge`, the
+real-model notes) goes through `read` or `load`. The file says which shape it has:
+
+- schema 2 (`"looplab_schema": 2`, this module's `SCHEMA`): one object holding the runners and
+  cases asked for (each case with a content hash of its definition and fixture files), every
+  environment that produced a run (Python, platform, the installed framework versions), the
+  cells (one runner on one case, one repeat, one model: its checks, and the index of its
+  `RunResult` in `results`), the results, and a summary per runner derived from the cells.
+- schema 1 (no version in the file): what looplab wrote before, a plain list of RunResults
+  (`run --json`), `{"incomplete", "results"}` (an interrupted `run`) or `{"summary", "cells",
+  "results"}` (`eval --json`). It still reads, for reports; it cannot be merged or resumed,
+  because it records neither case hashes nor the model a cell was asked for.
+
+A cell's identity (`CellKey`) is what was asked for before it ran: runner, case, repeat index,
+model and wire API. It places the cell in a shard (`shard_of`) and decides whether `--resume`
+runs it again. Merging refuses two cells with the same identity and the same runner version (the
+same shard merged twice, or overlapping runs): a repeat is asked for with `--repeat`, not by
+merging a document twice. The same identity with another runner version (two versions of one
+framework) is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
+
+from adapters.base import LooplabError, RunResult
+
+if TYPE_CHECKING:
+    from looplab.harness import RunOutcome
+    from scenarios.cases import Case
+
+#: The shape this looplab writes. Bump it when a field changes meaning or a reader would need a new one.
+SCHEMA = 2
+#: Unversioned files: the shapes looplab wrote before the schema was recorded.
+UNVERSIONED = 1
+SCHEMA_KEY = "looplab_schema"
+NOT_RESULTS = "not a looplab results file"
+
+
+class ResultsError(LooplabError):
+    """A results document that cannot be read, resumed from or merged; the message is one line naming the file."""
+
+
+class MergeRefused(ResultsError):
+    """Documents that cannot be merged: another schema, one case id with two contents, a cell twice."""
+
+
+class CellKey(NamedTuple):
+    """A cell's identity, known before it runs: what shards and `--resume` go by."""
+
+    runner: str
+    case: str
+    repeat: int
+    model: str
+    api: str | None
+
+    def canonical(self) -> str:
+        """The identity as one stable string (JSON, no spaces): the same on every machine and Python."""
+        return json.dumps([self.runner, self.case, self.repeat, self.model, self.api], separators=(",", ":"))
+
+
+def shard_of(key: CellKey, shards: int) -> int:
+    """The shard (1..shards) a cell belongs to: sha256 of its identity, not its position in the matrix.
+
+    A hash, so the slice does not move when runners or cases are added or reordered, and every
+    machine computes the same one without talking to the others.
+    """
+    digest = hashlib.sha256(key.canonical().encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % shards + 1
+
+
+class Environment(BaseModel):
+    """Where runs were made: the interpreter, the platform and the versions of what looplab runs on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    python: str
+    implementation: str
+    platform: str
+    looplab: str
+    #: Installed distribution -> version, for every distribution looplab's core and runner extras name.
+    packages: dict[str, str]
+
+    @property
+    def id(self) -> str:
+        """A short content hash: equal environments from two documents collapse into one when merged."""
+        return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()[:16]
+
+
+def _requirement_names() -> list[str]:
+    """Distributions looplab's core and runner extras require (not the dev extra: it runs no run).
+
+    The runners' own modules are mapped to their distributions too: an install's metadata can be
+    older than the runner table, and a framework's version must not go missing for that.
+    """
+    import adapters
+
+    names = []
+    by_module = metadata.packages_distributions()
+    for info in adapters.RUNNERS.values():
+        for module in info.requires:
+            names += [d.lower() for d in by_module.get(module.split(".")[0], [])]
+    try:
+        requires = metadata.requires("looplab") or []
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        requires = []
+    for req in requires:
+        if 'extra == "dev"' in req:
+            continue
+        match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", req)
+        if match and match.group(0).lower() != "looplab":
+            names.append(match.group(0).lower())
+    return sorted(set(names))
+
+
+@cache
+def current_environment() -> Environment:
+    """This process's environment (cached: it does not change while looplab runs)."""
+    packages = {}
+    for name in _requirement_names():
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:  # an extra not installed here: its runners did not run here
+            continue
+    try:
+        own = metadata.version("looplab")
+    except metadata.PackageNotFoundError:
+        own = "unknown"
+    return Environment(
+        python=platform.python_version(),
+        implementation=platform.python_implementation(),
+        platform=platform.platform(terse=True),
+        looplab=own,
+        packages=packages,
+    )
+
+
+def case_hash(case: Case) -> str:
+    """sha256 of the case's definition and of every file of its fixture repo and overlay, as a run sees them."""
+    from shared_tools.workspace import SKIPPED_DIRS
+
+    h = hashlib.sha256()
+    h.update(json.dumps(case.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    for label, root in (("repo", case.repo_path), ("overlay", case.overlay_path)):
+        if root is None:
+            continue
+        files = sorted(
+            p for p in root.rglob("*") if p.is_file() and not SKIPPED_DIRS.intersection(p.relative_to(root).parts)
+        )
+        for path in files:
+            # The relative path and the length frame each file, so moving bytes between files changes the hash.
+            data = path.read_bytes()
+            h.update(f"\0{label}\0{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+    return "sha256:" + h.hexdigest()
+
+
+class CaseRecord(BaseModel):
+    """A case as the document knows it: its content hash (None: not a case of the suite, nothing to hash)."""
+
+    hash: str | None
+
+
+class CellRecord(BaseModel):
+    """One runner on one case, one repeat, one model: its checks, where it ran, and its result's index."""
+
+    runner: str
+    case: str
+    repeat: int
+    model: str
+    api: str | None = None
+    runner_version: str | None = None
+    #: The id of its entry in `Document.environments` (None in schema 1 files).
+    environment: str | None = None
+    #: Whether every check passed; None when no checks ran (schema 1 `run` output).
+    passed: bool | None
+    stop_reason: str | None = None
+    failed_checks: list[str] = []
+    error: str | None = None
+    #: Index into `Document.results`; None when the cell has no result (it errored, hung, or its runner is missing).
+    result: int | None = None
+
+    @property
+    def key(self) -> CellKey:
+        """Its identity (see `CellKey`)."""
+        return CellKey(self.runner, self.case, self.repeat, self.model, self.api)
+
+
+class Document(BaseModel):
+    """A results document (see the module docstring); `results` stay JSON, parsed on demand by `run_results`."""
+
+    looplab_schema: int = SCHEMA
+    #: Why the command stopped early (an interrupt), or None for a complete set.
+    incomplete: str | None = None
+    runners: list[str] = []
+    environments: dict[str, Environment] = {}
+    cases: dict[str, CaseRecord] = {}
+    summary: list[dict[str, Any]] = []
+    cells: list[CellRecord] = []
+    results: list[dict[str, Any]] = []
+    _parsed: list[RunResult] | None = PrivateAttr(default=None)
+
+    def run_results(self) -> list[RunResult]:
+        """The results as `RunResult`s (parsed once)."""
+        if self._parsed is None:
+            self._parsed = [parse_result(r) for r in self.results]
+        return self._parsed
+
+    def result_of(self, cell: CellRecord) -> RunResult | None:
+        """A cell's `RunResult`, or None."""
+        return None if cell.result is None else self.run_results()[cell.result]
+
+
+def parse_result(data: dict[str, Any] | RunResult) -> RunResult:
+    """A `RunResult` from its JSON; a tool call's full `result` is not in the JSON, its preview stands in."""
+    if isinstance(data, RunResult):
+        return data
+    trace = data.get("trace") or {}
+    steps = [
+        {**step, "tool_calls": [_with_result(c) for c in step.get("tool_calls", [])]} for step in trace.get("steps", [])
+    ]
+    orphans = [_with_result(c) for c in trace.get("orphan_tool_calls", [])]
+    return RunResult.model_validate({**data, "trace": {**trace, "steps": steps, "orphan_tool_calls": orphans}})
+
+
+def _with_result(call: dict[str, Any]) -> dict[str, Any]:
+    return call if "result" in call else {**call, "result": call.get("result_preview", "")}
+
+
+# --- writing ---------------------------------------------------------------------------------------
+
+
+def build(
+    outcomes: Iterable[RunOutcome],
+    *,
+    model: str = "scripted",
+    api: str | None = None,
+    runners: Sequence[str] | None = None,
+    cases: Iterable[Case] | None = None,
+    incomplete: str | None = None,
+) -> Document:
+    """The document for `outcomes`, all run here with `model` (as asked: `scripted` or `provider:name`) and `api`.
+
+    `runners` and `cases` are the matrix asked for (a shard may hold no cell of some); they default to
+    the ones the outcomes name, the cases looked up in the suite.
+    """
+    from looplab.evaluation import cells as cells_of
+
+    outcomes = list(outcomes)
+    env = current_environment()
+    if cases is None:
+        from scenarios.cases import load_cases
+
+        suite = load_cases()
+        cases = [suite[c] for c in dict.fromkeys(o.case for o in outcomes) if c in suite]
+    records = {c.id: CaseRecord(hash=case_hash(c)) for c in cases}
+    for o in outcomes:  # a case outside the suite (a test's own) has no definition to hash
+        records.setdefault(o.case, CaseRecord(hash=None))
+    doc = Document(
+        incomplete=incomplete,
+        runners=list(dict.fromkeys([*(runners or []), *(o.runner for o in outcomes)])),
+        environments={},  # those the cells ran in, below
+        cases=records,
+    )
+    for outcome, cell in zip(outcomes, cells_of(outcomes), strict=True):
+        where = outcome.environment or env  # a lane in a runner environment says where it ran
+        doc.environments.setdefault(where.id, where)
+        index = None
+        if outcome.result is not None:
+            index = len(doc.results)
+            doc.results.append(outcome.result.model_dump(mode="json"))
+        doc.cells.append(
+            CellRecord(
+                **cell.model_dump(),
+                model=model,
+                api=api,
+                runner_version=outcome.result.runner_version if outcome.result else None,
+                environment=where.id,
+                result=index,
+            )
+        )
+    doc.summary = summarize(doc)
+    return doc
+
+
+def summarize(doc: Document) -> list[dict[str, Any]]:
+    """The per-runner summary (`evaluation.RunnerSummary`) over the document's cells."""
+    from looplab.evaluation import summarize as summarize_outcomes
+    from looplab.harness import RunOutcome
+    from scenarios.cases import CheckResult
+
+    outcomes = [
+        RunOutcome(
+            c.runner,
+            c.case,
+            doc.result_of(c),
+            [CheckResult(name=name, passed=False, detail="") for name in c.failed_checks],
+            c.error,
+        )
+        for c in doc.cells
+    ]
+    return [s.model_dump() for s in summarize_outcomes(outcomes)]
+
+
+def to_json(doc: Document) -> str:
+    """The document as the file holds it (schema version first)."""
+    data = doc.model_dump(mode="json")
+    return json.dumps({SCHEMA_KEY: data.pop(SCHEMA_KEY), **data}, indent=2) + "\n"
+
+
+def write(doc: Document, path: Path) -> Path:
+    """Write `doc` to `path` atomically: a reader (or an interrupt mid-write) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(to_json(doc))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# --- reading and validating ------------------------------------------------------------------------
+
+
+def read(path: Path) -> Document:
+    """A results file of any readable schema, validated; every problem is one `ResultsError` line naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: {NOT_RESULTS}: not JSON ({exc})") from None
+    except OSError as exc:  # a folder, no permission
+        raise ResultsError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}: {NOT_RESULTS}: not JSON ({exc})") from None
+    return load(data, source=str(path))
+
+
+def load(data: Any, *, source: str = "results") -> Document:
+    """A document from parsed JSON (or a `Document`), validated; schema 1 shapes are converted."""
+    if isinstance(data, Document):
+        return data
+    if isinstance(data, dict) and SCHEMA_KEY in data:
+        version = data[SCHEMA_KEY]
+        if version != SCHEMA:
+            raise ResultsError(
+                f"{source}: results schema {version!r}: this looplab reads schema {SCHEMA} "
+                f"(and unversioned files, as schema {UNVERSIONED})"
+            )
+        try:
+            doc = Document.model_validate(data)
+        except ValidationError as exc:
+            raise ResultsError(f"{source}: not a valid looplab results document: {_first_error(exc)}") from None
+        validate(doc, source=source)
+        return doc
+    if isinstance(data, list) or (isinstance(data, dict) and "results" in data):
+        return _from_unversioned(data, source)
+    raise ResultsError(
+        f"{source}: {NOT_RESULTS}: expected a document with {SCHEMA_KEY!r}, the list of runs an older "
+        "`looplab run --json` wrote, or the object with 'results' an older `looplab eval --json` wrote"
+    )
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    return f"{loc}: {first['msg']}" if loc else first["msg"]
+
+
+def validate(doc: Document, *, source: str = "results") -> None:
+    """Check what the field types cannot: every reference resolves, every result parses and matches its cell."""
+
+    def bad(why: str) -> ResultsError:
+        return ResultsError(f"{source}: not a valid looplab results document: {why}")
+
+    used: set[int] = set()
+    for i, cell in enumerate(doc.cells):
+        where = f"cells.{i} ({cell.runner} on {cell.case})"
+        if cell.case not in doc.cases:
+            raise bad(f"{where}: case {cell.case!r} is not in 'cases'")
+        if cell.environment is not None and cell.environment not in doc.environments:
+            raise bad(f"{where}: environment {cell.environment!r} is not in 'environments'")
+        if cell.result is None:
+            continue
+        if not 0 <= cell.result < len(doc.results) or cell.result in used:
+            raise bad(f"{where}: result {cell.result} is out of range or another cell's")
+        used.add(cell.result)
+        raw = doc.results[cell.result]
+        if (raw.get("runner"), raw.get("case")) != (cell.runner, cell.case):
+            raise bad(f"{where}: result {cell.result} is {raw.get('runner')} on {raw.get('case')}")
+    if len(used) != len(doc.results):
+        raise bad(f"{len(doc.results) - len(used)} result(s) belong to no cell")
+    for env_id, env in doc.environments.items():
+        if env.id != env_id:
+            raise bad(f"environments.{env_id}: its id is not the hash of its content ({env.id})")
+    try:
+        doc.run_results()
+    except ValidationError as exc:
+        raise bad(f"a {exc.title} in it is not valid ({_first_error(exc)})") from None
+
+
+def _from_unversioned(data: Any, source: str) -> Document:
+    """A schema 1 file as a `Document`: cells paired with results as the old reader did, no hashes or environments."""
+    raw_results = data if isinstance(data, list) else data["results"]
+    raw_cells = None if isinstance(data, list) else data.get("cells")
+    if not isinstance(raw_results, list) or not all(isinstance(r, dict) for r in raw_results):
+        raise ResultsError(
+            f"{source}: {NOT_RESULTS}: expected the list of runs `looplab run --json` writes "
+            "or the object with 'results' `looplab eval --json` writes"
+        )
+    if raw_cells is not None and not isinstance(raw_cells, list):
+        raise ResultsError(f"{source}: {NOT_RESULTS}: 'cells' is not a list")
+    try:
+        results = [parse_result(r) for r in raw_results]
+        cells = [_OldCell.model_validate(c) for c in raw_cells or []]
+    except ValidationError as exc:
+        raise ResultsError(f"{source}: {NOT_RESULTS}: a {exc.title} in it is not valid ({_first_error(exc)})") from None
+    incomplete = data.get("incomplete") if isinstance(data, dict) else None
+    doc = Document(looplab_schema=UNVERSIONED, incomplete=incomplete if isinstance(incomplete, str) else None)
+    doc._parsed = []
+
+    def add(runner: str, case: str, repeat: int, index: int | None, passed: bool | None, **rest: Any) -> None:
+        result = None if index is None else results[index]
+        if result is not None:
+            rest["result"] = len(doc.results)
+            doc.results.append(raw_results[index])  # type: ignore[index]
+            doc._parsed.append(result)  # type: ignore[union-attr]
+            rest.setdefault("stop_reason", str(result.stop_reason))
+        doc.cases.setdefault(case, CaseRecord(hash=None))
+        doc.cells.append(
+            CellRecord(
+                runner=runner,
+                case=case,
+                repeat=repeat,
+                model=result.model if result else "",
+                runner_version=result.runner_version if result else None,
+                passed=passed,
+                **rest,
+            )
+        )
+
+    if raw_cells is None:  # a plain list of runs: no checks, repeats counted in order
+        seen: Counter[tuple[str, str]] = Counter()
+        for i, r in enumerate(results):
+            seen[(r.runner, r.case or "?")] += 1
+            add(r.runner, r.case or "?", seen[(r.runner, r.case or "?")], i, None)
+    else:
+        pending: dict[tuple[str, str], list[int]] = {}
+        for i, r in enumerate(results):
+            pending.setdefault((r.runner, r.case or "?"), []).append(i)
+        for cell in cells:
+            queue = pending.get((cell.runner, cell.case), [])
+            # A cell with a stop reason had a result; results kept the cells' order within (runner, case).
+            index = queue.pop(0) if cell.stop_reason is not None and queue else None
+            add(cell.runner, cell.case, cell.repeat, index, cell.passed, **cell.rest())
+        for (runner, case), rest in pending.items():  # results without a cell (a hand-edited file): keep them
+            for i in rest:
+                add(runner, case, 0, i, None)
+    doc.runners = list(dict.fromkeys(c.runner for c in doc.cells))
+    return doc
+
+
+class _OldCell(BaseModel):
+    """A cell as schema 1 `eval --json` wrote it (extra fields ignored)."""
+
+    runner: str
+    case: str
+    repeat: int = 1
+    passed: bool
+    stop_reason: str | None = None
+    failed_checks: list[str] = []
+    error: str | None = None
+
+    def rest(self) -> dict[str, Any]:
+        """The fields a `CellRecord` takes as they are."""
+        return {"stop_reason": self.stop_reason, "failed_checks": self.failed_checks, "error": self.error}
+
+
+# --- merging and resuming --------------------------------------------------------------------------
+
+
+def _mergeable(name: str, doc: Document) -> None:
+    if doc.looplab_schema != SCHEMA:
+        raise MergeRefused(
+            f"{name}: results schema {doc.looplab_schema} (unversioned, from an older looplab): it records no case "
+            f"hashes or models, so it cannot be merged or resumed; run it again with this looplab (schema {SCHEMA})"
+        )
+
+
+def merge(named: Sequence[tuple[str, Document]]) -> Document:
+    """One document holding every cell, result, environment and case of `named` (`(file name, document)` pairs).
+
+    Refused with one line naming the file: a document of another schema, a case id whose content hash
+    differs from an earlier document's, a cell whose identity and runner version an earlier one already has.
+    The cells come out in matrix order (model, api, repeat, case, runner), as one unsharded eval writes them.
+    """
+    out = Document()
+    case_from: dict[str, str] = {}
+    cell_from: dict[tuple[CellKey, str | None], str] = {}
+    notes: list[str] = []
+    placed: list[tuple[CellRecord, dict[str, Any], RunResult | None]] = []
+    for name, doc in named:
+        _mergeable(name, doc)
+        for case_id, record in doc.cases.items():
+            known = out.cases.setdefault(case_id, record)
+            if known.hash != record.hash:
+                raise MergeRefused(
+                    f"{name}: case {case_id!r} is not the one in {case_from[case_id]} (content hash "
+                    f"{_short(record.hash)}, there {_short(known.hash)}): they ran different versions of the case"
+                )
+            case_from.setdefault(case_id, name)
+        out.environments.update(doc.environments)  # the id is the content's hash: equal ids, equal environments
+        out.runners.extend(r for r in doc.runners if r not in out.runners)
+        if doc.incomplete:
+            notes.append(f"{name}: {doc.incomplete}")
+        parsed = doc.run_results()
+        for cell in doc.cells:
+            twin = (cell.key, cell.runner_version)
+            if twin in cell_from:
+                raise MergeRefused(
+                    f"{name}: cell {cell.runner} on {cell.case}, repeat {cell.repeat}, model {cell.model}"
+                    f"{f' ({cell.api})' if cell.api else ''}, runner version {cell.runner_version or 'unknown'} "
+                    f"is also in {cell_from[twin]}: merge each document once"
+                )
+            cell_from[twin] = name
+            raw = doc.results[cell.result] if cell.result is not None else {}
+            placed.append((cell, raw, parsed[cell.result] if cell.result is not None else None))
+    runner_at = {r: i for i, r in enumerate(out.runners)}
+    case_at = {c: i for i, c in enumerate(out.cases)}
+    placed.sort(
+        key=lambda p: (
+            p[0].model,
+            p[0].api or "",
+            p[0].repeat,
+            case_at[p[0].case],
+            runner_at.get(p[0].runner, len(runner_at)),
+        )
+    )
+    out._parsed = []
+    for cell, raw, result in placed:
+        index = None
+        if result is not None:
+            index = len(out.results)
+            out.results.append(raw)
+            out._parsed.append(result)
+        out.cells.append(cell.model_copy(update={"result": index}))
+    out.runners.extend(r for r in dict.fromkeys(c.runner for c in out.cells) if r not in out.runners)
+    out.incomplete = "; ".join(notes) or None
+    out.summary = summarize(out)
+    return out
+
+
+def _short(digest: str | None) -> str:
+    return "none" if digest is None else digest.removeprefix("sha256:")[:12]
+
+
+def merge_files(paths: Sequence[Path]) -> Document:
+    """`merge` over files, each read and validated first."""
+    return merge([(str(p), read(p)) for p in paths])
+
+
+def read_for_resume(path: Path, cases: Iterable[Case]) -> Document:
+    """The document `--resume PATH` continues (an empty one if PATH does not exist yet).
+
+    Refused before anything runs: a schema 1 file, or a case whose definition or fixture changed
+    since PATH was written (its old runs and the new ones would not be the same case).
+    """
+    if not path.exists():
+        return Document()
+    doc = read(path)
+    _mergeable(str(path), doc)
+    for case in cases:
+        recorded = doc.cases.get(case.id)
+        if recorded is not None and recorded.hash != (now := case_hash(case)):
+            raise ResultsError(
+                f"{path}: case {case.id!r} changed since it was written (content hash {_short(recorded.hash)}, "
+                f"now {_short(now)}): its runs cannot be resumed; start a new results file"
+            )
+    return doc
+
+
+def finished(doc: Document) -> set[CellKey]:
+    """Identities of the cells `--resume` skips: those with a result (a cell that errored runs again)."""
+    return {c.key for c in doc.cells if c.result is not None}
+
+
+def without(doc: Document, keys: set[CellKey]) -> Document:
+    """`doc` less the cells whose identity is in `keys` (and their results), for `--resume` to replace them."""
+    out = doc.model_copy(update={"cells": [], "results": []}, deep=True)
+    out._parsed = []
+    parsed = doc.run_results()
+    for cell in doc.cells:
+        if cell.key in keys:
+            continue
+        index = None
+        if cell.result is not None:
+            index = len(out.results)
+            out.results.append(doc.results[cell.result])
+            out._parsed.append(parsed[cell.result])
+        out.cells.append(cell.model_copy(update={"result": index}))
+    out.summary = summarize(out)
+    return out
+
+
+# --- benchmark -------------------------------------------------------------------------------------
+
+
+class MergeBench(BaseModel):
+    """How long merging a sharded full matrix takes: read and validate every shard, merge, write the result."""
+
+    shards: int
+    cells: int
+    runners: int
+    cases: int
+    seconds: float
+
+
+def bench_merge(shards: int = 10, sample: RunResult | None = None, repeat: int = 3) -> MergeBench:
+    """Merge `shards` shard documents of the full matrix (every default runner x every case); the best of `repeat`.
+
+    The cells' results are copies of one real run (`sample`, else `handrolled` on `vip-compound` against
+    the scripted model, run here), so the documents have the sizes a real eval writes.
+    """
+    import adapters
+    from looplab import harness
+    from scenarios.cases import load_cases
+
+    cases = list(load_cases().values())
+    runners = [name for name, info in adapters.RUNNERS.items() if info.by_default]
+    if sample is None:
+        with harness.endpoint(harness.ModelChoice()) as where:
+            outcome = harness.run_one("handrolled", load_cases()["vip-compound"], where)
+        if outcome.result is None:
+            raise LooplabError(f"the sample run for the merge benchmark failed: {outcome.error}")
+        sample = outcome.result
+    outcomes = [
+        harness.RunOutcome(r, c.id, sample.model_copy(update={"runner": r, "case": c.id}))
+        for c in cases
+        for r in runners
+    ]
+    full = build(outcomes, runners=runners, cases=cases)
+    best = float("inf")
+    with tempfile.TemporaryDirectory(prefix="looplab-merge-bench-") as tmp:
+        paths = []
+        for i in range(1, shards + 1):
+            part = without(full, {c.key for c in full.cells if shard_of(c.key, shards) != i})
+            paths.append(write(part, Path(tmp) / f"shard-{i}.json"))
+        for _ in range(repeat):
+            started = time.perf_counter()
+            write(merge_files(paths), Path(tmp) / "all.json")
+            best = min(best, time.perf_counter() - started)
+    return MergeBench(shards=shards, cells=len(full.cells), runners=len(runners), cases=len(cases), seconds=best)
+
+
+def bench_line(bench: MergeBench) -> str:
+    """The benchmark as one line for the terminal."""
+    return (
+        f"results merge: {bench.shards} shard documents of the full matrix ({bench.runners} runners x "
+        f"{bench.cases} cases, {bench.cells} cells) read, validated, merged and written in {bench.seconds:.3f} s "
+        "(best of 3)"
+    )
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    """`python -m looplab.results --bench [--shards N]`: the merge benchmark alone."""
+    parser = argparse.ArgumentParser(prog="python -m looplab.results")
+    parser.add_argument("--bench", action="store_true", required=True, help="time merging a sharded full matrix")
+    parser.add_argument("--shards", type=int, default=10)
+    args = parser.parse_args(argv)
+    print(bench_line(bench_merge(args.shards)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

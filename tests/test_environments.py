@@ -1,0 +1,203 @@
+"""Runner environments: created once per requirement set, reused, pinned on request; cells run in them as here."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adapters
+from adapters.base import LooplabError
+from looplab import environments, isolation, report, results, schedule
+from looplab.cli import main
+from looplab.environments import EnvironmentFailed, EnvSpec, RunnerEnv
+from looplab.harness import Endpoint, ModelChoice, RunOutcome
+from scenarios.cases import load_cases
+from scenarios.scripted.server import ScriptedModelServer
+
+VERSIONS = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,3}", fullmatch=True)
+
+
+@settings(max_examples=50, deadline=None)
+@given(runner=st.sampled_from(sorted(adapters.RUNNERS)), version=VERSIONS)
+def test_a_pin_replaces_the_frameworks_requirement_and_makes_another_environment(runner: str, version: str) -> None:
+    plain, pinned = environments.spec_for(runner), environments.spec_for(runner, version)
+    framework = environments._name(environments._extra_requirements(adapters.RUNNERS[runner].extra)[0])
+    mentions = [r for r in pinned.requirements if environments._name(r) == framework]
+    assert len(mentions) == 1 and mentions[0].endswith(f"=={version}")
+    assert pinned.key != plain.key and pinned.key == environments.spec_for(runner, version).key
+    assert set(pinned.requirements) - set(mentions) == {
+        r for r in plain.requirements if environments._name(r) != framework
+    }
+    assert pinned.pins == (f"{framework}=={version}",) or pinned.pins[0].endswith(f"=={version}")
+
+
+def test_a_runners_environment_holds_its_extra_and_looplabs_core_only() -> None:
+    spec = environments.spec_for("pydantic_ai")
+    names = {environments._name(r) for r in spec.requirements}
+    assert "pydantic-ai-slim" in names and {"pydantic", "regex", "httpx"} <= names
+    assert not names & {"anthropic", "openai", "langgraph", "langchain", "openai-agents", "mcp", "looplab"}
+
+
+@pytest.mark.parametrize("text", ["langgraph", "nosuch=1.0", "=1.0", "langgraph="])
+def test_a_bad_versions_value_is_one_line(text: str) -> None:
+    with pytest.raises(LooplabError) as info:
+        environments.parse_pins([text])
+    assert "\n" not in str(info.value) and "RUNNER=SPEC" in str(info.value)
+
+
+def test_several_versions_of_one_runner_are_kept_apart() -> None:
+    assert environments.parse_pins(["langgraph=1.0.0", "langgraph=1.2.24", "handrolled=2.0.0"]) == {
+        "langgraph": ["1.0.0", "1.2.24"],
+        "handrolled": ["2.0.0"],
+    }
+
+
+# --- creation and reuse (uv from PyPI, or its cache) ---------------------------------------------------
+
+
+def test_an_environment_is_created_once_then_reused_and_an_unfinished_one_redone(tmp_path: Path) -> None:
+    spec = environments.spec_for("pydantic_ai")
+    first = environments.ensure(spec, tmp_path)
+    assert first.created_s is not None and first.python.exists()
+    assert first.packages["pydantic-ai-slim"] and "anthropic" in first.packages  # its extra's own [anthropic]
+    again = environments.ensure(spec, tmp_path)
+    assert again.created_s is None and again.path == first.path and again.packages == first.packages
+    (first.path / environments.MARKER).unlink()  # as if creation had been interrupted before its end
+    redone = environments.ensure(spec, tmp_path)
+    assert redone.created_s is not None and (redone.path / environments.MARKER).exists()
+
+
+def test_an_environment_that_cannot_be_created_is_one_line_naming_the_runner(tmp_path: Path) -> None:
+    spec = EnvSpec("pydantic_ai", ("pydantic-ai-slim==0.0.0.0.0.1",), ("pydantic-ai-slim==0.0.0.0.0.1",))
+    with pytest.raises(EnvironmentFailed) as info:
+        environments.ensure(spec, tmp_path)
+    assert "\n" not in str(info.value) and "pydantic_ai" in str(info.value)
+    assert not (tmp_path / f"pydantic_ai-{spec.key}" / environments.MARKER).exists()
+
+
+# --- cells in environments -----------------------------------------------------------------------------
+
+
+def _outcomes(run, plan) -> list[RunOutcome]:  # type: ignore[no-untyped-def]
+    got: dict[int, RunOutcome] = {}
+    run(lambda i, o: got.__setitem__(i, o))
+    return [got[i] for i in range(len(plan))]
+
+
+def _shape(o: RunOutcome) -> tuple:
+    r = o.result
+    assert r is not None, o.error
+    calls = [(c.name, c.args, c.outcome) for c in r.trace.tool_calls]
+    return (o.case, r.stop_reason, r.totals.model_calls, r.trace.trajectory(), calls, [c.passed for c in o.checks])
+
+
+def test_cells_in_runner_environments_match_the_same_cells_here() -> None:
+    cases = load_cases()
+    runners = ["handrolled", "pydantic_ai"]
+    plan = [(r, cases[c]) for r in runners for c in ("vip-compound", "sloppy-calls", "tight-budget")]
+    envs = {r: environments.ensure(environments.spec_for(r)) for r in runners}
+    with ScriptedModelServer() as server:
+        where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
+        here = _outcomes(lambda done: schedule.run_here(plan, where, 1, done, {}), plan)
+        isolated = _outcomes(lambda done: isolation.run_isolated(plan, where, envs.__getitem__, 2, 2, done, {}), plan)
+    assert [_shape(o) for o in isolated] == [_shape(o) for o in here]
+    assert [o.runner for o in isolated] == [r for r, _ in plan]
+
+
+def _fake_env(tmp_path: Path, script: str) -> RunnerEnv:
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n" + script)
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    return RunnerEnv(EnvSpec("handrolled", ()), tmp_path)
+
+
+def test_a_lane_that_dies_makes_errors_of_its_cells_naming_its_stderr(tmp_path: Path) -> None:
+    env = _fake_env(tmp_path, "echo 'ImportError: no module named regex' >&2\nexit 3\n")
+    plan = [("handrolled", load_cases()["vip-compound"]), ("handrolled", load_cases()["wrong-path"])]
+    where = Endpoint(ModelChoice(), {"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9"})
+    outcomes = _outcomes(lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, {}), plan)
+    assert [o.case for o in outcomes] == ["vip-compound", "wrong-path"]
+    for o in outcomes:
+        assert o.result is None and "exit code 3" in (o.error or "") and "no module named regex" in (o.error or "")
+
+
+def test_a_silent_lane_is_killed_at_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _fake_env(tmp_path, "sleep 301\n")
+    monkeypatch.setattr(isolation, "LANE_START_S", 1.0)
+    case = load_cases()["vip-compound"]
+    case = case.model_copy(update={"limits": case.limits.model_copy(update={"max_seconds": 1.0})})
+    where = Endpoint(ModelChoice(), {"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9"})
+    started = time.monotonic()
+    (outcome,) = _outcomes(
+        lambda done: isolation.run_isolated([("handrolled", case)], where, lambda _: env, 1, 1, done, {"grace_s": 0.0}),
+        [case],
+    )
+    assert "silent" in (outcome.error or "") and time.monotonic() - started < 30
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_sleeping(int(p))]  # the group went too
+
+
+def _is_sleeping(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\x00301")
+    except OSError:
+        return False
+
+
+# --- the commands ------------------------------------------------------------------------------------------
+
+#: Cases that between them stop every way the suite stops, kept few: the isolated eval repeats the in-process one.
+SOME_CASES = ["vip-compound", "sloppy-calls", "tight-budget", "already-green", "path-escape"]
+
+
+def _eval(tmp_path: Path, name: str, *extra: str) -> results.Document:
+    path = tmp_path / f"{name}.json"
+    argv = ["eval", "--jobs", "2", "--json", str(path), *extra]
+    for case in SOME_CASES:
+        argv += ["--case", case]
+    assert main(argv) in (0, 1)  # 1: a check failed, which the comparison below shows either way
+    return results.read(path)
+
+
+def _cells(doc: results.Document) -> list[tuple]:
+    out = []
+    for cell in doc.cells:
+        r = doc.result_of(cell)
+        calls = None if r is None else (r.totals.model_calls, [(c.name, c.args, c.outcome) for c in r.trace.tool_calls])
+        out.append((cell.runner, cell.case, cell.stop_reason, cell.passed, cell.failed_checks, calls))
+    return sorted(out, key=lambda c: (c[0], c[1]))
+
+
+def test_an_isolated_eval_of_every_runner_equals_the_in_process_eval_cell_for_cell(tmp_path: Path) -> None:
+    here = _eval(tmp_path, "here")
+    isolated = _eval(tmp_path, "isolated", "--isolate")
+    assert _cells(isolated) == _cells(here) and len(here.cells) >= 6 * len(SOME_CASES)
+    # Each runner ran in an environment of its own extra: its framework there, another runner's not.
+    mine = {c.runner: isolated.environments[c.environment or ""] for c in isolated.cells}
+    assert len({c.environment for c in isolated.cells}) >= 5
+    assert "pydantic-ai-slim" in mine["pydantic_ai"].packages and "langgraph" not in mine["pydantic_ai"].packages
+    assert "langgraph" in mine["langgraph"].packages and "pydantic-ai-slim" not in mine["langgraph"].packages
+    html = report.render_html(isolated)
+    for env_id in {c.environment for c in isolated.cells}:
+        assert env_id and env_id in html
+
+
+def test_two_versions_of_one_framework_run_side_by_side_in_one_report(tmp_path: Path) -> None:
+    path, html = tmp_path / "versions.json", tmp_path / "versions.html"
+    argv = ["eval", "--runner", "pydantic_ai", "--case", "vip-compound", "--json", str(path), "--html", str(html)]
+    assert main([*argv, "--versions", "pydantic_ai=2.60.0", "--versions", "pydantic_ai=2.68.0"]) == 0
+    doc = results.read(path)
+    assert [(c.runner, c.runner_version) for c in doc.cells] == [
+        ("pydantic_ai@2.60.0", "2.60.0"),
+        ("pydantic_ai@2.68.0", "2.68.0"),
+    ]
+    first, second = (doc.environments[c.environment or ""] for c in doc.cells)
+    assert (first.packages["pydantic-ai-slim"], second.packages["pydantic-ai-slim"]) == ("2.60.0", "2.68.0")
+    page = html.read_text()
+    assert page.count("<th>pydantic_ai@2.60.0</th>") >= 1 and page.count("<th>pydantic_ai@2.68.0</th>") >= 1

@@ -1,0 +1,127 @@
+"""`looplab eval --shard I/N` and `--resume PATH` against the scripted model, joined by `looplab merge`.
+
+One small matrix (two runners x two cases x two repeats) runs once whole and once as two shards for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looplab import results, schedule
+from looplab.cli import main
+
+MATRIX = ["--runner", "handrolled", "--runner", "langgraph", "--case", "vip-compound", "--case", "tight-budget"]
+MATRIX += ["--repeat", "2", "--jobs", "1"]
+#: What differs between two runs of the same cell: clocks, durations, and the scripted server's loopback port.
+TIMINGS = {"wall_s", "latency_s", "started_at", "duration_s", "url"}
+
+
+def eval_(*extra: str) -> int:
+    return main(["eval", *MATRIX, *extra])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The whole matrix, and its two shards, each as `looplab eval --json` writes it."""
+    out = tmp_path_factory.mktemp("shards")
+    paths = {"full": out / "full.json", "1": out / "s1.json", "2": out / "s2.json"}
+    assert eval_("--json", str(paths["full"])) == 0
+    for i in ("1", "2"):
+        assert eval_("--shard", f"{i}/2", "--json", str(paths[i])) == 0
+    return paths
+
+
+def minus_timings(value: Any) -> Any:
+    """`value` without the fields that vary from run to run (and numbers of seconds inside text)."""
+    if isinstance(value, dict):
+        return {k: minus_timings(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [minus_timings(v) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"\d+\.\d+s\b", "<s>", value)
+    return value
+
+
+def keys(path: Path) -> list[results.CellKey]:
+    return [c.key for c in results.read(path).cells]
+
+
+@pytest.fixture
+def ran(monkeypatch) -> list[tuple[str, str]]:
+    """The (runner, case) of every cell the next eval runs (with --jobs 1 each runs through `schedule.run_one`)."""
+    seen: list[tuple[str, str]] = []
+    real = schedule.run_one
+
+    def counted(runner, case, *args, **kwargs):
+        seen.append((runner, case.id))
+        return real(runner, case, *args, **kwargs)
+
+    monkeypatch.setattr(schedule, "run_one", counted)
+    return seen
+
+
+def test_the_two_shards_split_the_matrix(runs) -> None:
+    one, two, full = keys(runs["1"]), keys(runs["2"]), keys(runs["full"])
+    assert one and two, "a shard is empty: the test would prove nothing"
+    assert sorted(one + two) == sorted(full) and not set(one) & set(two)
+    # Each shard records the whole matrix it is a slice of: runners and cases with their hashes.
+    for path in (runs["1"], runs["2"]):
+        doc = results.read(path)
+        assert doc.runners == ["handrolled", "langgraph"] and list(doc.cases) == ["vip-compound", "tight-budget"]
+
+
+def test_merging_the_shards_equals_the_unsharded_eval_cell_for_cell_minus_timings(runs, tmp_path: Path) -> None:
+    merged = tmp_path / "all.json"
+    assert main(["merge", str(runs["1"]), str(runs["2"]), "-o", str(merged)]) == 0
+    whole = json.loads(runs["full"].read_text())
+    joined = json.loads(merged.read_text())
+    assert [c["repeat"] for c in joined["cells"]] == [1, 1, 1, 1, 2, 2, 2, 2]  # the full matrix's repeat indices
+    assert minus_timings(joined) == minus_timings(whole)
+
+
+def test_resume_runs_only_the_cells_missing_and_keeps_the_others(runs, tmp_path: Path, ran) -> None:
+    target = tmp_path / "resumed.json"
+    shutil.copy(runs["1"], target)
+    before = results.read(target)
+    assert eval_("--resume", str(target)) == 0
+    assert sorted(ran) == sorted((k.runner, k.case) for k in keys(runs["2"]))  # shard 1's cells did not run again
+    after = results.read(target)
+    kept = {c.key: after.results[c.result] for c in after.cells if c.result is not None}
+    for cell in before.cells:  # kept as they were, timings and all: not run again
+        assert kept[cell.key] == before.results[cell.result]
+    assert minus_timings(json.loads(target.read_text())) == minus_timings(json.loads(runs["full"].read_text()))
+    ran.clear()
+    assert eval_("--resume", str(target)) == 0 and ran == []  # nothing left to run
+    assert results.read(target).cells == after.cells
+
+
+def test_resume_runs_a_cell_that_errored_again_and_replaces_it(runs, tmp_path: Path, ran) -> None:
+    doc = results.read(runs["1"])
+    lost = doc.cells[0]
+    doc = results.without(doc, {lost.key})
+    errored = lost.model_copy(update={"result": None, "passed": False, "stop_reason": None, "error": "hung"})
+    doc.cells.append(errored)
+    source = results.write(doc, tmp_path / "errored.json")
+    out = tmp_path / "out.json"
+    assert eval_("--shard", "1/2", "--resume", str(source), "--json", str(out)) == 0
+    assert ran == [(lost.runner, lost.case)]
+    again = [c for c in results.read(out).cells if c.key == lost.key]
+    assert len(again) == 1 and again[0].error is None and again[0].result is not None
+    assert json.loads(source.read_text()) == json.loads(results.to_json(doc))  # --json given: the source stays
+
+
+def test_resume_refuses_a_case_that_changed_before_running_anything(runs, tmp_path: Path, ran, capsys) -> None:
+    data = json.loads(runs["1"].read_text())
+    data["cases"]["tight-budget"]["hash"] = "sha256:" + "0" * 64
+    target = tmp_path / "changed.json"
+    target.write_text(json.dumps(data), encoding="utf-8")
+    assert eval_("--resume", str(target)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"looplab: {target}: case 'tight-budget' changed since"), err
+    assert ran == []
