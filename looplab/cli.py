@@ -604,6 +604,17 @@ def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
         help="instead: the whole matrix (every case, or --case) against a model that takes 1 s a reply, "
         "at each eval --concurrency given, e.g. 1,32",
     )
+    bench.add_argument(
+        "--isolation",
+        action="store_true",
+        help="instead: what a cached runner environment adds to a one-cell `eval --isolate`, per runner",
+    )
+    bench.add_argument(
+        "--shards",
+        type=_positive_int,
+        metavar="N",
+        help="instead: the whole matrix in one process, then as N shard processes at once plus `merge`",
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -634,6 +645,8 @@ def _bench(args: argparse.Namespace) -> int:
         raise LooplabError("--repeat and --import-repeat take a whole number of 1 or more")
     if args.concurrency:
         return _bench_concurrency(args)
+    if args.isolation or args.shards:
+        return _bench_matrix(args)
     runners, [case] = _select(argparse.Namespace(runner=args.runner, case=[args.case or "vip-compound"]), None)
     result = bench.run_bench(runners, case, repeat=args.repeat, import_repeat=args.import_repeat)
     bench.print_tables(result)
@@ -641,6 +654,17 @@ def _bench(args: argparse.Namespace) -> int:
         print(bench.markdown(result))
     if args.json:
         Path(args.json).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _bench_matrix(args: argparse.Namespace) -> int:
+    from looplab import bench_matrix
+
+    runners, _ = _select(argparse.Namespace(runner=args.runner, case=None), None)
+    if args.isolation:
+        print("\n".join(bench_matrix.isolation_table(bench_matrix.isolation(runners))))
+    if args.shards:
+        print("\n".join(bench_matrix.shard_table(bench_matrix.shards(args.shards, args.runner or ()))))
     return 0
 
 

@@ -38,6 +38,8 @@ CACHE_ENV = "LOOPLAB_ENV_CACHE"
 MARKER = "looplab-env.json"
 #: The packages of looplab's own source, which an environment imports from this process's tree.
 SOURCE_PACKAGES = ("adapters", "looplab", "scenarios", "shared_tools")
+#: How an environment is built; part of its key, so a change in how rebuilds every environment.
+LAYOUT = "2: bytecode compiled"
 #: Seconds any one creation step (the venv, the install, the listing) may take.
 STEP_TIMEOUT_S = 900.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -58,7 +60,7 @@ class EnvSpec:
     @property
     def key(self) -> str:
         """The cache key: the interpreter, the platform and the requirements."""
-        text = "\n".join([sys.version, platform.platform(), *self.requirements])
+        text = "\n".join([LAYOUT, sys.version, platform.platform(), *self.requirements])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
@@ -211,7 +213,9 @@ def _create(spec: EnvSpec, path: Path) -> None:
     python = str(path / "bin" / "python")
     if uv is not None:
         steps = [[uv, "venv", "--quiet", "--python", sys.executable, str(path)]]
-        steps.append([uv, "pip", "install", "--quiet", "--python", python, *spec.requirements])
+        # Compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing would ever be compiled, and
+        # every lane would compile its framework's sources again on import (seconds for LangChain).
+        steps.append([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", python, *spec.requirements])
     else:
         steps = [[sys.executable, "-m", "venv", str(path)]]
         steps.append([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *spec.requirements])

@@ -1,0 +1,238 @@
+"""`.github/workflows/compare.yml`, run here as far as it can be.
+
+GitHub Actions cannot run here, so the tests read the workflow file itself (never a copy of its commands) and run
+what its jobs run: the eval job's step once per shard of its matrix, in parallel processes each in a folder of its
+own (one machine each), the artifacts carried as the upload and download steps name them, and the report job's
+merge step on them; the merged document must equal one unsharded `looplab eval` cell for cell, minus timings.
+The eval is narrowed through `LOOPLAB_EVAL_ARGS`, the variable the workflow's eval job passes its
+`workflow_dispatch` input `eval-args` through: what runs is a manual run with that input, without provider keys.
+The adapter matrix is checked against the noxfile's sessions, and the YAML against GitHub's workflow schema.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.test_shards_and_resume import minus_timings
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "compare.yml"
+#: The interpreter's own bin folder (the .venv's, run as .venv/bin/pytest): its `looplab` and `nox` go first on PATH.
+BIN = Path(sys.executable).parent
+#: A small matrix that still splits into two non-empty shards: two Python runners (and a Node one where Node is),
+#: two cases, two repeats; one worker each, so three evals at once fit two cores.
+NARROW = "--runner handrolled --runner langgraph --case vip-compound --case tight-budget --repeat 2 --jobs 1"
+if shutil.which("node") and shutil.which("npm"):
+    NARROW += " --runner ts_ai_sdk"
+#: Seconds any one command of the workflow may take here before it is killed and the test fails.
+TIMEOUT = 300
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+def workflow() -> dict[str, Any]:
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def triggers(doc: dict[str, Any]) -> dict[str, Any]:
+    """The `on:` block (YAML 1.1 reads a bare `on` key as True)."""
+    return doc.get("on", doc.get(True))
+
+
+def step(job: dict[str, Any], step_id: str) -> dict[str, Any]:
+    found = [s for s in job["steps"] if s.get("id") == step_id]
+    assert len(found) == 1, f"the job has no single step with id {step_id!r}"
+    return found[0]
+
+
+def uses(job: dict[str, Any], action: str) -> dict[str, Any]:
+    found = [s for s in job["steps"] if s.get("uses", "").split("@")[0] == action]
+    assert len(found) == 1, f"the job has no single {action} step"
+    return found[0]
+
+
+def expand(text: str, values: dict[str, Any]) -> str:
+    """`text` with each `${{ expr }}` replaced by its value; an expression the test does not know fails it."""
+
+    def value(match: re.Match[str]) -> str:
+        expr = match[1]
+        if expr in values:
+            return str(values[expr])
+        if "secrets." in expr:  # no provider key is configured here: the scripted model needs none
+            return ""
+        raise AssertionError(f"the test does not know what ${{{{ {expr} }}}} is on GitHub: teach it")
+
+    return EXPRESSION.sub(value, text)
+
+
+def environment(job: dict[str, Any], values: dict[str, Any]) -> dict[str, str]:
+    """This process's environment with the job's `env:` evaluated, and this interpreter's bin first on PATH."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update({name: expand(str(text), values) for name, text in job.get("env", {}).items()})
+    return env
+
+
+def start(script: str, cwd: Path, env: dict[str, str], scratch: Path) -> subprocess.Popen[str]:
+    """A `run:` step as the runner runs one without `shell:` (`bash -e FILE`, the file kept in `scratch`), in its
+    own process group."""
+    path = scratch / f"step-{os.urandom(4).hex()}.sh"
+    path.write_text(script, encoding="utf-8")
+    return subprocess.Popen(
+        ["bash", "-e", str(path)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen[str], what: str) -> str:
+    """Waits at most TIMEOUT seconds; fails with the output unless the step exited 0."""
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"{what} ran longer than {TIMEOUT} s:\n{output[-3000:]}")
+    assert process.returncode == 0, f"{what} exited {process.returncode}:\n{output[-3000:]}"
+    return output
+
+
+def noxfile() -> tuple[Any, set[str]]:
+    """noxfile.py as a module, and the names of the sessions it registers."""
+    import nox.registry
+
+    spec = importlib.util.spec_from_file_location("looplab_noxfile", ROOT / "noxfile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, set(nox.registry.get())
+
+
+def test_two_shards_run_and_merged_as_the_workflow_does_equal_one_unsharded_eval(tmp_path: Path) -> None:
+    jobs = workflow()["jobs"]
+    ev, report = jobs["eval"], jobs["report"]
+    shards = ev["strategy"]["matrix"]["shard"]
+    assert len(shards) >= 2, "the eval job must shard the matrix"
+    inputs = {"inputs.eval-args": NARROW}
+
+    # The eval job, one machine per shard, all at once; and the reference, one unsharded eval, beside them.
+    running: dict[Any, tuple[subprocess.Popen[str], Path, dict[str, Any]]] = {}
+    for shard in shards:
+        values = {**inputs, "matrix.shard": shard, "strategy.job-total": len(shards)}
+        machine = tmp_path / f"machine-{shard}"
+        machine.mkdir()
+        running[shard] = (
+            start(expand(step(ev, "eval")["run"], values), machine, environment(ev, values), tmp_path),
+            machine,
+            values,
+        )
+    whole = tmp_path / "whole.json"
+    reference = start(
+        f"looplab eval {NARROW} --json {shlex.quote(str(whole))}\n", tmp_path, environment(ev, inputs), tmp_path
+    )
+
+    # Each shard's artifact, as its upload step names it and finds it; the report job downloads them all.
+    download = uses(report, "actions/download-artifact")["with"]
+    assert download.get("merge-multiple") is True, "the merge step expects the shards' files in one folder"
+    desk = tmp_path / "report-job"
+    into = desk / download["path"]
+    into.mkdir(parents=True)
+    for shard, (process, machine, values) in running.items():
+        finish(process, f"eval shard {shard}")
+        upload = expand(json.dumps(uses(ev, "actions/upload-artifact")["with"]), values)
+        artifact = json.loads(upload)
+        assert fnmatch.fnmatch(artifact["name"], download["pattern"]), "the report job would not download it"
+        produced = machine / artifact["path"]
+        assert produced.is_file(), f"shard {shard} wrote no {artifact['path']}"
+        assert json.loads(produced.read_text(encoding="utf-8"))["cells"], f"shard {shard} ran no cell: proves nothing"
+        shutil.copy(produced, into / produced.name)
+    finish(reference, "the unsharded eval")
+
+    finish(start(expand(step(report, "merge")["run"], {}), desk, environment(report, {}), tmp_path), "the merge step")
+    kept = [line.strip() for line in uses(report, "actions/upload-artifact")["with"]["path"].splitlines()]
+    assert kept and all((desk / name).is_file() for name in kept), f"the report job uploads {kept}: not all written"
+
+    merged = json.loads((desk / "all.json").read_text(encoding="utf-8"))
+    expected = json.loads(whole.read_text(encoding="utf-8"))
+    assert len(merged["cells"]) == len(expected["cells"]) > len(shards)
+    assert minus_timings(merged) == minus_timings(expected)
+    assert "<html" in (desk / "report.html").read_text(encoding="utf-8").lower()
+
+
+def test_the_adapter_matrix_is_the_noxfile_adapter_sessions(tmp_path: Path) -> None:
+    """The sessions job's step, run here, lists exactly the noxfile's runners x (oldest, latest)."""
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not on PATH (GitHub's ubuntu runners have it): the sessions step pipes nox into jq")
+    jobs = workflow()["jobs"]
+    out = tmp_path / "github_output"
+    env = {**environment(jobs["sessions"], {}), "GITHUB_OUTPUT": str(out)}
+    finish(start(expand(step(jobs["sessions"], "list")["run"], {}), ROOT, env, tmp_path), "the sessions step")
+    (line,) = [x for x in out.read_text(encoding="utf-8").splitlines() if x.startswith("adapters=")]
+    listed = json.loads(line.removeprefix("adapters="))
+
+    module, sessions = noxfile()
+    assert sorted((m["runner"], m["version"]) for m in listed) == sorted(
+        (runner, version) for runner in module.RUNNER_EXTRAS for version in ("oldest", "latest")
+    )
+    # Each matrix entry's step runs one session nox knows, and the caps job runs the caps session.
+    (command,) = [s["run"] for s in jobs["adapter"]["steps"] if "nox -s" in s.get("run", "")]
+    for entry in listed:
+        argv = shlex.split(expand(command, {f"matrix.{k}": v for k, v in entry.items()}))
+        assert argv[:2] == ["nox", "-s"] and argv[2] in sessions, argv
+    assert "nox -s caps" in [s.get("run", "").strip() for s in jobs["caps"]["steps"]] and "caps" in sessions
+
+
+def test_triggers_pins_and_secrets() -> None:
+    doc = workflow()
+    on = triggers(doc)
+    assert {"workflow_dispatch", "pull_request", "push", "schedule"} <= set(on)
+    assert all(len(entry["cron"].split()) == 5 for entry in on["schedule"])
+    for name, job in doc["jobs"].items():
+        for s in job["steps"]:
+            if "uses" in s:  # pinned to a major version: fixes arrive, breaking majors do not
+                assert re.fullmatch(r"[\w-]+/[\w-]+@v\d+", s["uses"]), f"{name}: {s['uses']}"
+        # A secret reaches a job only on a manual run: pushes, pull requests and the schedule need none.
+        for text in map(str, job.get("env", {}).values()):
+            if "secrets." in text:
+                assert text.startswith("${{ github.event_name == 'workflow_dispatch' && secrets."), f"{name}: {text}"
+        assert "secrets." not in json.dumps(job["steps"]), f"{name}: a step reads a secret"
+
+
+needs_schema = pytest.mark.skipif(
+    importlib.util.find_spec("check_jsonschema") is None,
+    reason="check-jsonschema is not installed (the dev extra has it): it holds GitHub's workflow schema offline",
+)
+
+
+def check_schema(path: Path, schema: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+@needs_schema
+@pytest.mark.parametrize("schema", ["vendor.github-workflows", "custom.github-workflows-require-timeout"])
+def test_the_workflow_validates_against_githubs_schema(schema: str, tmp_path: Path) -> None:
+    """SchemaStore's github-workflow schema, vendored in check-jsonschema; the second requires every job's timeout."""
+    result = check_schema(WORKFLOW, schema)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The same check on a workflow that has lost what the schema asks for fails: it is not a check that always passes.
+    broken = tmp_path / "broken.yml"
+    key = "runs-on" if schema == "vendor.github-workflows" else "timeout-minutes"
+    broken.write_text(WORKFLOW.read_text(encoding="utf-8").replace(f"    {key}:", f"    no-{key}:"), encoding="utf-8")
+    assert check_schema(broken, schema).returncode != 0
