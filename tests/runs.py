@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import adapters
@@ -11,7 +12,7 @@ from adapters.base import DEFAULT_RETRIES, Api, Limits, RunResult
 from adapters.pricing import Pricing
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Guard, Tool, Workspace, default_tools
+from shared_tools import Guard, Tool, ToolCallRecord, Workspace, default_tools
 from tests.conftest import FIXTURE_REPO, TASK
 
 #: The runners under test: all of them, or those named in LOOPLAB_RUNNERS (comma-separated), as the
@@ -47,3 +48,13 @@ def run_runner(
     with Workspace(repo) as ws:
         guard = Guard(ws, tools=tools if tools is not None else default_tools(), max_repeats=limits.max_repeats)
         return adapter.run(task, guard, limits, spec)
+
+
+def tool_steps(result: RunResult, detail: Callable[[ToolCallRecord], tuple] | None = None) -> list[list[tuple]]:
+    """Each step's tool calls, as (name, args, outcome) or `detail(call)`, sorted within the step.
+
+    The tools of one model reply may run at once (parallel-reads), so their records' order within the
+    step is the scheduler's; the steps themselves are in order.
+    """
+    shape = detail or (lambda c: (c.name, repr(c.args), c.outcome))
+    return [sorted(shape(c) for c in step.tool_calls) for step in result.trace.steps]

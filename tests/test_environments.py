@@ -19,6 +19,7 @@ from looplab.environments import EnvironmentFailed, EnvSpec, RunnerEnv
 from looplab.harness import Endpoint, ModelChoice, RunOutcome
 from scenarios.cases import load_cases
 from scenarios.scripted.server import ScriptedModelServer
+from tests.runs import tool_steps
 
 VERSIONS = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,3}", fullmatch=True)
 
@@ -93,8 +94,7 @@ def _outcomes(run, plan) -> list[RunOutcome]:  # type: ignore[no-untyped-def]
 def _shape(o: RunOutcome) -> tuple:
     r = o.result
     assert r is not None, o.error
-    calls = [(c.name, c.args, c.outcome) for c in r.trace.tool_calls]
-    return (o.case, r.stop_reason, r.totals.model_calls, r.trace.trajectory(), calls, [c.passed for c in o.checks])
+    return (o.case, r.stop_reason, r.totals.model_calls, tool_steps(r), [c.passed for c in o.checks])
 
 
 def test_cells_in_runner_environments_match_the_same_cells_here() -> None:
@@ -169,7 +169,7 @@ def _cells(doc: results.Document) -> list[tuple]:
     out = []
     for cell in doc.cells:
         r = doc.result_of(cell)
-        calls = None if r is None else (r.totals.model_calls, [(c.name, c.args, c.outcome) for c in r.trace.tool_calls])
+        calls = None if r is None else (r.totals.model_calls, tool_steps(r))
         out.append((cell.runner, cell.case, cell.stop_reason, cell.passed, cell.failed_checks, calls))
     return sorted(out, key=lambda c: (c[0], c[1]))
 
