@@ -111,8 +111,8 @@ def _parser() -> argparse.ArgumentParser:
         "--shard",
         type=_shard,
         metavar="I/N",
-        help="run only slice I of N of the matrix (by a hash of each cell's runner, case, repeat and model: "
-        "the same slice on every machine); `looplab merge` joins the N documents",
+        help="run only slice I of N of the matrix (from hashes of the cells' identities: the same slice on "
+        "every machine, each case's cells dealt over the shards); `looplab merge` joins the N documents",
     )
     ev.add_argument(
         "--resume",
@@ -480,7 +480,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     def wanted(runner: str, case: str, repeat: int) -> bool:
         key = results.CellKey(runner, case, repeat, args.model, args.api)
-        in_shard = args.shard is None or results.shard_of(key, args.shard[1]) == args.shard[0]
+        in_shard = args.shard is None or results.shard_of(key, args.shard[1], runners) == args.shard[0]
         return in_shard and key not in done_before
 
     planned = evaluation.plan(runners, cases, args.repeat, wanted)

@@ -15,11 +15,11 @@ real-model notes) goes through `read` or `load`. The file says which shape it ha
   because it records neither case hashes nor the model a cell was asked for.
 
 A cell's identity (`CellKey`) is what was asked for before it ran: runner, case, repeat index,
-model and wire API. It places the cell in a shard (`shard_of`) and decides whether `--resume`
-runs it again. Merging refuses two cells with the same identity and the same runner version (the
-same shard merged twice, or overlapping runs): a repeat is asked for with `--repeat`, not by
-merging a document twice. The same identity with another runner version (two versions of one
-framework) is kept.
+model and wire API. With the matrix's runners it places the cell in a shard (`shard_of`), and
+it decides whether `--resume` runs it again. Merging refuses two cells with the same identity
+and the same runner version (the same shard merged twice, or overlapping runs): a repeat is
+asked for with `--repeat`, not by merging a document twice. The same identity with another
+runner version (two versions of one framework) is kept.
 """
 
 from __future__ import annotations
@@ -78,14 +78,25 @@ class CellKey(NamedTuple):
         return json.dumps([self.runner, self.case, self.repeat, self.model, self.api], separators=(",", ":"))
 
 
-def shard_of(key: CellKey, shards: int) -> int:
-    """The shard (1..shards) a cell belongs to: sha256 of its identity, not its position in the matrix.
+def shard_of(key: CellKey, shards: int, runners: Sequence[str] = ()) -> int:
+    """The shard (1..shards) a cell belongs to, from identities alone: every machine computes the same one.
 
-    A hash, so the slice does not move when runners or cases are added or reordered, and every
-    machine computes the same one without talking to the others.
+    A case's cells cost about the same whatever the runner, and cases differ by seconds (a test run
+    that is killed, a slow one), so a case's cells are dealt out over the shards in turn: the matrix's
+    `runners` ranked by the sha256 of each one's cell identity, dealt from a shard that the hash of
+    the case (with its repeat, model and API) picks. Each shard then gets its share of every case,
+    within one cell, which a hash of each cell alone leaves to chance. Cases and repeats added do not
+    move the others; the runners asked for are part of the deal, so every shard is run with the same
+    ones (the same command line but `--shard`).
     """
-    digest = hashlib.sha256(key.canonical().encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % shards + 1
+    group = list(dict.fromkeys([*runners, key.runner]))
+    ranked = sorted(group, key=lambda runner: _digest(key._replace(runner=runner).canonical()))
+    offset = _digest(json.dumps([key.case, key.repeat, key.model, key.api], separators=(",", ":")))
+    return (ranked.index(key.runner) + offset) % shards + 1
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
 class Environment(BaseModel):
@@ -668,7 +679,7 @@ def bench_merge(shards: int = 10, sample: RunResult | None = None, repeat: int =
     with tempfile.TemporaryDirectory(prefix="looplab-merge-bench-") as tmp:
         paths = []
         for i in range(1, shards + 1):
-            part = without(full, {c.key for c in full.cells if shard_of(c.key, shards) != i})
+            part = without(full, {c.key for c in full.cells if shard_of(c.key, shards, runners) != i})
             paths.append(write(part, Path(tmp) / f"shard-{i}.json"))
         for _ in range(repeat):
             started = time.perf_counter()

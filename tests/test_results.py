@@ -204,7 +204,7 @@ def test_shards_partition_the_matrix(runners, case_ids, repeat, shards, model) -
     full = evaluation.plan(runners, cases, repeat)
 
     def shard(i: int):
-        return lambda r, c, k: results.shard_of(results.CellKey(r, c, k, *model), shards) == i
+        return lambda r, c, k: results.shard_of(results.CellKey(r, c, k, *model), shards, runners) == i
 
     slices = [evaluation.plan(runners, cases, repeat, shard(i)) for i in range(1, shards + 1)]
     seen = Counter((r, c.id, k) for part in slices for r, c, k in part)
@@ -215,12 +215,25 @@ def test_shards_partition_the_matrix(runners, case_ids, repeat, shards, model) -
 
 
 def test_a_cells_shard_is_pinned_so_every_machine_agrees() -> None:
-    # sha256 of the cell's canonical identity, mod N: these values must never change between releases.
+    # From sha256 of identities only: these values must not change between releases or machines.
     assert results.CellKey("handrolled", "vip-compound", 1, "scripted", None).canonical() == (
         '["handrolled","vip-compound",1,"scripted",null]'
     )
-    assert results.shard_of(results.CellKey("handrolled", "vip-compound", 1, "scripted", None), 1000) == 48
-    assert results.shard_of(results.CellKey("langgraph", "tight-budget", 2, "openai:gpt-4.1", "responses"), 7) == 6
+    key = results.CellKey("handrolled", "vip-compound", 1, "scripted", None)
+    assert results.shard_of(key, 1000, ["handrolled", "langgraph"]) == 601
+    key = results.CellKey("langgraph", "tight-budget", 2, "openai:gpt-4.1", "responses")
+    assert results.shard_of(key, 7, ["handrolled", "langgraph", "pydantic_ai"]) == 5
+
+
+@CHECKS
+@given(runners=names_st, case_ids=names_st, repeat=st.integers(1, 3), shards=st.integers(1, 12), model=models_st)
+def test_every_shard_gets_its_share_of_each_case_within_one_cell(runners, case_ids, repeat, shards, model) -> None:
+    # A case's cells cost about the same whatever the runner: dealt evenly, the shards take about as long.
+    for case in case_ids:
+        for k in range(1, repeat + 1):
+            counts = Counter(results.shard_of(results.CellKey(r, case, k, *model), shards, runners) for r in runners)
+            share = [counts.get(i, 0) for i in range(1, shards + 1)]
+            assert max(share) - min(share) <= 1
 
 
 @pytest.mark.parametrize("value", ["0/2", "3/2", "1/0", "a/b", "2", "-1/3", "1/2/3"])
