@@ -221,6 +221,22 @@ class ToolBoundary(Protocol):
         """Run one tool call; never raises for what the call held or did."""
 
 
+class ModelServerUrls:
+    """The base URLs the two SDK families take for a model server at `url`: OpenAI's under `/v1`, Anthropic's at it."""
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+
 class StopRun(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
     """Raised at the model boundary when the budget allows no further model call.
 

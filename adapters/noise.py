@@ -66,6 +66,10 @@ class _Router(logging.Handler):
                 self._catcher = warnings.catch_warnings()
                 self._catcher.__enter__()  # saves the filters and showwarning, restored on the last leave
                 warnings.simplefilter("always")
+                # Except ResourceWarning, ignored as Python's default filters do: it is raised by a finalizer
+                # when the collector runs, in whichever run's context that happens, for an object that can
+                # be any run's (or none's), so it would land in the record of a run that did not cause it.
+                warnings.simplefilter("ignore", ResourceWarning)
                 warnings.showwarning = self._show
                 logging.getLogger().addHandler(self)
             self.runs.append(run)

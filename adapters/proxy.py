@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from adapters.base import PROVIDER_OF_API, StopRun
+from adapters.base import PROVIDER_OF_API, ModelServerUrls, StopRun
 from adapters.loopback import LoopbackCheck
 from adapters.serving import LOOPBACK, STOP_TIMEOUT_S
 
@@ -51,7 +51,7 @@ POLL_S = 0.05
 IDLE_TIMEOUT_S = 30.0
 
 
-class ModelProxy:
+class ModelProxy(ModelServerUrls):
     """One run's recording model proxy on 127.0.0.1; a context manager, gone when the run ends.
 
     `openai_base_url` and `anthropic_base_url` are what a child's SDK takes as its base URL, and
@@ -76,14 +76,6 @@ class ModelProxy:
     @property
     def url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
-
-    @property
-    def openai_base_url(self) -> str:
-        return f"{self.url}/v1"
-
-    @property
-    def anthropic_base_url(self) -> str:
-        return self.url
 
     def __enter__(self) -> ModelProxy:
         self._thread.start()

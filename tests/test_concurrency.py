@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import warnings
 from datetime import UTC, datetime, timedelta
@@ -213,6 +215,15 @@ def test_a_message_no_run_owns_goes_to_none_of_the_overlapping_runs_and_each_say
 def test_with_one_run_in_flight_a_message_from_any_thread_is_that_runs() -> None:
     seen = _run_chatty(["only"], stray=True)
     assert "stray: from nowhere" in seen["only"]
+
+
+def test_an_object_collected_during_a_run_does_not_warn_into_its_record() -> None:
+    leaked = socket.socket()  # left open by someone else: its finalizer warns whenever the collector gets to it
+    with framework_noise() as messages:
+        del leaked
+        gc.collect()
+        warnings.warn("said during the run", UserWarning, stacklevel=1)
+    assert messages == ["UserWarning: said during the run"]
 
 
 def test_the_process_warning_settings_come_back_after_the_last_run() -> None:

@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from adapters.base import ModelServerUrls
 from scenarios.scripted import wire
 from scenarios.scripted.conversation import (
     MAX_NESTING,
@@ -270,7 +271,7 @@ def create_app(policy: Policy | None = None) -> Starlette:
     return Starlette(routes=routes)
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(ModelServerUrls):
     """Serves the scripted model on 127.0.0.1 from a background thread.
 
     Use as a context manager; `openai_base_url` and `anthropic_base_url` are
@@ -301,14 +302,6 @@ class ScriptedModelServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def openai_base_url(self) -> str:
-        return f"{self.url}/v1"
-
-    @property
-    def anthropic_base_url(self) -> str:
-        return self.url
 
     def start(self) -> ScriptedModelServer:
         self._thread.start()
