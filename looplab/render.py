@@ -174,7 +174,7 @@ def matrix_table(cells: Iterable[Cell], runners: list[str], cases: list[str]) ->
         by_key.setdefault((cell.case, cell.runner), []).append(cell)
     table = Table(
         title="eval: case × runner",
-        caption="✓ passed, with its stop · ✗ runs failed, the stop and the first failed check",
+        caption="✓ passed, with its stop · ✗ runs failed, the stop and the first failed check · – not in this run",
         title_justify="left",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
@@ -188,7 +188,9 @@ def matrix_table(cells: Iterable[Cell], runners: list[str], cases: list[str]) ->
         for runner in runners:
             runs = by_key.get((case, runner), [])
             bad = [c for c in runs if not c.passed]
-            if not bad:
+            if not runs:  # another shard's cell, or one --resume kept from before
+                row.append(Text("–", style="dim"))
+            elif not bad:
                 stops = sorted({SHORT_STOP.get(str(c.stop_reason), str(c.stop_reason)) for c in runs})
                 row.append(Text("✓ " + ", ".join(stops), style="green"))
             else:

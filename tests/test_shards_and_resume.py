@@ -125,3 +125,14 @@ def test_resume_refuses_a_case_that_changed_before_running_anything(runs, tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"looplab: {target}: case 'tight-budget' changed since"), err
     assert ran == []
+
+
+def test_the_terminal_matrix_marks_the_cells_another_shard_runs(capsys) -> None:
+    from looplab import evaluation, render
+
+    ran = evaluation.Cell(
+        runner="handrolled", case="vip-compound", repeat=1, passed=True, stop_reason="final_answer", failed_checks=[]
+    )
+    render.matrix_table([ran], ["handrolled", "langgraph"], ["vip-compound"])
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("vip-compound"))
+    assert row.count("✓") == 1 and "–" in row  # langgraph's cell is another shard's: neither passed nor failed
