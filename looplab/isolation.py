@@ -113,11 +113,18 @@ def _lane(
                 if line is None:  # its stdout closed: it ended, with or without every outcome
                     break
                 last_news = time.monotonic()
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:  # not one of its events (they are whole lines of JSON)
+                    continue
                 if (i := event.get("i")) in left:
                     left.pop(i)
                     report(i, decode_outcome(event["outcome"]))
-            code = proc.wait(timeout=10)
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # its output ended but it did not: it has nothing more to give
+                _kill(proc)
+                code = proc.returncode
         except BaseException:
             _kill(proc)
             raise
