@@ -192,8 +192,7 @@ def _environments(args: argparse.Namespace, runners: list[str]) -> tuple[list[st
         out.print(f"created the {env.spec.label} environment in {env.created_s:.1f} s (first use, kept in {env.path})")
 
     with out.status("preparing runner environments ..."):
-        envs = environments.prepare(labels, created)
-    return labels, envs.__getitem__
+        return labels, environments.prepare(labels, created)
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:

@@ -126,15 +126,30 @@ def runner_of(label: str) -> tuple[str, str | None]:
     return runner, (pin if sep else None)
 
 
-def prepare(names: Sequence[str], on_created: Callable[[RunnerEnv], None] | None = None) -> dict[str, RunnerEnv]:
-    """The environment of each runner label, created where the cache lacks it (`on_created` hears of each)."""
-    envs = {}
+def prepare(names: Sequence[str], on_created: Callable[[RunnerEnv], None] | None = None) -> Callable[[str], RunnerEnv]:
+    """Each runner label's environment, created where the cache lacks it (`on_created` hears of each).
+
+    Returns the lookup; for a label whose environment could not be created it raises that
+    `EnvironmentFailed`, so that runner's cells fail with it and the other runners still run.
+    """
+    envs: dict[str, RunnerEnv | EnvironmentFailed] = {}
     for name in names:
-        env = ensure(spec_for(*runner_of(name)))
+        try:
+            env = ensure(spec_for(*runner_of(name)))
+        except EnvironmentFailed as exc:
+            envs[name] = exc
+            continue
         if env.created_s is not None and on_created is not None:
             on_created(env)
         envs[name] = env
-    return envs
+
+    def env_of(name: str) -> RunnerEnv:
+        found = envs[name]
+        if isinstance(found, EnvironmentFailed):
+            raise found
+        return found
+
+    return env_of
 
 
 def spec_for(runner: str, pin: str | None = None) -> EnvSpec:

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
-from looplab.environments import RunnerEnv
+from adapters.base import LooplabError
+from looplab.environments import RunnerEnv, runner_of
 from looplab.harness import Endpoint, RunOutcome
 from looplab.lane import decode_outcome, encode_job
 from looplab.schedule import LANE_START_S, POLL_S, split
@@ -63,10 +64,14 @@ def run_isolated(
     threads = split(concurrency, min(jobs, len(groups)))
     per_lane = max(1, sum(threads) // max(1, len(threads)))
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups))), thread_name_prefix="looplab-env") as pool:
-        futures = [
-            pool.submit(_lane, env_of(label), [(i, plan[i][1]) for i in cells], where, per_lane, report, options)
-            for label, cells in groups.items()
-        ]
+        futures = []
+        for label, cells in groups.items():
+            try:
+                env = env_of(label)
+            except LooplabError as exc:  # its environment could not be made: its cells fail, the others run
+                _fail({i: plan[i][1] for i in cells}, runner_of(label)[0], report, str(exc))
+                continue
+            futures.append(pool.submit(_lane, env, [(i, plan[i][1]) for i in cells], where, per_lane, report, options))
         for future in futures:
             future.result()
 

@@ -201,3 +201,13 @@ def test_two_versions_of_one_framework_run_side_by_side_in_one_report(tmp_path: 
     assert (first.packages["pydantic-ai-slim"], second.packages["pydantic-ai-slim"]) == ("2.60.0", "2.68.0")
     page = html.read_text()
     assert page.count("<th>pydantic_ai@2.60.0</th>") >= 1 and page.count("<th>pydantic_ai@2.68.0</th>") >= 1
+
+
+def test_a_runner_whose_environment_cannot_be_made_fails_its_cells_and_the_others_run(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    argv = ["eval", "--runner", "handrolled", "--case", "vip-compound", "--json", str(path)]
+    assert main([*argv, "--versions", "pydantic_ai=0.0.0.0.0.1"]) == 1
+    by_runner = {c.runner: c for c in results.read(path).cells}
+    broken = by_runner["pydantic_ai@0.0.0.0.0.1"]
+    assert broken.result is None and "could not be created" in (broken.error or "")
+    assert by_runner["handrolled"].passed and by_runner["handrolled"].stop_reason == "final_answer"
