@@ -28,6 +28,7 @@ tail of its stderr; the boundaries decide the stop either way, as for every runn
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -117,6 +118,14 @@ class ChildRunner(Adapter):
         return session.conclude(text if isinstance(text, str) else None)
 
 
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill the process group `proc` leads (started with `start_new_session=True`) and reap it, within a bound."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
 def run_bounded(command: list[str], env: dict[str, str], cwd: Path, seconds: float) -> tuple[int | None, list[str]]:
     """Run `command` to its end or `seconds` + the grace, whichever comes first; its exit code and stderr lines.
 
@@ -131,11 +140,7 @@ def run_bounded(command: list[str], env: dict[str, str], cwd: Path, seconds: flo
         except subprocess.TimeoutExpired:
             code = None
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # whatever it left running
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            kill_group(proc)  # whatever it left running
         err.seek(0)
         text = err.read()[-64_000:].decode("utf-8", errors="replace")
     return code, [line for line in text.splitlines() if line.strip()]

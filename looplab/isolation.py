@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
-import signal
 import subprocess
 import tempfile
 import threading
@@ -24,10 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from adapters.base import LooplabError
+from adapters.child import kill_group
 from looplab.environments import RunnerEnv, runner_of
 from looplab.harness import Endpoint, RunOutcome
 from looplab.lane import decode_outcome, encode_job
-from looplab.schedule import LANE_START_S, POLL_S, split
+from looplab.schedule import LANE_START_S, POLL_S
 from scenarios.cases import Case
 
 #: Lines of a dead lane's stderr kept in its cells' errors.
@@ -61,8 +60,7 @@ def run_isolated(
         with lock:
             on_done(i, outcome)
 
-    threads = split(concurrency, min(jobs, len(groups)))
-    per_lane = max(1, sum(threads) // max(1, len(threads)))
+    per_lane = max(1, concurrency // max(1, min(jobs, len(groups))))  # the threads of each lane
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups))), thread_name_prefix="looplab-env") as pool:
         futures = []
         for label, cells in groups.items():
@@ -112,7 +110,7 @@ def _lane(
                     line = lines.get(timeout=POLL_S)
                 except queue.Empty:
                     if time.monotonic() - last_news > quiet_limit:
-                        _kill(proc)
+                        kill_group(proc)
                         _fail(left, runner, report, f"the {env.spec.label} lane was silent for {quiet_limit:g} s")
                     continue
                 if line is None:  # its stdout closed: it ended, with or without every outcome
@@ -128,10 +126,10 @@ def _lane(
             try:
                 code = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # its output ended but it did not: it has nothing more to give
-                _kill(proc)
+                kill_group(proc)
                 code = proc.returncode
         except BaseException:
-            _kill(proc)
+            kill_group(proc)
             raise
         if left:
             stderr.seek(0)
@@ -151,11 +149,3 @@ def _fail(left: dict[int, Case], runner: str, report: Callable[[int, RunOutcome]
     for i, case in sorted(left.items()):
         report(i, RunOutcome(runner, case.id, error=why))
     left.clear()
-
-
-def _kill(proc: subprocess.Popen[str]) -> None:
-    """The lane's whole process group, now."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
