@@ -36,6 +36,12 @@ RUNNER_EXTRAS = {
     "langgraph": ["langgraph"],
     "openai_agents": ["openai-agents"],
     "pydantic_ai": ["pydantic-ai"],
+    "google_adk": ["google-adk"],
+    "crewai": ["crewai"],
+    "smolagents": ["smolagents"],
+    "llamaindex": ["llamaindex"],
+    "dspy": ["dspy"],
+    "strands": ["strands"],
     "ts_anthropic_tool_runner": ["mcp"],
     "ts_ai_sdk": ["mcp"],
 }

@@ -32,15 +32,27 @@ class RunnerInfo:
     programs: str = ""
     #: Whether it runs when no runner is named (`external` needs a command first).
     by_default: bool = True
+    #: Whether its framework installs beside the others (`looplab[all]`); one that cannot (its pins conflict
+    #: with another framework's) runs in a runner environment of its own (`--isolate`).
+    in_all: bool = True
+    #: Whether its loop lets the model name one tool a reply (a text protocol such as DSPy's fields), so a
+    #: model's parallel calls arrive one a step.
+    one_tool_a_reply: bool = False
 
     def programs_found(self) -> bool:
         """Whether the programs it runs are on PATH (what a runner environment cannot install)."""
         return all(shutil.which(c) is not None for c in self.commands)
 
     def installed(self) -> bool:
-        return all(importlib.util.find_spec(m) is not None for m in self.requires) and all(
-            shutil.which(c) is not None for c in self.commands
-        )
+        return all(_findable(m) for m in self.requires) and all(shutil.which(c) is not None for c in self.commands)
+
+
+def _findable(module: str) -> bool:
+    """Whether `module` can be imported, without importing it (a dotted name whose parent is missing is not)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 RUNNERS: dict[str, RunnerInfo] = {
@@ -89,6 +101,51 @@ RUNNERS: dict[str, RunnerInfo] = {
             "Pydantic AI Agent + UsageLimits(request_limit)",
         ),
         RunnerInfo(
+            "google_adk",
+            "adapters.google_adk",
+            "google-adk",
+            ("google.adk", "openai", "anthropic"),
+            "Google ADK LlmAgent + Runner (RunConfig(max_llm_calls=N))",
+        ),
+        RunnerInfo(
+            "crewai",
+            "adapters.crewai",
+            "crewai",
+            ("crewai",),
+            "CrewAI Agent + Task in a Crew of one (max_iter)",
+            in_all=False,
+        ),
+        RunnerInfo(
+            "smolagents",
+            "adapters.smolagents",
+            "smolagents",
+            ("smolagents", "openai"),
+            "smolagents ToolCallingAgent (max_steps)",
+        ),
+        RunnerInfo(
+            "llamaindex",
+            "adapters.llamaindex",
+            "llamaindex",
+            ("llama_index.core", "llama_index.llms.openai", "llama_index.llms.anthropic"),
+            "LlamaIndex FunctionAgent workflow (max_iterations)",
+            in_all=False,
+        ),
+        RunnerInfo(
+            "dspy",
+            "adapters.dspy",
+            "dspy",
+            ("dspy",),
+            "DSPy ReAct: tool and arguments as text fields (max_iters)",
+            one_tool_a_reply=True,
+        ),
+        RunnerInfo(
+            "strands",
+            "adapters.strands",
+            "strands",
+            ("strands",),
+            "Strands Agents Agent (invoke_async(limits={'turns': N}))",
+        ),
+        RunnerInfo(
             "ts_anthropic_tool_runner",
             "adapters.ts_anthropic_tool_runner",
             "mcp",
@@ -124,7 +181,7 @@ def load(name: str) -> Adapter:
     if info is None:
         raise LooplabError(f"unknown runner {name!r}; known runners: {', '.join(RUNNERS)}")
     for module in info.requires:
-        if importlib.util.find_spec(module) is None:
+        if not _findable(module):
             raise MissingExtra(name, info.extra, module)
     for command in info.commands:
         if shutil.which(command) is None:

@@ -2,21 +2,23 @@
 
 The chat model speaks Chat Completions, Responses or Anthropic Messages
 through the SDK clients the session builds (so every request passes the
-recorder and its gate); the tools hand every call, raw, to the Guard.
+recorder and its gate); the tools hand every call, raw, to the Guard. Their
+bare loops get the same pieces without looplab: `plain_chat_model`, `plain_tools`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
-from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_openai import ChatOpenAI
 from langsmith import tracing_context
 
+from adapters.bare import BareTool, plain_http_client
 from adapters.base import Api, RunSession, ToolBoundary
 
 MAX_TOKENS = 4096
@@ -71,6 +73,22 @@ def guard_tools(guard: ToolBoundary) -> list[BaseTool]:
     """The Guard's tools (`session.tools`) as LangChain tools with their own name, description and JSON schema."""
     return [
         GuardTool(name=t.name, description=t.description, args_schema=t.parameters, guard=guard) for t in guard.tools
+    ]
+
+
+def plain_chat_model(urls: dict[str, str], model: str) -> BaseChatModel:
+    """Chat Completions (both runners' first API) on a plain SDK client: `chat_model` without the recorder."""
+    import openai
+
+    url = urls["openai"]
+    return ChatOpenAI(model=model, api_key="not-needed", base_url=url, http_client=plain_http_client(openai, url))
+
+
+def plain_tools(tools: Sequence[BareTool]) -> list[BaseTool]:
+    """Plain tool functions as LangChain tools, with the same names, descriptions and JSON schemas."""
+    return [
+        StructuredTool.from_function(t.fn, name=t.name, description=t.description, args_schema=t.parameters)
+        for t in tools
     ]
 
 

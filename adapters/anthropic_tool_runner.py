@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import inspect
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from typing import Any
 
 import anthropic
 from anthropic.lib.tools import BetaFunctionTool, ToolError
 
+from adapters.bare import BareTool, plain_http_client
 from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
 from shared_tools import Tool
 
@@ -95,6 +97,27 @@ def _whole_history(client: anthropic.Anthropic) -> dict[str, Any]:
     and local servers, the scripted model among them, do not; older SDKs have no such parameter.
     """
     return {"thread": False} if "thread" in inspect.signature(client.beta.messages.tool_runner).parameters else {}
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same tool runner with none of looplab's boundaries: plain client, plain tool functions."""
+    url = urls["anthropic"]
+    http = plain_http_client(anthropic, url)
+    with anthropic.Anthropic(api_key="not-needed", base_url=url, http_client=http).with_options(
+        open_telemetry=False
+    ) as client:
+        runner = client.beta.messages.tool_runner(
+            model=model,
+            max_tokens=MAX_TOKENS,
+            system=SYSTEM_PROMPT,
+            messages=[{"role": "user", "content": task}],
+            tools=[
+                BetaFunctionTool(t.fn, name=t.name, description=t.description, input_schema=t.parameters) for t in tools
+            ],
+            max_iterations=max_steps,
+            **_whole_history(client),
+        )
+        return sum(1 for _ in runner)  # one reply per model request
 
 
 ADAPTER = AnthropicToolRunner()

@@ -8,7 +8,7 @@ OpenAI-compatible server.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 try:  # either SDK may be missing; the loop that needs it says which extra to install
@@ -20,6 +20,7 @@ try:
 except ImportError:  # pragma: no cover
     openai = None  # type: ignore[assignment]
 
+from adapters.bare import BareTool, plain_http_client
 from adapters.base import (
     SYSTEM_PROMPT,
     Adapter,
@@ -137,6 +138,29 @@ def _steps(session: RunSession) -> Iterable[int]:
     # cap:begin
     return range(session.cap) if session.cap is not None else itertools.count()
     # cap:end
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The Messages loop above with none of looplab's boundaries: plain client, plain tool functions."""
+    url = urls["anthropic"]
+    fns = {t.name: t.fn for t in tools}
+    defs = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    with anthropic.Anthropic(
+        api_key="not-needed", base_url=url, http_client=plain_http_client(anthropic, url)
+    ) as client:
+        for step in range(1, max_steps + 1):
+            reply = client.messages.create(
+                model=model, max_tokens=MAX_TOKENS, system=SYSTEM_PROMPT, tools=defs, messages=messages
+            )
+            content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
+            messages.append({"role": "assistant", "content": content})
+            if reply.stop_reason != "tool_use":
+                return step
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            results = [{"type": "tool_result", "tool_use_id": b.id, "content": fns[b.name](**b.input)} for b in calls]
+            messages.append({"role": "user", "content": results})
+    return max_steps
 
 
 ADAPTER = HandRolled()

@@ -8,14 +8,17 @@ default), Responses or Anthropic Messages; the model and the tools come from
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
-from langchain_core.messages import HumanMessage
+from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
-from adapters._langchain import chat_model, guard_tools, no_tracing
+from adapters._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
+from adapters.bare import BareTool
 from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
 
 
@@ -90,6 +93,20 @@ def _cap(knob: str, value: int | None) -> tuple[list[Any], dict[str, Any]]:
     # Only the mapping gets a backstop; an alternative is measured on its own, under create_agent's default.
     return [middleware], {"recursion_limit": recursion_backstop(value)} if knob == MODEL_CALLS else {}
     # cap:end
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same agent and cap with none of looplab's boundaries: plain chat model, plain tools."""
+    middleware, config = _cap(MODEL_CALLS, max_steps)
+    agent = create_agent(
+        plain_chat_model(urls, model), plain_tools(tools), system_prompt=SYSTEM_PROMPT, middleware=middleware
+    )
+    try:
+        with no_tracing():
+            state = agent.invoke({"messages": [HumanMessage(task)]}, config)
+    except ModelCallLimitExceededError as exc:  # at the cap, before call max_steps + 1
+        return exc.run_count
+    return sum(isinstance(m, AIMessage) for m in state["messages"])
 
 
 ADAPTER = LangChainAgent()

@@ -8,6 +8,7 @@ reaches first. The chat model and tools come from `adapters._langchain`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -17,7 +18,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 
-from adapters._langchain import chat_model, guard_tools, no_tracing
+from adapters._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
+from adapters.bare import BareTool
 from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
 
 
@@ -109,6 +111,16 @@ class LangGraphAgent(Adapter):
         last = state["messages"][-1]
         # The counter ended the graph: the model asked for tools, so it did not answer.
         return session.conclude(None if getattr(last, "tool_calls", None) else last.text)
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same graph and step counter with none of looplab's boundaries: plain chat model, plain tools."""
+    graph = build_graph(plain_chat_model(urls, model), plain_tools(tools), max_steps)
+    with no_tracing():
+        state = graph.invoke(
+            {"messages": [HumanMessage(task)], "steps": 0}, {"recursion_limit": recursion_backstop(max_steps)}
+        )
+    return state["steps"]
 
 
 ADAPTER = LangGraphAgent()

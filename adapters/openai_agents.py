@@ -12,7 +12,9 @@ builds its own HTTP client: it is pointed at the run's recording model proxy
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -25,8 +27,10 @@ from agents import (
     RunConfig,
     Runner,
 )
+from agents.exceptions import MaxTurnsExceeded
 from agents.tool_context import ToolContext
 
+from adapters.bare import BareTool, plain_http_client
 from adapters.base import (
     SYSTEM_PROMPT,
     Adapter,
@@ -92,7 +96,7 @@ class OpenAIAgents(Adapter):
         agent = Agent(
             name="looplab",
             instructions=SYSTEM_PROMPT,
-            tools=[_function_tool(t, session.tools) for t in session.tools.tools],
+            tools=[_function_tool(t, _guarded(session.tools, t.name)) for t in session.tools.tools],
             model=model,
             **({"model_settings": retries} if retries else {}),
         )
@@ -123,14 +127,12 @@ def _litellm_model(name: str, base_url: str, key: str) -> Any:
     return LitellmModel(model=name, base_url=base_url, api_key=key)
 
 
-def _function_tool(tool: Tool, guard: ToolBoundary) -> FunctionTool:
-    """`tool` as the SDK sees it: the Guard's own name, description and schema; the body is the Guard."""
+def _function_tool(tool: Tool | BareTool, call: Callable[[str, str | None], str]) -> FunctionTool:
+    """`tool` as the SDK sees it: its own name, description and schema; the body is `call(raw_args, call_id)`."""
 
     async def invoke(ctx: ToolContext[Any], raw_args: str) -> str:
-        # The raw JSON string goes to the Guard, so bad arguments become its observations. On a
-        # thread, so that a turn's parallel calls (asyncio tasks in the SDK) really overlap.
-        record = await asyncio.to_thread(guard.call, tool.name, raw_args, ctx.tool_call_id)
-        return record.result  # neither OpenAI API has an is_error field: the text says it
+        # On a thread, so that a turn's parallel calls (asyncio tasks in the SDK) really overlap.
+        return await asyncio.to_thread(call, raw_args, ctx.tool_call_id)
 
     return FunctionTool(
         name=tool.name,
@@ -140,6 +142,36 @@ def _function_tool(tool: Tool, guard: ToolBoundary) -> FunctionTool:
         # Strict mode would rewrite the schema (all fields required, no defaults); keep it as given.
         strict_json_schema=False,
     )
+
+
+def _guarded(guard: ToolBoundary, name: str) -> Callable[[str, str | None], str]:
+    """A tool body that hands the raw JSON string to the Guard, so bad arguments become its observations."""
+    # Neither OpenAI API has an is_error field: the result text says it.
+    return lambda raw_args, call_id: guard.call(name, raw_args, call_id).result
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same Agent and `max_turns` on Responses with none of looplab's boundaries: plain client, plain tools."""
+    import openai
+
+    http = plain_http_client(openai, urls["openai"], is_async=True)
+    client = openai.AsyncOpenAI(api_key="not-needed", base_url=urls["openai"], http_client=http)
+    agent = Agent(
+        name="looplab",
+        instructions=SYSTEM_PROMPT,
+        tools=[_function_tool(t, lambda raw_args, _, fn=t.fn: fn(**json.loads(raw_args))) for t in tools],
+        model=OpenAIResponsesModel(model=model, openai_client=client),
+    )
+
+    async def run() -> int:
+        async with http:
+            try:
+                result = await Runner.run(agent, task, run_config=RunConfig(tracing_disabled=True), max_turns=max_steps)
+            except MaxTurnsExceeded as exc:  # raised before call max_steps + 1
+                return len(exc.run_data.raw_responses) if exc.run_data else max_steps
+            return len(result.raw_responses)
+
+    return asyncio.run(run())
 
 
 ADAPTER = OpenAIAgents()

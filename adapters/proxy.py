@@ -306,6 +306,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_whole(status, [("Content-Type", "application/json"), *extra], json.dumps(body).encode())
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> tuple[int, dict[str, Any]]:
-    """An error both SDK families read: OpenAI's `{"error": {...}}` with Anthropic's `"type": "error"` beside it."""
+def _error(status: int, message: str, kind: str | None = None) -> tuple[int, dict[str, Any]]:
+    """An error both SDK families read: OpenAI's `{"error": {...}}` with Anthropic's `"type": "error"` beside it.
+
+    The type follows the status as the providers spell it: a client that reads the type (DSPy does) must
+    see a gateway error as a server's, which it retries, not as its own request's fault.
+    """
+    kind = kind or ("api_error" if status >= 500 else "invalid_request_error")
     return status, {"type": "error", "error": {"type": kind, "message": message, "code": None}}

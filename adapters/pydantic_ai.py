@@ -11,20 +11,21 @@ boundaries, as for every runner.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.capabilities import Hooks
-from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RunUsage, UsageLimits
 
+from adapters.bare import BareTool, plain_http_client
 from adapters.base import SYSTEM_PROMPT, Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
 from shared_tools.guard import Tool as GuardTool
 
@@ -112,28 +113,28 @@ class PydanticAI(Adapter):
         return session.conclude(result.output)
 
 
-def bare_run(
-    task: str,
-    tools: Sequence[tuple[str, str, dict[str, Any], Callable[..., str]]],
-    base_url: str,
-    model: str,
-    max_steps: int,
-    http_client: Any,
-) -> int:
-    """The same agent with none of looplab's boundaries (plain provider, plain tool functions).
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same agent on Responses with none of looplab's boundaries: plain provider client, plain tools."""
+    import openai
 
-    `looplab bench` times it beside the runner to measure the harness tax; returns the requests made.
-    """
-    provider = OpenAIProvider(base_url=base_url, api_key="not-needed", http_client=http_client)
+    http = plain_http_client(openai, urls["openai"], is_async=True)
+    provider = OpenAIProvider(base_url=urls["openai"], api_key="not-needed", http_client=http)
     agent = Agent(
         OpenAIResponsesModel(model, provider=provider),
         instructions=SYSTEM_PROMPT,
-        tools=[
-            Tool.from_schema(fn, name=name, description=text, json_schema=schema) for name, text, schema, fn in tools
-        ],
+        tools=[Tool.from_schema(t.fn, name=t.name, description=t.description, json_schema=t.parameters) for t in tools],
     )
-    result = asyncio.run(agent.run(task, usage_limits=UsageLimits(request_limit=max_steps)))
-    return result.usage.requests
+    usage = RunUsage()  # the run adds to it in place, so it still counts when the cap raises
+
+    async def run() -> None:
+        async with http:
+            await agent.run(task, usage=usage, usage_limits=UsageLimits(request_limit=max_steps))
+
+    try:
+        asyncio.run(run())
+    except UsageLimitExceeded:  # raised before request max_steps + 1
+        pass
+    return usage.requests
 
 
 ADAPTER = PydanticAI()

@@ -333,10 +333,13 @@ class ExchangeInfo:
 def parse_exchange(endpoint: str, request_body: bytes, response_body: bytes) -> ExchangeInfo:
     """Tokens, finish reason and requested tools from a response, streamed (SSE) or not."""
     info = ExchangeInfo()
-    try:
-        info.streamed = bool(json.loads(request_body or b"{}").get("stream"))
-    except (ValueError, AttributeError):
-        pass
+    # Parsing the whole request (the conversation so far) only to read one flag costs more than the rest of the
+    # record: a body that does not name it is not streamed.
+    if b'"stream"' in request_body:
+        try:
+            info.streamed = bool(json.loads(request_body).get("stream"))
+        except (ValueError, AttributeError):
+            pass
     events = list(_sse_events(response_body)) if info.streamed else [_json(response_body)]
     reader = {"chat.completions": _read_chat, "responses": _read_responses, "messages": _read_messages}[endpoint]
     for event in events:

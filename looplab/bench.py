@@ -19,12 +19,16 @@ round-robin order so drift spreads evenly. For each timed run:
 Import time and peak memory come from fresh interpreters (`python -m
 looplab.bench --probe RUNNER`): import time is `adapters.load(runner)` after
 looplab's own modules are loaded; peak memory is the process's peak RSS after
-one run of the case. The *harness tax* compares the same framework loop
-written bare (plain SDK client, plain tool functions, no recorder, Guard or
-RunSession) with the runner through looplab: each bare run goes right beside
-its looplab twin, and the tax is the median of the pairs' ratios of the time
-outside the tool calls (the tools, pytest included, vary by more than the
-harness costs; the whole-run ratio is shown beside it).
+one run of the case. The *harness tax* compares, for every runner whose
+adapter module has a `bare_run` (`adapters/bare.py`), the same framework loop
+written bare (plain SDK client, plain tool functions timed as they run, the
+framework's own cap at the case's `max_steps`, no recorder, Guard or
+RunSession; the runner's first wire API, the same scripted model) with the
+runner through looplab: each bare run goes right beside its looplab twin, and
+the tax is the median of the pairs' ratios of the time outside the tool calls
+(the tools, pytest included, vary by more than the harness costs; the
+whole-run ratio is shown beside it). A runner whose framework runs in another
+process (the ts_ runners, in node) has no bare loop and no tax; the table says so.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from __future__ import annotations
 import argparse
 import gc
 import http.client
+import importlib
 import json
 import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,16 +56,18 @@ from pydantic import BaseModel
 from looplab.results import MergeBench, bench_line, bench_merge
 
 if TYPE_CHECKING:
+    from adapters.bare import BareRun
     from adapters.trace import Trace
+    from shared_tools import Tool
 
 BASELINE = "handrolled"
-#: Runners whose framework loop is also written bare here, for the harness tax.
-BARE_LOOPS = ("handrolled", "pydantic_ai")
 SERVER_REQUESTS = 200
 #: The long request: its size, and how many are timed (after one warm-up).
 LONG_REQUEST_CHARS = 200_000
 LONG_REQUESTS = 5
 HELP_REPEAT = 5
+#: What the harness-tax table says for a runner whose adapter has no bare loop (its framework runs in node).
+NO_BARE_LOOP = "no bare loop"
 
 
 class RunnerBench(BaseModel):
@@ -124,6 +132,8 @@ class BenchResult(BaseModel):
     cores: int
     runners: list[RunnerBench]
     harness_tax: list[HarnessTax]
+    #: Runners whose adapter module has no `bare_run` (their framework runs in another process): no harness tax.
+    no_bare_loop: list[str] = []
     server: ServerLatency
     recorded_model_ms_median: float
     help_s_median: float
@@ -221,119 +231,49 @@ class BareSample(BaseModel):
     turns: int
 
 
+def bare_loop(runner: str) -> BareRun | None:
+    """`runner`'s bare loop, its adapter module's `bare_run`; None for a runner without one (one in node)."""
+    import adapters
+
+    adapters.load(runner)  # a framework that is not installed fails here, as its looplab run would
+    return getattr(importlib.import_module(adapters.RUNNERS[runner].module), "bare_run", None)
+
+
 class _BareTools:
-    """The tool functions called directly on a workspace, timed; a failure is an error string, as any loop needs."""
+    """The tool functions called directly on a workspace, as `BareTool`s, timed; a failure is an error string."""
 
-    def __init__(self, ws: Any) -> None:
-        from shared_tools import tools
+    def __init__(self, ws: Any, tools: list[Tool]) -> None:
+        from adapters.bare import BareTool
 
-        self.ws, self.spent = ws, 0.0
-        self.fns: dict[str, Callable[..., str]] = {
-            "run_tests": tools.run_tests,
-            "read_file": tools.read_file,
-            "search_code": tools.search_code,
-        }
+        self.ws, self.spent, self.lock = ws, 0.0, threading.Lock()
+        self.tools = [BareTool(t.name, t.description, t.parameters, self._timed(t.fn)) for t in tools]
 
-    def call(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
-        started = time.perf_counter()
-        try:
-            return self.fns[name](self.ws, **args), False
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}", True
-        finally:
-            self.spent += time.perf_counter() - started
+    def _timed(self, fn: Callable[..., str]) -> Callable[..., str]:
+        def call(**kwargs: Any) -> str:
+            started = time.perf_counter()
+            try:
+                return fn(self.ws, **kwargs)
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}"
+            finally:
+                with self.lock:  # a framework may run a turn's calls on threads
+                    self.spent += time.perf_counter() - started
 
-
-def _schemas() -> list[tuple[str, str, dict[str, Any]]]:
-    """(name, description, JSON schema) of the default tools, computed once: a bare loop has them as constants."""
-    from shared_tools import default_tools
-
-    return [(t.name, t.description, t.parameters) for t in default_tools()]
+        return call
 
 
-def plain_http_client(sdk: Any, base_url: str, *, is_async: bool = False) -> Any:
-    """The HTTP client a bare loop gets: what looplab's session builds, minus the recording transport.
+def timed_bare(runner: str, loop: BareRun, case: Any, where: Any) -> BareSample:
+    """One run of `runner`'s bare loop on `case`, in a fresh workspace (its copy not counted), on its twin's model."""
+    import adapters
+    from shared_tools import Workspace, default_tools
 
-    Same module (httpx2 or httpx, as the SDK uses), same TLS choice (none for a plain-http endpoint), so
-    the harness tax compares the boundaries and not two ways of setting up a client.
-    """
-    from adapters.recorder import http_module_for
-
-    http = http_module_for(sdk)
-    verify = {"verify": False} if base_url.startswith("http://") else {}
-    return http.AsyncClient(**verify) if is_async else http.Client(**verify)
-
-
-def bare_handrolled(task: str, ws: Any, urls: dict[str, str], model: str, max_steps: int) -> BareSample:
-    """The hand-rolled Anthropic Messages loop with a plain SDK client: no recorder, Guard or RunSession."""
-    import anthropic
-
-    from adapters.base import SYSTEM_PROMPT
-
-    tool_defs = [{"name": n, "description": d, "input_schema": s} for n, d, s in _SCHEMAS]
-    bare_tools = _BareTools(ws)
-    started = time.perf_counter()
-    client = anthropic.Anthropic(
-        api_key="not-needed", base_url=urls["anthropic"], http_client=plain_http_client(anthropic, urls["anthropic"])
-    )
-    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
-    turns = 0
-    for _ in range(max_steps):
-        reply = client.messages.create(
-            model=model, max_tokens=4096, system=SYSTEM_PROMPT, tools=tool_defs, messages=messages
-        )
-        turns += 1
-        content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
-        messages.append({"role": "assistant", "content": content})
-        if reply.stop_reason != "tool_use":
-            break
-        results = []
-        for block in reply.content:
-            if block.type == "tool_use":
-                text, is_error = bare_tools.call(block.name, block.input)
-                results.append({"type": "tool_result", "tool_use_id": block.id, "content": text, "is_error": is_error})
-        messages.append({"role": "user", "content": results})
-    return BareSample(wall_s=time.perf_counter() - started, tools_s=bare_tools.spent, turns=turns)
-
-
-def bare_pydantic_ai(task: str, ws: Any, urls: dict[str, str], model: str, max_steps: int) -> BareSample:
-    """Pydantic AI's Agent on the Responses API with plain tools and a plain provider: no looplab boundaries.
-
-    The loop itself lives in `adapters.pydantic_ai.bare_run`, beside its looplab twin, since only an
-    adapter module imports its framework.
-    """
-    import importlib
-
-    bare_run = importlib.import_module("adapters.pydantic_ai").bare_run
-    bare_tools = _BareTools(ws)
-
-    def tool(name: str) -> Callable[..., str]:
-        def run(**kwargs: Any) -> str:
-            return bare_tools.call(name, kwargs)[0]
-
-        return run
-
-    import openai
-
-    started = time.perf_counter()
-    http = plain_http_client(openai, urls["openai"], is_async=True)
-    requests = bare_run(task, [(n, d, s, tool(n)) for n, d, s in _SCHEMAS], urls["openai"], model, max_steps, http)
-    return BareSample(wall_s=time.perf_counter() - started, tools_s=bare_tools.spent, turns=requests)
-
-
-BARE: dict[str, Callable[..., BareSample]] = {"handrolled": bare_handrolled, "pydantic_ai": bare_pydantic_ai}
-_SCHEMAS: list[tuple[str, str, dict[str, Any]]] = []
-
-
-def timed_bare(runner: str, case: Any, where: Any) -> BareSample:
-    """One run of `runner`'s bare loop on `case`, in a fresh workspace (its copy not counted)."""
-    from shared_tools import Workspace
-
-    if not _SCHEMAS:
-        _SCHEMAS.extend(_schemas())
+    model = where.spec_for(adapters.load(runner), case.model).name
     with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+        tools = _BareTools(ws, default_tools(allow_writes=case.allow_writes))
         gc.collect()
-        return BARE[runner](case.task, ws, where.scripted_urls, "scripted", case.limits.max_steps)
+        started = time.perf_counter()
+        turns = loop(case.task, tools.tools, where.scripted_urls, model, case.limits.max_steps)
+        return BareSample(wall_s=time.perf_counter() - started, tools_s=tools.spent, turns=turns)
 
 
 # --- fresh interpreters: import time and peak memory ---------------------------------
@@ -449,9 +389,8 @@ def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> Ser
     """
     from adapters.base import SYSTEM_PROMPT
     from scenarios.cases import load_cases
+    from shared_tools import default_tools
 
-    if not _SCHEMAS:
-        _SCHEMAS.extend(_schemas())
     body = json.dumps(
         {
             "model": "scripted",
@@ -460,7 +399,11 @@ def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> Ser
                 {"role": "user", "content": load_cases()["vip-compound"].task},
             ],
             "tools": [
-                {"type": "function", "function": {"name": n, "description": d, "parameters": s}} for n, d, s in _SCHEMAS
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in default_tools()
             ],
         }
     ).encode()
@@ -499,7 +442,7 @@ def run_bench(
     from looplab import harness, render
 
     runners = [BASELINE, *(r for r in runners if r != BASELINE)]
-    bare = [r for r in BARE_LOOPS if r in runners]
+    bare = {r: loop for r in runners if (loop := bare_loop(r)) is not None}
     jobs = [(kind, r) for r in runners for kind in ("looplab", "bare") if kind == "looplab" or r in bare]
     samples: dict[tuple[str, str], list[Any]] = {job: [] for job in jobs}
     probes: dict[str, list[dict[str, float]]] = {r: [] for r in runners}
@@ -512,7 +455,10 @@ def run_bench(
             order = jobs if rep % 2 else _swap_pairs(jobs)
             for kind, runner in order:
                 step(f"{kind} {runner}" + (" (warm-up)" if rep == 0 else f" {rep}/{repeat}"))
-                sample = timed_run(runner, case, where) if kind == "looplab" else timed_bare(runner, case, where)
+                if kind == "looplab":
+                    sample: Sample | BareSample = timed_run(runner, case, where)
+                else:
+                    sample = timed_bare(runner, bare[runner], case, where)
                 if rep > 0:
                     samples[(kind, runner)].append(sample)
         for i in range(import_repeat):
@@ -566,6 +512,7 @@ def run_bench(
         cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
         runners=rows,
         harness_tax=taxes,
+        no_bare_loop=[r for r in runners if r not in bare],
         server=server,
         recorded_model_ms_median=round(median(recorded_model) * 1000, 3),
         help_s_median=round(help_time(), 3),
@@ -697,6 +644,7 @@ def tax_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
         ]
         for t in result.harness_tax
     ]
+    rows += [[runner, NO_BARE_LOOP, *("—" for _ in header[2:])] for runner in result.no_bare_loop]
     return header, rows
 
 
@@ -764,7 +712,8 @@ def print_tables(result: BenchResult) -> None:
     tax = new(
         "bench: harness tax, the same loop written bare → through looplab (medians per run)",
         "excl. tools: each run minus its tool calls (the model server's time stays in both); the whole run "
-        "includes pytest in run_tests, whose 200-400 ms varies more than the harness costs",
+        "includes pytest in run_tests, whose 200-400 ms varies more than the harness costs; a runner whose "
+        "framework runs in another process (node) has no bare loop",
     )
     for col in ("runner", "turns", "excl. tools ms", "tax", "+ms/turn", "whole run ms", "ratio"):
         tax.add_column(col, justify="left" if col == "runner" else "right", no_wrap=True)
@@ -778,6 +727,8 @@ def print_tables(result: BenchResult) -> None:
             f"{t.bare_wall_ms:.0f} → {t.looplab_wall_ms:.0f}",
             f"{t.tax_wall:+.1%}",
         )
+    for runner in result.no_bare_loop:
+        tax.add_row(runner, NO_BARE_LOOP, *("—" for _ in range(5)))
     out.print(tax)
     for line in footer(result):
         out.print(line, style="dim")

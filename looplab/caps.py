@@ -15,6 +15,8 @@ import difflib
 import inspect
 import json
 import re
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 import adapters
-from adapters.base import Adapter, Limits, NativeEnd, Probe, RunResult
+from adapters.base import Adapter, Limits, LooplabError, NativeEnd, Probe, RunResult
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.cases import load_cases
 from scenarios.scripted.probes import AnswersOnCall, NeverStops
@@ -35,6 +37,8 @@ UNIT_VALUES = (1, 2, 3, 5)
 ANSWER_ON = 3  # the off-by-one probe answers on this model call
 MAX_SEARCH = 8 * ANSWER_ON  # the largest knob value tried for it
 DOCS = Path("docs")
+#: Seconds one runner's measurement in its runner environment may take (about a minute is usual).
+ENVIRONMENT_TIMEOUT_S = 900.0
 
 
 class Ending(BaseModel):
@@ -46,9 +50,11 @@ class Ending(BaseModel):
     history: str | None = None
 
     @classmethod
-    def of(cls, end: NativeEnd | None) -> Ending:
-        if end is None or end.kind == "refused by the model boundary":
+    def of(cls, end: NativeEnd | None, model_calls: int) -> Ending:
+        if end is None or (end.kind == "refused by the model boundary" and model_calls >= SAFETY_STOP):
             return cls(how=f"kept going: stopped by looplab's safety stop at {SAFETY_STOP} model calls")
+        if end.kind == "refused by the model boundary":  # under looplab's mapping: one call past max_steps
+            return cls(how="asked for one more model call: refused by the model boundary", message=end.message)
         if end.kind == "raised":
             return cls(how="raises", exception=end.exception, message=end.message, history=end.history)
         if end.text:
@@ -124,7 +130,7 @@ class Prober:
             setting=None if probe else result.native_cap.knob,
             model_calls=result.totals.model_calls,
             tool_calls=result.totals.tool_calls,
-            ending=Ending.of(result.native_end),
+            ending=Ending.of(result.native_end, result.totals.model_calls),
         )
 
     def smallest_to_finish(self, adapter: Adapter, knob: str) -> int | None:
@@ -171,8 +177,13 @@ def _unit(rows: list[Row]) -> str:
     return "not model calls: " + ", ".join(f"{v} -> {m} model calls" for v, m in pairs)
 
 
-def measure(runners: list[str], on_runner: Callable[[str], None] | None = None) -> CapsDoc:
-    """Probe every runner in `runners`; the probe servers live for the whole measurement."""
+def measure(runners: list[str], on_runner: Callable[[str], None] | None = None, isolate: bool | None = None) -> CapsDoc:
+    """Probe every runner in `runners`; the probe servers live for the whole measurement.
+
+    `isolate` measures each in its runner environment (`measure_in_environment`); None (the default) does
+    so for a runner whose framework cannot share this environment (`RunnerInfo.in_all` false) and is not
+    installed here; False measures every one here.
+    """
     with ExitStack() as stack:
         servers = {
             "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
@@ -183,8 +194,27 @@ def measure(runners: list[str], on_runner: Callable[[str], None] | None = None) 
         for name in runners:
             if on_runner:
                 on_runner(name)
-            reports.append(prober.runner(name))
+            info = adapters.RUNNERS[name]
+            elsewhere = isolate if isolate is not None else not (info.in_all or info.installed())
+            reports.append(measure_in_environment(name) if elsewhere else prober.runner(name))
     return CapsDoc(runners=reports)
+
+
+def measure_in_environment(runner: str) -> RunnerReport:
+    """`runner` measured by `python -m looplab.caps RUNNER` in its runner environment (created if missing)."""
+    from adapters.child import run_bounded
+    from looplab.environments import ensure, source_root, spec_for
+
+    env = ensure(spec_for(runner))
+    with tempfile.TemporaryDirectory(prefix="looplab-caps-") as folder:
+        out = Path(folder) / "report.json"
+        command = [str(env.python), "-m", "looplab.caps", runner, str(out)]
+        code, stderr = run_bounded(command, env.child_env(), source_root(), ENVIRONMENT_TIMEOUT_S)
+        if code != 0 or not out.is_file():
+            how = "timed out" if code is None else f"exited {code}"
+            last = stderr[-1] if stderr else "no output"
+            raise LooplabError(f"measuring {runner} in its environment {env.path} {how}: {last}")
+        return RunnerReport.model_validate_json(out.read_text(encoding="utf-8"))
 
 
 def to_json(doc: CapsDoc) -> str:
@@ -295,3 +325,8 @@ def drift(fresh: CapsDoc, committed_json: str) -> str:
     measured = {r.runner for r in fresh.runners}
     committed.runners = [r for r in committed.runners if r.runner in measured]
     return diff(to_json(committed), to_json(fresh), "iteration-caps.json")
+
+
+if __name__ == "__main__":  # `python -m looplab.caps RUNNER OUT`: one runner measured here, its report to OUT
+    _, _runner, _out = sys.argv
+    Path(_out).write_text(measure([_runner], isolate=False).runners[0].model_dump_json(), encoding="utf-8")

@@ -133,6 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     caps.add_argument(
         "--docs", default="docs", metavar="DIR", help="where iteration-caps.json and .md live (default: docs)"
     )
+    caps.add_argument(
+        "--isolate",
+        action="store_true",
+        help="measure every runner in its own runner environment (those that cannot share this one always are)",
+    )
 
     sub.add_parser("runners", help="list runners, whether each is installed, and the extra that enables it")
     sub.add_parser("cases", help="list the cases")
@@ -335,7 +340,9 @@ def _serve_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[list[str], list]:
+def _select(
+    args: argparse.Namespace, default_cases: list[str] | None, own_environments: bool = False
+) -> tuple[list[str], list]:
     """The runners and cases asked for; unknown names are one-line errors listing the known ones."""
     from adapters import RUNNERS
     from adapters.base import LooplabError
@@ -349,10 +356,22 @@ def _select(args: argparse.Namespace, default_cases: list[str] | None) -> tuple[
     unknown = [r for r in args.runner or [] if r not in RUNNERS]
     if unknown:
         raise LooplabError(f"unknown runner {unknown[0]!r}; known runners: {', '.join(RUNNERS)}")
+    # A runner whose framework cannot share this environment runs in its own: naming one isolates the run.
+    if not own_environments and any(not RUNNERS[r].in_all and not RUNNERS[r].installed() for r in args.runner or []):
+        args.isolate = True
     # In runner environments a runner needs only its programs here (node): its framework is installed there.
     isolated = getattr(args, "isolate", False) or getattr(args, "versions", None)
     usable = (lambda info: info.programs_found()) if isolated else (lambda info: info.installed())
     runners = args.runner or [name for name, info in RUNNERS.items() if info.by_default and usable(info)]
+    elsewhere = [n for n, info in RUNNERS.items() if info.by_default and not info.in_all and n not in runners]
+    if elsewhere and not args.runner and own_environments:  # measured there, in the order runners are listed
+        runners = [n for n in RUNNERS if n in runners or (n in elsewhere and RUNNERS[n].programs_found())]
+    elif elsewhere and not args.runner and hasattr(args, "isolate"):
+        from looplab import render
+
+        render.console().print(
+            f"{', '.join(elsewhere)} run only in their own environments: add --isolate to include them", style="dim"
+        )
     if getattr(args, "cmd", None):  # for --runner external, here and in every worker process
         import os
 
@@ -422,11 +441,13 @@ def _caps(args: argparse.Namespace) -> int:
     from looplab import caps, render
 
     args.case = ["vip-compound"]
-    runners, _ = _select(args, None)
+    runners, _ = _select(args, None, own_environments=True)
     docs = Path(args.docs)
     json_path, md_path = docs / "iteration-caps.json", docs / "iteration-caps.md"
     out = render.console()
-    doc = caps.measure(runners, on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"))
+    doc = caps.measure(
+        runners, on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"), isolate=args.isolate or None
+    )
     if args.check:
         if not json_path.is_file():
             raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")

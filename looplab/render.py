@@ -133,13 +133,17 @@ def runners_table(runners: Iterable[RunnerInfo]) -> None:
         title="runners",
         title_justify="left",
         box=box.SIMPLE_HEAD,
-        caption="enable one with pip install 'looplab[EXTRA]' (and what pip cannot install, where named)",
+        caption="enable one with pip install 'looplab[EXTRA]' (and what pip cannot install, where named); "
+        "'own env': its framework cannot share this environment, and --isolate creates one for it",
         caption_justify="left",
     )
     for col in ("runner", "state", "extra", "what it runs"):
         table.add_column(col, no_wrap=col in ("runner", "state"))
     for info in runners:
-        state = "[green]installed[/]" if info.installed() else "[yellow]missing[/]"
+        if info.installed():
+            state = "[green]installed[/]"
+        else:  # one that cannot share this environment is created for it by --isolate
+            state = "[yellow]missing[/]" if info.in_all else "[cyan]own env[/]"
         extra = info.extra + (f" + {info.programs}" if info.programs else "")
         table.add_row(info.name, state, Text(extra), info.summary)
     console().print(table)

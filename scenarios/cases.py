@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from adapters import RUNNERS
 from adapters.base import Limits, LooplabError, RunResult, StopReason
 from scenarios.scripted.policy import Persona
 from shared_tools import Fault
@@ -158,10 +159,13 @@ def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckR
         found = any(call.name == obs.tool and obs.text in call.result for call in calls)
         add(f"{obs.tool} observation contains {obs.text!r}", found, "found" if found else "not found")
     if c.parallel_calls is not None:
+        name = f"a step with {c.parallel_calls} tool calls"
         most = max((len(s.tool_calls) for s in result.trace.steps), default=0)
-        add(
-            f"a step with {c.parallel_calls} tool calls", most >= c.parallel_calls, f"most tool calls in a step: {most}"
-        )
+        info = RUNNERS.get(result.runner.partition("@")[0])
+        if info is not None and info.one_tool_a_reply:
+            add(name, True, "not applicable: the runner's loop lets the model name one tool a reply")
+        else:
+            add(name, most >= c.parallel_calls, f"most tool calls in a step: {most}")
     if c.failed_calls is not None:
         requested = sum(len(s.model_call.tool_calls_requested) for s in result.trace.steps)
         failed = requested - sum(call.outcome == "ok" for call in calls)

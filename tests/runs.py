@@ -19,10 +19,11 @@ from tests.conftest import FIXTURE_REPO, TASK
 #: per-adapter nox sessions do when only one framework is installed.
 #: (`external` needs a command: tests/test_external_runner.py gives it one.)
 #: (A runner whose program this machine lacks, such as `node`, cannot run here.)
+#: (A runner that cannot share this environment runs these tests in its own: tests/test_own_environments.py.)
 DEFAULT_RUNNERS = ",".join(
     name
     for name, info in adapters.RUNNERS.items()
-    if info.by_default and all(shutil.which(c) is not None for c in info.commands)
+    if info.by_default and info.in_all and all(shutil.which(c) is not None for c in info.commands)
 )
 ALL_RUNNERS = [r for r in os.environ.get("LOOPLAB_RUNNERS", DEFAULT_RUNNERS).split(",") if r]
 

@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from typing import Any
 
 import pytest
 
+import adapters
+from adapters.base import Limits
 from adapters.trace import ModelCall, Step, Trace
 from looplab import bench
 from looplab.cli import main
+from scenarios.cases import load_cases
+from scenarios.scripted.server import ScriptedModelServer
+from shared_tools import Workspace, default_tools
 from shared_tools.records import ToolCallRecord
+from tests.conftest import FIXTURE_REPO, TASK
+from tests.runs import ALL_RUNNERS, run_runner
+
+#: The runners under test that run in this process: each has a bare loop beside its adapter.
+IN_PROCESS = [r for r in ALL_RUNNERS if not adapters.RUNNERS[r].commands]
+#: Where each wire API's requests go.
+API_PATH = {"messages": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +87,13 @@ def test_every_measured_number_is_positive(measured) -> None:
 
 def test_the_harness_tax_compares_the_same_loop(measured) -> None:
     result: bench.BenchResult = measured["result"]
-    [tax] = result.harness_tax  # anthropic_tool_runner has no bare loop; handrolled has
-    assert tax.runner == "handrolled"
-    assert tax.turns_bare == tax.turns_looplab  # the same investigation, bare or not
-    assert tax.bare_wall_ms > tax.bare_outside_tools_ms > 0
-    assert tax.looplab_wall_ms > tax.looplab_outside_tools_ms > 0
+    # Both runners' adapters have a bare loop beside them, so both have a row, in the runners' order.
+    assert [t.runner for t in result.harness_tax] == ["handrolled", "anthropic_tool_runner"]
+    assert result.no_bare_loop == []
+    for tax in result.harness_tax:
+        assert tax.turns_bare == tax.turns_looplab  # the same investigation, bare or not
+        assert tax.bare_wall_ms > tax.bare_outside_tools_ms > 0
+        assert tax.looplab_wall_ms > tax.looplab_outside_tools_ms > 0
 
 
 def test_tables_have_one_row_a_runner(measured, capsys) -> None:
@@ -86,13 +102,82 @@ def test_tables_have_one_row_a_runner(measured, capsys) -> None:
     assert len(rows) == 2 and all(len(row) == len(header) for row in rows)
     assert rows[0][header.index("median ×hand")] == "1.00×"
     header, rows = bench.tax_rows(result)
-    assert len(rows) == 1 and len(rows[0]) == len(header)
+    assert len(rows) == 2 and all(len(row) == len(header) for row in rows)
     md = bench.markdown(result).splitlines()
     assert md[0].startswith("| runner | version |") and md[1].startswith("|---|")
     assert sum(line.startswith("| handrolled |") for line in md) == 2
     bench.print_tables(result)
     out = capsys.readouterr().out
     assert "overhead per model turn" in out and "harness tax" in out and "scripted model server" in out
+
+
+def test_a_runner_without_a_bare_loop_says_so(measured, capsys) -> None:
+    result = measured["result"].model_copy(update={"no_bare_loop": ["ts_ai_sdk"]})
+    header, rows = bench.tax_rows(result)
+    assert rows[-1][:2] == ["ts_ai_sdk", bench.NO_BARE_LOOP] and len(rows[-1]) == len(header)
+    bench.print_tables(result)
+    assert bench.NO_BARE_LOOP in capsys.readouterr().out
+    if shutil.which("node"):  # a runner in node: its adapter module has no bare_run
+        assert bench.bare_loop("ts_ai_sdk") is None
+
+
+def test_every_in_process_runner_has_a_harness_tax_row(monkeypatch) -> None:
+    """`run_bench` over every in-process runner: one tax row each, from the same number of turns bare or not.
+
+    What fresh interpreters, the server alone, `--help` and the merge measure is stubbed: only the runs here.
+    """
+    latency = ("requests", "median_ms", "p95_ms", "long_request_chars", "long_requests", "long_request_ms_median")
+    monkeypatch.setattr(bench, "server_latency", lambda url: bench.ServerLatency(**dict.fromkeys(latency, 1)))
+    monkeypatch.setattr(bench, "_probe_subprocess", lambda *a: {"import_s": 1.0, "peak_rss_mb": 1.0})
+    monkeypatch.setattr(bench, "help_time", lambda: 1.0)
+    monkeypatch.setattr(bench, "bench_merge", lambda: None)
+    result = bench.run_bench(IN_PROCESS, load_cases()["vip-compound"], repeat=1, import_repeat=1, progress=False)
+    runners = [r.runner for r in result.runners]
+    assert [t.runner for t in result.harness_tax] == runners and result.no_bare_loop == []
+    assert set(runners) == {"handrolled", *IN_PROCESS}
+    for tax in result.harness_tax:
+        assert tax.turns_bare == tax.turns_looplab == 5, tax
+
+
+class _Requests:
+    """ASGI middleware in front of the scripted model: the path of every model request, as the server saw it."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def wrap(self, app: Any) -> _Requests:
+        self.app = app
+        return self
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            self.paths.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
+@pytest.mark.parametrize("runner", IN_PROCESS)
+def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> None:
+    """Counted at the server: on vip-compound both make 5 requests; at a cap of 2 the bare loop stops.
+
+    The bare loop speaks the runner's first wire API and says truly how many requests it made. Its cap is
+    the framework's own, unnormalized: at it, some frameworks make one wrap-up call (smolagents, DSPy).
+    """
+    counter = _Requests()
+    loop = bench.bare_loop(runner)
+    assert loop is not None, f"{adapters.RUNNERS[runner].module} has no bare_run"
+    api = adapters.load(runner).apis[0]
+    with ScriptedModelServer(wrap=counter.wrap) as server:
+        urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
+        assert run_runner(runner, server, Limits(max_steps=12)).stop_reason == "final_answer"
+        twin, counter.paths = counter.paths, []
+        for max_steps, made in ((12, {5}), (2, {2, 3})):
+            with Workspace(FIXTURE_REPO) as ws:
+                tools = bench._BareTools(ws, default_tools())
+                reported = loop(TASK, tools.tools, urls, "scripted", max_steps)
+            assert reported == len(counter.paths) and reported in made and tools.spent > 0
+            assert set(counter.paths) == {API_PATH[api]}
+            counter.paths.clear()
+    assert twin == [API_PATH[api]] * 5
 
 
 def test_turn_overheads_subtract_the_model_call_and_the_turns_tools() -> None:

@@ -119,20 +119,25 @@ def test_parallel_tool_calls_stay_in_one_step(runner: str) -> None:
         result = run_runner(runner, server)
     assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
     assert result.answer == "read billing/discount.py and tests/test_invoice.py"
-    assert sorted(c.args["path"] for c in result.trace.steps[0].tool_calls) == [
-        "billing/discount.py",
-        "tests/test_invoice.py",
-    ]
+    reads = ["billing/discount.py", "tests/test_invoice.py"]
+    if adapters.RUNNERS[runner].one_tool_a_reply:
+        # A text protocol (DSPy's fields) names one tool a reply: the model's two reads come one a step.
+        assert [len(s.tool_calls) for s in result.trace.steps] == [1, 1, 0]
+        assert sorted(c.args["path"] for s in result.trace.steps for c in s.tool_calls) == reads
+        return
+    assert sorted(c.args["path"] for c in result.trace.steps[0].tool_calls) == reads
     assert [len(s.tool_calls) for s in result.trace.steps] == [2, 0]
 
 
 @runners
 def test_a_cost_budget_ends_every_runner_as_budget(runner: str, model_server) -> None:
     pricing = Pricing(input_per_mtok=1000.0, output_per_mtok=1000.0)
-    result = run_runner(runner, model_server, Limits(max_cost_usd=0.5), pricing=pricing)
+    # Room for every runner's first call: smolagents' own prompt template makes its first request about 6.5 KB
+    # (1.64 at this price), DSPy's about 4 KB, most others' about 1.7 KB (0.44).
+    result = run_runner(runner, model_server, Limits(max_cost_usd=2.0), pricing=pricing)
     assert (result.stop_reason, result.answer) == (StopReason.BUDGET, None), result.stop_detail
     assert 0 < result.totals.model_calls < 5
-    assert result.totals.cost_usd <= 0.5  # stopped before the call that would have gone over
+    assert result.totals.cost_usd <= 2.0  # stopped before the call that would have gone over
 
 
 @pytest.fixture(scope="module")

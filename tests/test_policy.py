@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from scenarios.scripted.conversation import Conversation, ToolCall, ToolResult
+from scenarios.scripted.conversation import _ERROR_PREFIXES, ChatRequest, Conversation, ToolCall, ToolResult, from_chat
 from scenarios.scripted.policy import Decision, Investigator
 from shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO, TASK
@@ -111,3 +114,49 @@ def test_a_moved_test_file_is_recovered_from_the_tools_hint() -> None:
 def test_a_task_without_a_test_gets_a_plain_answer() -> None:
     path, decision = investigate(FIXTURE_REPO, task="Something is wrong with billing.")
     assert path == [] and "names no test" in decision.answer
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(max_size=200), failed=st.booleans())
+def test_a_tool_result_wrapped_as_result_or_error_json_is_read_as_its_text(text: str, failed: bool) -> None:
+    """Frameworks send a tool's text as `{"result": text}` (ADK over Chat Completions) or `{"error": text}`."""
+    conv, pending = Conversation(), {}
+    conv._add_call(pending, "c1", "read_file", {"path": "a.py"})
+    conv._add_result(pending, "c1", json.dumps({"error" if failed else "result": text}), False)
+    [result] = conv.results
+    assert result.content == text
+    assert result.is_error is (failed or text.startswith(_ERROR_PREFIXES))
+
+
+def test_a_result_object_with_more_than_the_text_stays_as_sent() -> None:
+    conv, pending = Conversation(), {}
+    conv._add_call(pending, "c1", "read_file", {"path": "a.py"})
+    sent = json.dumps({"result": "x", "status": "ok"})
+    conv._add_result(pending, "c1", sent, False)
+    assert conv.results[0].content == sent and not conv.results[0].is_error
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(st.sampled_from(["run_tests", "read_file", "search_code"]), st.dictionaries(st.text(), st.text())),
+        min_size=1,
+        max_size=3,
+    ),
+    observation=st.text(),
+)
+def test_tool_calls_and_results_written_as_text_are_read_like_native_ones(calls, observation: str) -> None:
+    """smolagents writes its history as text: `Calling tools:` and the calls' Python repr, then `Observation:`."""
+    written = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+        for i, (n, a) in enumerate(calls)
+    ]
+    messages = [
+        {"role": "user", "content": TASK},
+        {"role": "assistant", "content": f"Thinking.\nCalling tools:\n{written!r}"},
+        {"role": "user", "content": f"Observation:\n{observation}"},
+    ]
+    conv = from_chat(ChatRequest.model_validate({"model": "scripted", "messages": messages}))
+    assert [(r.call.name, r.call.args) for r in conv.results] == [(n, a) for n, a in calls]
+    # One text for the step's calls: the last call's result; the policy asks again for the others.
+    assert [r.content for r in conv.results] == [""] * (len(calls) - 1) + [observation]

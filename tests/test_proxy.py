@@ -166,6 +166,8 @@ def test_an_unreachable_model_is_a_gateway_error_and_an_unanswered_attempt() -> 
         with ModelProxy(session) as proxy:
             reply = _post(proxy, "/chat/completions", CHAT)
     assert reply.status_code == 502 and "could not reach the model" in reply.json()["error"]["message"]
+    # A server's error, which clients retry (DSPy reads the type: an `invalid_request_error` it would not).
+    assert reply.json()["error"]["type"] == "api_error"
     (attempt,) = session.recorder.failed
     assert attempt.status is None and "ConnectionRefusedError" in attempt.error and not session.recorder.calls
 

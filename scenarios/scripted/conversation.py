@@ -8,6 +8,7 @@ items, content blocks) the same way: a wrong type is a `MalformedRequest`.
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -115,8 +116,8 @@ class Conversation:
 
     def _add_result(self, pending: dict[str, ToolCall], call_id: str, content: str, is_error: bool) -> None:
         call = pending.pop(call_id, None) or ToolCall(call_id, "unknown", {})
-        if wrapped := _error_envelope(content):  # some frameworks send a failed tool's text as {"error": text}
-            content, is_error = wrapped, True
+        if wrapped := _envelope(content):  # some frameworks send a tool's text as {"error": text} or {"result": text}
+            content, is_error = wrapped[0], is_error or wrapped[1]
         self.results.append(ToolResult(call, content, is_error or content.startswith(_ERROR_PREFIXES)))
 
 
@@ -135,14 +136,49 @@ _ERROR_PREFIXES = (
 )
 
 
-def _error_envelope(content: str) -> str | None:
-    if not content.startswith('{"error"'):
+#: smolagents' ToolCallingAgent sends its history as text, not as tool messages: each step an assistant message
+#: ending in "Calling tools:" and the Python repr of its calls, then a user message "Observation:" with their
+#: results joined into one text.
+_TEXT_CALLS = "Calling tools:\n"
+_TEXT_RESULTS = "Observation:\n"
+#: What parsing a Python literal can raise on hostile text (deep nesting, NUL bytes).
+_UNPARSABLE_LITERAL = (SyntaxError, ValueError, TypeError, RecursionError, MemoryError)
+
+
+def _text_protocol(conv: Conversation, pending: dict[str, ToolCall], role: str, text: str) -> None:
+    """Tool calls and their results that a framework wrote as text (smolagents), read like native ones."""
+    at = text.rfind(_TEXT_CALLS) if role == "assistant" else -1
+    if at >= 0:
+        try:
+            calls = ast.literal_eval(text[at + len(_TEXT_CALLS) :].strip())
+        except _UNPARSABLE_LITERAL:
+            return
+        for i, call in enumerate(calls if isinstance(calls, list) else []):
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                conv._add_call(pending, str(call.get("id", i)), fn["name"], fn.get("arguments"))
+    elif role == "user" and text.startswith(_TEXT_RESULTS) and pending:
+        # One text for all the step's calls, with nothing to tell where one result ends: it is read as the last
+        # call's result and the others' as empty (the policy asks again for what it still needs).
+        *first, last = pending
+        for call_id in first:
+            conv._add_result(pending, call_id, "", False)
+        conv._add_result(pending, last, text[len(_TEXT_RESULTS) :], False)
+
+
+def _envelope(content: str) -> tuple[str, bool] | None:
+    """The text inside `{"error": text}`, or inside `{"result": text}` (how ADK's Chat Completions path
+    sends every tool result), and whether it is an error."""
+    if not content.startswith(('{"error"', '{"result"')):
         return None
     try:
-        error = json.loads(content).get("error")
+        decoded = json.loads(content)
     except (ValueError, RecursionError):
         return None
-    return error if isinstance(error, str) else None
+    if isinstance(error := decoded.get("error"), str):
+        return error, True
+    result = decoded.get("result")
+    return (result, False) if isinstance(result, str) and len(decoded) == 1 else None
 
 
 def _decode_args(raw: Any) -> Any:
@@ -195,6 +231,7 @@ def from_chat(req: ChatRequest) -> Conversation:
             conv.task = _text(msg.content)
         elif msg.role == "assistant":
             conv.assistant_turns += 1
+            _text_protocol(conv, pending, "assistant", _text(msg.content))
             for c, call in enumerate(msg.tool_calls or []):
                 where = f"messages.{m}.tool_calls.{c}"
                 fn = _object(call, "function", where)
@@ -203,6 +240,8 @@ def from_chat(req: ChatRequest) -> Conversation:
                 )
         elif msg.role == "tool":
             conv._add_result(pending, msg.tool_call_id or "", _text(msg.content), False)
+        elif msg.role == "user":
+            _text_protocol(conv, pending, "user", _text(msg.content))
     return conv
 
 
@@ -242,6 +281,8 @@ def from_messages(req: MessagesRequest) -> Conversation:
             kind, where = block.get("type"), f"messages.{m}.content.{b}"
             if kind == "text" and msg.role == "user" and not conv.task:
                 conv.task = _field(block, "text", where)
+            elif kind == "text":
+                _text_protocol(conv, pending, msg.role, _field(block, "text", where))
             elif kind == "tool_use":
                 conv._add_call(pending, _field(block, "id", where), _field(block, "name", where), block.get("input"))
             elif kind == "tool_result":

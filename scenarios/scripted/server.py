@@ -34,7 +34,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from adapters.base import ModelServerUrls
-from scenarios.scripted import wire
+from scenarios.scripted import fields, wire
 from scenarios.scripted.conversation import (
     MAX_NESTING,
     ChatRequest,
@@ -205,18 +205,19 @@ def create_app(policy: Policy | None = None) -> Starlette:
         dialect: Dialect,
         whole: Callable[[wire.Reply, Any, dict[str, Any]], dict[str, Any]],
         events: Callable[[wire.Reply, Any, dict[str, Any]], Iterator[wire.Event]],
+        fielded: Callable[[Any], fields.FieldRequest | None] = lambda req: None,
     ) -> Callable[[Request], Any]:
         def answer(raw: bytes) -> Response | list[ServerSentEvent]:
             """The reply to a body (the events, for a stream): parsing, reading and deciding can each take a while
             on a large request, and a policy may be slow on purpose (a stand-in for a slow model)."""
             try:
                 req, data = _parse(model, raw)
-                conv = read(req)
+                field_request = fielded(req)  # DSPy's text-field protocol: the decision goes back as fields
+                conv = field_request.conversation() if field_request else read(req)
             except (BadRequest, MalformedRequest) as exc:
                 return _error(dialect, str(exc))
-            reply = wire.Reply(
-                decide(conv), req.model or MODEL_NAME, conv.assistant_turns + 1, wire.estimate_tokens(raw)
-            )
+            decision = fields.reply(field_request, decide) if field_request else decide(conv)
+            reply = wire.Reply(decision, req.model or MODEL_NAME, conv.assistant_turns + 1, wire.estimate_tokens(raw))
             return _encoded(events(reply, req, data)) if req.stream else _JSONResponse(whole(reply, req, data))
 
         async def handle(request: Request) -> Response:
@@ -239,6 +240,7 @@ def create_app(policy: Policy | None = None) -> Starlette:
         "openai",
         lambda reply, req, data: wire.chat_response(reply),
         lambda reply, req, data: wire.chat_events(reply, bool((req.stream_options or {}).get("include_usage"))),
+        fields.from_chat,
     )
     responses = endpoint(
         ResponsesRequest,
@@ -253,6 +255,7 @@ def create_app(policy: Policy | None = None) -> Starlette:
         "anthropic",
         lambda reply, req, data: wire.messages_response(reply),
         lambda reply, req, data: wire.messages_events(reply),
+        fields.from_messages,
     )
 
     async def models(request: Request) -> Response:

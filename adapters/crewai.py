@@ -1,0 +1,195 @@
+"""CrewAI: one `Agent` with one `Task` in a `Crew` of one, capped by `Agent(max_iter=)`.
+
+CrewAI's native providers build their own SDK clients from a base URL and a key (its OpenAI one
+builds a sync and an async client from the same options, so no one client object fits), so the
+model is reached through the run's recording `ModelProxy`. Chat Completions (its default) and
+Responses go through its OpenAI provider; Anthropic Messages through its Anthropic one, which needs
+`crewai[anthropic]`.
+
+`max_iter` counts tool-using model calls (measured; default 25, `Agent.model_fields`). After
+`max_iter` of them CrewAI makes one more call with no tools offered and a "give your best final
+answer" message, and returns whatever that says: the native cap makes `max_iter + 1` calls
+(`max_iter=0` is a flow error). looplab sets `max_iter=max_steps` and the model boundary refuses the
+wrap-up call, so all `max_steps` calls are offered the tools, an answer on the last is final, and a
+run that still wants tools ends `max_steps` (CrewAI raises the SDK's 403 error; it carries no
+history). `max_execution_time` counts seconds, not calls; `max_rpm` only makes it wait for the next
+minute, so it is no cap and not a knob here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from adapters.bare import BareTool
+from adapters.base import (
+    SYSTEM_PROMPT,
+    Adapter,
+    Api,
+    Finished,
+    KnobDefault,
+    Limits,
+    MissingExtra,
+    NativeCap,
+    RunSession,
+)
+from adapters.proxy import ModelProxy
+
+# CrewAI's anonymous telemetry has no per-run switch, only this variable; set before the import, which
+# builds its exporter. (Tracing has one: `Crew(tracing=False)`.)
+os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
+
+from crewai import LLM, Agent, Crew, Task  # noqa: E402
+from crewai.agents.agent_executor import AgentExecutor  # noqa: E402
+from crewai.tools import BaseTool  # noqa: E402
+from crewai.utilities.agent_utils import extract_tool_call_info  # noqa: E402
+
+KNOB = "Agent(max_iter=)"
+#: Each knob's `Agent` field.
+FIELDS = {KNOB: "max_iter", "Agent(max_execution_time=)": "max_execution_time"}
+#: A Task must say what its output is; the system prompt's own words for the answer.
+EXPECTED_OUTPUT = "the function, the file and the cause"
+
+_call_id: ContextVar[str | None] = ContextVar("looplab_crewai_call_id", default=None)
+
+
+class _Executor(AgentExecutor):
+    """CrewAI's executor, telling the tool body which tool call of the model it runs (CrewAI passes only arguments)."""
+
+    def _execute_single_native_tool_call(self, tool_call: Any) -> dict[str, Any]:
+        info = extract_tool_call_info(tool_call)
+        token = _call_id.set(info[0] if info else None)
+        try:
+            return super()._execute_single_native_tool_call(tool_call)
+        finally:
+            _call_id.reset(token)
+
+
+# CrewAI builds a flow's steps from the class's own body only: the subclass runs its parent's flow.
+_Executor._flow_definition = AgentExecutor.flow_definition()
+
+
+def raw_schema(parameters: dict[str, Any]) -> type[BaseModel]:
+    """An args schema that shows the model `parameters` as given and has no fields, so CrewAI validates nothing."""
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            return dict(parameters)
+
+    return Args
+
+
+class GuardTool(BaseTool):
+    """A CrewAI tool with the Guard's name, description and schema; its body is the Guard."""
+
+    session: Any
+
+    def _run(self, **kwargs: Any) -> str:
+        # The arguments as CrewAI parsed them from the model's JSON; OpenAI's APIs carry no error flag.
+        return self.session.tools.call(self.name, kwargs, _call_id.get()).result
+
+
+def build_llm(api: Api, model: str, base_url: str, key: str, **options: Any) -> Any:
+    """CrewAI's native provider for `api` (OpenAI's, or Anthropic's for `messages`), pointed at `base_url`."""
+    if api == "messages":
+        if importlib.util.find_spec("anthropic") is None:  # CrewAI's Anthropic provider needs crewai[anthropic]
+            raise MissingExtra("crewai", "crewai", "anthropic")
+        return LLM(model=model, provider="anthropic", base_url=base_url, api_key=key, **options)
+    kind = "responses" if api == "responses" else "completions"
+    return LLM(model=model, provider="openai", api=kind, base_url=base_url, api_key=key, **options)
+
+
+def crew_of_one(task: str, llm: Any, tools: list[BaseTool], **options: Any) -> Crew:
+    """The system prompt as the agent's backstory (role and goal are required: the agent's name, the task)."""
+    agent = Agent(
+        role="looplab",
+        goal=task,
+        backstory=SYSTEM_PROMPT,
+        llm=llm,
+        tools=tools,
+        verbose=False,
+        cache=False,  # a cached result would answer a repeated call without the tool (or the Guard) seeing it
+        max_retry_limit=0,  # else a failed run re-runs the whole task; the SDK client's retries suffice
+        **options,
+    )
+    job = Task(description=task, expected_output=EXPECTED_OUTPUT, agent=agent)
+    return Crew(agents=[agent], tasks=[job], verbose=False, tracing=False)
+
+
+class CrewAI(Adapter):
+    """Runner `crewai`: an `Agent` + `Task` in a `Crew`, capped by `max_iter`."""
+
+    name = "crewai"
+    extra = "crewai"
+    distribution = "crewai"
+    apis = ("chat", "responses", "messages")
+    knobs = tuple(FIELDS)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`max_iter=max_steps`: the calls past it (CrewAI's wrap-up call) are refused at the model boundary."""
+        return NativeCap(knob=KNOB, value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """The `Agent` fields' defaults (`max_execution_time`: seconds, None is no limit)."""
+        return {
+            knob: KnobDefault(value=Agent.model_fields[f].default, source=f"crewai.Agent.model_fields['{f}'].default")
+            for knob, f in FIELDS.items()
+        }
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Kick off the crew; an error CrewAI raises (the proxy's refusal at the cap) propagates to `Adapter.run`."""
+        api = self.api_for(session.model)
+        with ModelProxy(session) as proxy:
+            llm = build_llm(
+                api,
+                session.model.name,
+                proxy.anthropic_base_url if api == "messages" else proxy.openai_base_url,
+                proxy.token,
+                max_retries=session.model.retries,
+                timeout=session.limits.max_seconds,
+            )
+            tools: list[BaseTool] = [
+                GuardTool(name=t.name, description=t.description, args_schema=raw_schema(t.parameters), session=session)
+                for t in session.tools.tools
+            ]
+            # cap:begin
+            # max_iter=max_steps; the wrap-up call CrewAI makes after it is refused at the model boundary
+            cap = {} if session.cap is None else {FIELDS[session.knob]: session.cap}
+            # cap:end
+            output = crew_of_one(task, llm, tools, executor_class=_Executor, **cap).kickoff()
+        return session.conclude(output.raw)
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same crew on Chat Completions with plain tools and CrewAI's own client; returns the requests made.
+
+    With no boundary to refuse the wrap-up call, `max_iter=max_steps - 1` makes at most `max_steps` requests
+    (at least 2: `max_iter=0` is a flow error in CrewAI). Counted by the LLM, as CrewAI does.
+    """
+
+    class Plain(BaseTool):
+        fn: Any
+
+        def _run(self, **kwargs: Any) -> str:
+            return self.fn(**kwargs)
+
+    plain: list[BaseTool] = [
+        Plain(name=t.name, description=t.description, args_schema=raw_schema(t.parameters), fn=t.fn) for t in tools
+    ]
+    llm = build_llm("chat", model, urls["openai"], "not-needed")
+    try:
+        crew_of_one(task, llm, plain, max_iter=max(1, max_steps - 1)).kickoff()
+    except Exception:  # e.g. a wrap-up reply that still asks for tools fails CrewAI's output validation
+        pass
+    return llm.get_token_usage_summary().successful_requests
+
+
+ADAPTER = CrewAI()

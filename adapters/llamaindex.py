@@ -1,0 +1,220 @@
+"""LlamaIndex: a `FunctionAgent` workflow, run once with `agent.run(user_msg=task, max_iterations=...)`.
+
+Speaks OpenAI Chat Completions by default (LlamaIndex's `OpenAI` LLM) and the Responses API
+(`OpenAIResponses`), both on the run's recorded `AsyncOpenAI` client; Anthropic Messages through its
+`Anthropic` LLM, which builds its own client from a base URL, so it is pointed at the run's recording
+proxy. The agent streams every model call (its default).
+
+`max_iterations` counts model replies (measured): on receiving reply N the agent raises
+`WorkflowRuntimeError` without reading it, so N allows N model calls and N-1 tool rounds, and an
+answer on call N is lost. `max_steps=N` therefore sets N+1: reply N is read (an answer is final, its
+tools run) and the model boundary refuses call N+1. The partial history is in the workflow context's
+scratchpad (`ctx.store["scratchpad"]`), not in its memory nor in the exception. With
+`early_stopping_method="generate"` the agent makes one more call at the cap, with neither tools nor the
+scratchpad: the model sees only the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.agent.workflow import AgentOutput, FunctionAgent
+from llama_index.core.base.llms.types import ChatResponse, LLMMetadata, ToolCallBlock
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.tools import FunctionTool, ToolMetadata, ToolSelection
+from llama_index.core.workflow.errors import WorkflowRuntimeError
+from llama_index.llms.anthropic import Anthropic
+from llama_index.llms.openai import OpenAI, OpenAIResponses
+
+from adapters.bare import BareTool, plain_http_client
+from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
+from adapters.proxy import ModelProxy
+
+MAPPED = "FunctionAgent.run(max_iterations=max_steps + 1)"
+KNOB = "FunctionAgent.run(max_iterations=)"
+GENERATE = "FunctionAgent.run(max_iterations=, early_stopping_method='generate')"
+#: Assumed for a model missing from LlamaIndex's tables (the scripted model, a local server).
+UNKNOWN_WINDOW = 128_000
+#: The workflow's own timeout fires this long after looplab's deadline: a backstop, never first.
+TIMEOUT_GRACE_S = 5.0
+
+
+class _AnyModel:
+    """Mixed into an LLM class: a model missing from LlamaIndex's tables is a function-calling chat model."""
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        try:
+            return super().metadata  # type: ignore[misc]
+        except ValueError:  # "Unknown model", from the context-window table
+            name = self.model  # type: ignore[attr-defined]
+            return LLMMetadata(
+                context_window=UNKNOWN_WINDOW, is_chat_model=True, is_function_calling_model=True, model_name=name
+            )
+
+
+class _RawCalls(_AnyModel):
+    """Mixed into an LLM class: each tool call reaches the tool as the model sent it, with its id.
+
+    The LLMs parse arguments themselves: OpenAI's turn JSON they cannot parse into `{}`, Anthropic's
+    raise `JSONDecodeError` out of the run (measured). The Guard gets the text and says what is wrong.
+    """
+
+    def get_tool_calls_from_response(self, response: ChatResponse, *args: Any, **kwargs: Any) -> list[ToolSelection]:
+        blocks = [b for b in response.message.blocks if isinstance(b, ToolCallBlock)]
+        if not blocks:  # whatever the LLM does then (an empty list, or its error)
+            return super().get_tool_calls_from_response(response, *args, **kwargs)  # type: ignore[misc]
+        return [
+            ToolSelection(
+                tool_id=b.tool_call_id or "",
+                tool_name=b.tool_name,
+                tool_kwargs={"raw": b.tool_kwargs, "call_id": b.tool_call_id},  # what the tool bodies take
+            )
+            for b in blocks
+        ]
+
+
+class _ChatLLM(_RawCalls, OpenAI): ...
+
+
+class _ResponsesLLM(_RawCalls, OpenAIResponses): ...
+
+
+class _AnthropicLLM(_RawCalls, Anthropic): ...
+
+
+class _PlainChatLLM(_AnyModel, OpenAI): ...
+
+
+@dataclass
+class _SchemaMetadata(ToolMetadata):
+    """Tool metadata that hands the model a JSON schema as it is (LlamaIndex derives one from a pydantic class)."""
+
+    schema: dict[str, Any] = field(default_factory=dict)
+
+    def get_parameters_dict(self) -> dict[str, Any]:
+        return self.schema
+
+
+def schema_tool(name: str, description: str, schema: dict[str, Any], fn: Callable[..., Awaitable[str]]) -> FunctionTool:
+    """A LlamaIndex tool with exactly this name, description and JSON schema, running `fn`."""
+    return FunctionTool(async_fn=fn, metadata=_SchemaMetadata(description=description, name=name, schema=schema))
+
+
+def guarded_tool(name: str, description: str, schema: dict[str, Any], session: RunSession) -> FunctionTool:
+    """One of the Guard's tools for LlamaIndex: the Guard's own name, description and schema; its body the Guard."""
+
+    async def call(raw: Any = None, call_id: str | None = None) -> str:
+        # On a thread, so that one reply's calls (concurrent workflow steps) really overlap.
+        record = await asyncio.to_thread(session.tools.call, name, raw, call_id)
+        return record.result  # LlamaIndex puts no is_error flag on the wire: the text says it
+
+    return schema_tool(name, description, schema, call)
+
+
+def offline_memory(llm: FunctionCallingLLM) -> ChatMemoryBuffer:
+    """The agent's default memory with a tokenizer that needs no download.
+
+    The default's tiktoken cl100k_base comes from LlamaIndex's bundled copy, or, with TIKTOKEN_CACHE_DIR
+    set elsewhere, from openaipublic.blob.core.windows.net (measured). Bytes over-count tokens, and in a
+    run this memory holds only the task: the turns stay in the scratchpad until the agent answers.
+    """
+    return ChatMemoryBuffer.from_defaults(llm=llm, tokenizer_fn=str.encode)
+
+
+def build_llm(api: str, session: RunSession, stack: ExitStack) -> FunctionCallingLLM:
+    """The LlamaIndex LLM for `api`: on the run's recorded client, or (Anthropic) pointed at its proxy."""
+    name, key = session.model.name, session.model.key()
+    if api == "messages":  # llama-index-llms-anthropic 0.12 fails at run time on anthropic>=1 (measured)
+        proxy = stack.enter_context(ModelProxy(session))
+        return _AnthropicLLM(
+            model=name,
+            base_url=proxy.anthropic_base_url,
+            api_key=proxy.token,
+            max_tokens=4096,
+            max_retries=session.model.retries,
+            timeout=session.limits.max_seconds,
+        )
+    # max_retries=0: LlamaIndex's own retry loop would wrap the SDK client's, which retries as every client does.
+    given = {"model": name, "api_key": key, "async_openai_client": session.openai_client(), "max_retries": 0}
+    if api == "responses":
+        return _ResponsesLLM(**given)
+    return _ChatLLM(**given, additional_kwargs={"stream_options": {"include_usage": True}})  # else no usage
+
+
+class LlamaIndexAgent(Adapter):
+    """Runner `llamaindex`: a `FunctionAgent` workflow capped by `max_iterations`."""
+
+    name = "llamaindex"
+    extra = "llamaindex"
+    distribution = "llama-index-core"
+    apis = ("chat", "responses", "messages")
+    knobs = (MAPPED, KNOB, GENERATE)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`max_iterations=max_steps + 1`: the agent raises on receiving its last allowed reply, unread."""
+        return NativeCap(knob=KNOB, value=limits.max_steps + 1)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """What `run()` without `max_iterations` gets: the constant `_init_context` falls back to."""
+        default = read_default(("llama_index.core.agent.workflow.base_agent", "DEFAULT_MAX_ITERATIONS"))
+        return dict.fromkeys(self.knobs, default)
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the workflow once; `WorkflowRuntimeError` at the cap, or `StopRun`, propagates to `Adapter.run`."""
+        return session.run_async(self._run(task, session, self.api_for(session.model)))
+
+    async def _run(self, task: str, session: RunSession, api: str) -> Finished:
+        with ExitStack() as stack:
+            llm = build_llm(api, session, stack)
+            tools = [guarded_tool(t.name, t.description, t.parameters, session) for t in session.tools.tools]
+            # The agent's default timeout is none; this one only backs up looplab's own deadline.
+            agent = FunctionAgent(
+                llm=llm, tools=tools, system_prompt=SYSTEM_PROMPT, timeout=session.remaining_s() + TIMEOUT_GRACE_S
+            )
+            # cap:begin
+            cap: dict[str, Any] = {}
+            if session.cap is not None:
+                cap["max_iterations"] = session.cap + 1 if session.knob == MAPPED else session.cap
+            if session.knob == GENERATE:  # at the cap, one more call (no tools) instead of the exception
+                cap["early_stopping_method"] = "generate"
+            # cap:end
+            output: AgentOutput = await agent.run(user_msg=task, memory=offline_memory(llm), **cap)
+            return session.conclude(output.response.content)  # it returns on a reply without tool calls
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same agent and cap with none of looplab's boundaries; a runaway makes `max_steps + 1` requests here."""
+    import openai
+
+    def plain(t: BareTool) -> FunctionTool:
+        async def call(**kwargs: Any) -> str:
+            return await asyncio.to_thread(t.fn, **kwargs)
+
+        return schema_tool(t.name, t.description, t.parameters, call)
+
+    async def main() -> int:
+        http = plain_http_client(openai, urls["openai"], is_async=True)
+        client = openai.AsyncOpenAI(api_key="not-needed", base_url=urls["openai"], http_client=http)
+        llm = _PlainChatLLM(model=model, api_key="not-needed", async_openai_client=client, max_retries=0)
+        agent = FunctionAgent(llm=llm, tools=[plain(t) for t in tools], system_prompt=SYSTEM_PROMPT)
+        handler, replies = agent.run(user_msg=task, max_iterations=max_steps + 1, memory=offline_memory(llm)), 0
+        try:
+            async for event in handler.stream_events():
+                replies += isinstance(event, AgentOutput)  # one per model reply
+            await handler
+        except WorkflowRuntimeError:  # the cap: the last reply was received and not read
+            pass
+        finally:
+            await http.aclose()
+        return replies
+
+    return asyncio.run(main())
+
+
+ADAPTER = LlamaIndexAgent()

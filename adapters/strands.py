@@ -1,0 +1,182 @@
+"""Strands Agents: `Agent(...).invoke_async(task, limits={"turns": max_steps})`.
+
+Speaks Chat Completions by default (`OpenAIModel` on the session's recorded `AsyncOpenAI`, not streamed), the
+Responses API (`OpenAIResponsesModel`, which opens a fresh `AsyncOpenAI` per request and closes it: each gets a
+fresh recording HTTP client) and Anthropic Messages (`AnthropicModel`, built from `client_args`). Those two
+always stream: a reply that breaks off mid-stream is not retried (the SDK retries only until a response
+starts), and the run ends `error`. Measured on 1.62: `limits["turns"]` counts event-loop cycles, one model
+call each, checked at the top of a cycle; so turn N+1 makes no request and the agent returns normally with
+`stop_reason="limit_turns"`, its last message the tool results (no exception; the partial history is
+`agent.messages`). Unset (`limits=None`, the default), nothing bounds the loop. The alternative knob, a
+`BeforeModelCallEvent` hook that cancels call N+1, makes Strands return the cancel text as an ordinary final
+message (`stop_reason="end_turn"`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anthropic
+import openai
+from strands import Agent
+from strands.agent import AgentResult
+from strands.hooks import BeforeModelCallEvent, BeforeToolCallEvent
+from strands.models.anthropic import AnthropicModel
+from strands.models.openai import OpenAIModel
+from strands.models.openai_responses import OpenAIResponsesModel
+from strands.tools.tools import PythonAgentTool
+from strands.types.tools import ToolResult, ToolSpec, ToolUse
+
+from adapters.bare import BareTool, plain_http_client
+from adapters.base import SYSTEM_PROMPT, Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
+
+MAX_TOKENS = 4096  # AnthropicModel requires one; the same as looplab's other Messages runners
+TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
+
+
+def build_model(api: Api, session: RunSession) -> Any:
+    """The Strands model for `api`; every request goes through the session's recording HTTP client."""
+    name, spec = session.model.name, session.model
+    if api == "chat":  # not streamed (Strands' default is to stream): the SDK then retries a reply that breaks off
+        return OpenAIModel(client=session.openai_client(), model_id=name, stream=False)
+    options = {"api_key": spec.key(), "base_url": spec.base_url, "max_retries": spec.retries}
+    if api == "messages":
+        http = session.http_client(anthropic, is_async=True)
+        return AnthropicModel(client_args={**options, "http_client": http}, model_id=name, max_tokens=MAX_TOKENS)
+
+    replies: list[Any] = []
+
+    async def keep(reply: Any) -> None:
+        replies.append(reply)
+
+    class Recorded(OpenAIResponsesModel):
+        """Strands opens an `AsyncOpenAI` per request and closes it (and its HTTP client) after: a fresh one each
+        time. It also stops reading the stream at `response.completed` and leaves it open, which would record the
+        call only when the garbage collector closes it: the reply is closed here, before the tools run."""
+
+        def _resolve_client_args(self) -> dict[str, Any]:
+            http = session.http_client(openai, is_async=True)
+            http.event_hooks["response"].append(keep)
+            return {**options, "http_client": http}
+
+        async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+            try:
+                async for chunk in super().stream(*args, **kwargs):
+                    yield chunk
+            finally:
+                while replies:
+                    await replies.pop().aclose()
+
+    return Recorded(model_id=name)
+
+
+def guarded_tool(name: str, description: str, schema: dict[str, Any], session: RunSession) -> PythonAgentTool:
+    """A Strands tool with the Guard's name, description and schema; the body is the Guard."""
+
+    def call(tool_use: ToolUse, **_: Any) -> ToolResult:  # sync: Strands runs it on a thread, so calls overlap
+        # `input` is already a dict: Strands parses the JSON itself and replaces text that is not JSON with {}.
+        record = session.tools.call(tool_use["name"], tool_use["input"], tool_use["toolUseId"])
+        status = "error" if record.is_error else "success"
+        return {"toolUseId": tool_use["toolUseId"], "status": status, "content": [{"text": record.result}]}
+
+    spec: ToolSpec = {"name": name, "description": description, "inputSchema": {"json": schema}}
+    return PythonAgentTool(name, spec, call)
+
+
+class Strands(Adapter):
+    """Strands Agents' `Agent`, capped by `invoke_async(limits={"turns": N})`."""
+
+    name = "strands"
+    extra = "strands"
+    distribution = "strands-agents"
+    apis = ("chat", "responses", "messages")
+    knobs = (TURNS, HOOK)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`turns` counts model calls (one per cycle, measured): N allows exactly N calls."""
+        return NativeCap(knob=TURNS, value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """Both unset by default: `invoke_async(limits=None)`, and `Agent(hooks=None)` registers no counter."""
+        limits = inspect.signature(Agent.invoke_async).parameters["limits"].default
+        hooks = inspect.signature(Agent.__init__).parameters["hooks"].default
+        return {
+            TURNS: KnobDefault(value=limits, source=f"strands.Agent.invoke_async(limits={limits!r}) signature"),
+            HOOK: KnobDefault(value=hooks, source=f"strands.Agent(hooks={hooks!r}) signature"),
+        }
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the agent once; `StopRun` from the model boundary propagates to `Adapter.run`."""
+        return session.run_async(self._run(task, session))
+
+    async def _run(self, task: str, session: RunSession) -> Finished:
+        tools = [guarded_tool(t.name, t.description, t.parameters, session) for t in session.tools.tools]
+
+        def unknown_to_guard(event: BeforeToolCallEvent) -> None:
+            # Strands answers an unknown name itself ("Unknown tool: ..."); the Guard should see and record it.
+            if event.selected_tool is None:
+                event.selected_tool = guarded_tool(event.tool_use["name"], "", {"type": "object"}, session)
+
+        hooks: list[Any] = [unknown_to_guard]
+        # cap:begin
+        limits = None if session.cap is None or session.knob != TURNS else {"turns": session.cap}
+        if session.knob == HOOK and session.cap is not None:
+            calls, cap = [0], session.cap
+
+            def stop_at_cap(event: BeforeModelCallEvent) -> None:
+                calls[0] += 1
+                if calls[0] > cap:  # no request goes out; Strands returns this text as its final message
+                    event.cancel = f"(stopped: the hook cancelled model call {calls[0]})"
+
+            hooks.append(stop_at_cap)
+        # cap:end
+        agent = Agent(
+            model=build_model(self.api_for(session.model), session),
+            tools=tools,  # run concurrently by its default ConcurrentToolExecutor
+            system_prompt=SYSTEM_PROMPT,
+            callback_handler=None,  # the default prints the streamed text to stdout
+            retry_strategy=None,  # its own throttling retries (4 s to 240 s apart) on top of the SDK's: only the SDK's
+            hooks=hooks,
+        )
+        # No OpenTelemetry export: Strands only uses the global tracer provider, a no-op unless the process sets one.
+        result = await agent.invoke_async(task, limits=limits)
+        return session.conclude(_text(result) if result.stop_reason == "end_turn" else None)
+
+
+def _text(result: AgentResult) -> str:
+    """The reply's text blocks (`str(result)` ends each with a newline)."""
+    return "".join(block["text"] for block in result.message.get("content", []) if "text" in block)
+
+
+def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+    """The same agent with none of looplab's boundaries: plain client, plain tools, Chat Completions."""
+
+    def plain(tool: BareTool) -> PythonAgentTool:
+        def call(tool_use: ToolUse, **_: Any) -> ToolResult:
+            text = tool.fn(**tool_use["input"])
+            return {"toolUseId": tool_use["toolUseId"], "status": "success", "content": [{"text": text}]}
+
+        spec: ToolSpec = {"name": tool.name, "description": tool.description, "inputSchema": {"json": tool.parameters}}
+        return PythonAgentTool(tool.name, spec, call)
+
+    async def run() -> int:
+        http = plain_http_client(openai, urls["openai"], is_async=True)
+        client = openai.AsyncOpenAI(base_url=urls["openai"], api_key="not-needed", http_client=http)
+        agent = Agent(
+            model=OpenAIModel(client=client, model_id=model, stream=False),
+            tools=[plain(t) for t in tools],
+            system_prompt=SYSTEM_PROMPT,
+            callback_handler=None,
+            retry_strategy=None,
+        )
+        async with client:
+            result = await agent.invoke_async(task, limits={"turns": max_steps})
+        return len(result.metrics.latest_agent_invocation.cycles)
+
+    return asyncio.run(run())
+
+
+ADAPTER = Strands()
