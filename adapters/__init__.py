@@ -44,7 +44,11 @@ class RunnerInfo:
         return all(shutil.which(c) is not None for c in self.commands)
 
     def installed(self) -> bool:
-        return all(_findable(m) for m in self.requires) and all(shutil.which(c) is not None for c in self.commands)
+        return all(_findable(m) for m in self.requires) and self.programs_found()
+
+    def elsewhere(self) -> bool:
+        """Whether it can run only in its own runner environment: it cannot share this one and is not in it."""
+        return not self.in_all and not self.installed()
 
 
 def _findable(module: str) -> bool:

@@ -18,7 +18,7 @@ import anthropic
 from anthropic.lib.tools import BetaFunctionTool, ToolError
 
 from adapters.bare import BareTool, plain_http_client
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
 from shared_tools import Tool
 
 MAX_TOKENS = 4096
@@ -57,7 +57,7 @@ class AnthropicToolRunner(Adapter):
         runner = client.beta.messages.tool_runner(
             model=session.model.name,
             max_tokens=MAX_TOKENS,
-            system=SYSTEM_PROMPT,
+            system=session.system_prompt,
             messages=[{"role": "user", "content": task}],
             tools=[self._tool(t, session, call_ids) for t in session.tools.tools],
             timeout=session.remaining_s(),
@@ -99,7 +99,9 @@ def _whole_history(client: anthropic.Anthropic) -> dict[str, Any]:
     return {"thread": False} if "thread" in inspect.signature(client.beta.messages.tool_runner).parameters else {}
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same tool runner with none of looplab's boundaries: plain client, plain tool functions."""
     url = urls["anthropic"]
     http = plain_http_client(anthropic, url)
@@ -109,7 +111,7 @@ def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: 
         runner = client.beta.messages.tool_runner(
             model=model,
             max_tokens=MAX_TOKENS,
-            system=SYSTEM_PROMPT,
+            system=system_prompt,
             messages=[{"role": "user", "content": task}],
             tools=[
                 BetaFunctionTool(t.fn, name=t.name, description=t.description, input_schema=t.parameters) for t in tools

@@ -16,8 +16,9 @@ import importlib.metadata
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import ModuleType
 from typing import Any, Literal, Protocol, TypeVar
@@ -31,12 +32,6 @@ from adapters.recorder import ModelRecorder, http_module_for
 from adapters.trace import Trace
 from shared_tools import Guard
 from shared_tools.records import clean
-
-SYSTEM_PROMPT = (
-    "You investigate failing tests in a Python repository using the tools given. "
-    "Run the failing test, read what it exercises, follow the code to the cause, "
-    "and answer with the function, the file and the cause. Never invent results you have not seen."
-)
 
 Api = Literal["chat", "responses", "messages"]
 #: How a runner reaches the Guard: calling it in this process, or as an MCP client of a tool server.
@@ -114,6 +109,10 @@ class ModelSpec:
     provider SDK retries a failed request (a 5xx, a 429, a broken
     connection), the same for every runner, since looplab builds every client.
     `pricing` None means the model has no known price: its cost is unknown.
+    `headers` are extra headers sent with every model request, by every runner
+    (the recorder adds them in-process and at the proxy): a provider's or a
+    gateway's options (an API version, a beta flag, an organization or project,
+    a routing or attribution header), or the scripted model's persona.
     """
 
     provider: Literal["openai", "anthropic"]
@@ -123,6 +122,7 @@ class ModelSpec:
     api: Api | None = None
     pricing: Pricing | None = None
     retries: int = DEFAULT_RETRIES
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)  # out of the hash: a dict has none
 
     @property
     def label(self) -> str:
@@ -200,6 +200,10 @@ class RunResult(BaseModel):
     native_end: NativeEnd | None = None
     tool_transport: ToolTransport = Field(
         default="in-process", description="How the runner reached the tools: in this process, or over MCP."
+    )
+    limits: Limits | None = Field(None, description="The normalized limits the run was held to.")
+    started_at: datetime | None = Field(
+        None, description="Wall-clock time (UTC) when the run's clock read 0: the trace's started_at count from it."
     )
 
 
@@ -283,8 +287,12 @@ class RunSession:
     the budget or a stop the Guard asked for; `stop` remembers which.
     """
 
-    def __init__(self, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe) -> None:
+    def __init__(
+        self, guard: Guard, limits: Limits, model: ModelSpec, probe: Probe, *, system_prompt: str = ""
+    ) -> None:
         self.guard, self.limits, self.model = guard, limits, model
+        #: What the runner tells the model first (the case's); empty only in a session that runs no loop.
+        self.system_prompt = system_prompt
         #: What the adapter calls tools through; the Guard keeps the records either way.
         self.tools: ToolBoundary = guard
         self.tool_transport: ToolTransport = "in-process"
@@ -293,9 +301,12 @@ class RunSession:
         self.native_end: NativeEnd | None = None
         self.clock = guard.clock
         self.pacer = pacing.current()
-        self.recorder = ModelRecorder(clock=self.clock, pricing=model.pricing, gate=self.gate, pacer=self.pacer)
+        self.recorder = ModelRecorder(
+            clock=self.clock, pricing=model.pricing, gate=self.gate, pacer=self.pacer, headers=model.headers
+        )
         self.started = self.clock()
         self.guard.deadline = self.started + limits.max_seconds
+        self.guard.cutoff = self.steps_spent
         self.stop: StopRun | None = None
         self._clients: list[tuple[Any, bool]] = []  # the HTTP clients built, and whether each is async
 
@@ -434,6 +445,16 @@ class RunSession:
             time.sleep(wait)
         return None
 
+    def steps_spent(self) -> str | None:
+        """Why no model call is left to read a tool's result, if `max_steps` says so (the Guard's `cutoff`).
+
+        One behaviour for every runner: the tools of the last allowed model call do not run, whether the
+        framework would have run them (most do) or ended first (LangGraph's step counter does).
+        """
+        if len(self.recorder.calls) >= self.limits.max_steps:
+            return f"max_steps={self.limits.max_steps} model calls made"
+        return None
+
     def tool_stop(self) -> tuple[StopReason, str] | None:
         """Checked after tool calls: the Guard's request to end the run, if any."""
         if self.guard.stop:
@@ -453,6 +474,8 @@ class RunSession:
             stop_detail=_cleaned(detail),
             answer=_cleaned(answer) if reason is StopReason.FINAL_ANSWER else None,
             native_cap=runner.native_cap(self.limits),
+            limits=self.limits,
+            started_at=datetime.now(UTC) - timedelta(seconds=self.clock()),
             totals=Totals(
                 model_calls=len(calls),
                 failed_model_calls=len(failed),
@@ -546,8 +569,12 @@ class Adapter(ABC):
         model: ModelSpec,
         probe: Probe | None = None,
         tools: ToolTransport = "in-process",
+        *,
+        system_prompt: str,
     ) -> RunResult:
         """Run `task` with the tools behind `guard`; never raises for a failing run.
+
+        `system_prompt` (the case's) is what the model is told first: `loop` reads it as `session.system_prompt`.
 
         `probe` sets one of `knobs` to a value (or leaves it unset) instead of
         mapping `max_steps` onto the first; `looplab caps` measures that way,
@@ -555,7 +582,8 @@ class Adapter(ABC):
         MCP and has the runner call it as a client (it needs the `mcp` extra).
         """
         check_priced(limits, model)
-        session = RunSession(guard, limits, model, probe or Probe(knob=self.knobs[0], value=limits.max_steps))
+        probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)
+        session = RunSession(guard, limits, model, probe, system_prompt=system_prompt)
         with framework_noise() as noise, contextlib.ExitStack() as stack:
             try:
                 if tools == "mcp" and not self.out_of_process:

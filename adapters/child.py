@@ -8,7 +8,7 @@ gated and checked like any in-process runner's. It gets, in its environment and 
 | variable | what it holds |
 |---|---|
 | `LOOPLAB_TASK` | the task, as the user's first message |
-| `LOOPLAB_SYSTEM_PROMPT` | the system prompt every runner uses |
+| `LOOPLAB_SYSTEM_PROMPT` | the run's system prompt (the case's), the same for every runner |
 | `LOOPLAB_MODEL` | the model name to send |
 | `LOOPLAB_API` | `chat`, `responses` or `messages`: the wire API to speak |
 | `LOOPLAB_OPENAI_BASE_URL` | the proxy, as an OpenAI SDK's base URL (ends in `/v1`) |
@@ -39,7 +39,7 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, NativeEnd, RunSession
+from adapters.base import Adapter, Finished, NativeEnd, RunSession
 from adapters.proxy import ModelProxy
 from adapters.tool_server import ToolServer
 
@@ -87,7 +87,7 @@ class ChildRunner(Adapter):
                 outcome = Path(tmp) / "outcome.json"
                 env = child_environment(
                     task=task,
-                    system_prompt=SYSTEM_PROMPT,
+                    system_prompt=session.system_prompt,
                     model=session.model.name,
                     api=api,
                     openai_base_url=proxy.openai_base_url,

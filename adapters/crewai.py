@@ -6,39 +6,26 @@ model is reached through the run's recording `ModelProxy`. Chat Completions (its
 Responses go through its OpenAI provider; Anthropic Messages through its Anthropic one, which needs
 `crewai[anthropic]`.
 
-`max_iter` counts tool-using model calls (measured; default 25, `Agent.model_fields`). After
-`max_iter` of them CrewAI makes one more call with no tools offered and a "give your best final
-answer" message, and returns whatever that says: the native cap makes `max_iter + 1` calls
-(`max_iter=0` is a flow error). looplab sets `max_iter=max_steps` and the model boundary refuses the
-wrap-up call, so all `max_steps` calls are offered the tools, an answer on the last is final, and a
-run that still wants tools ends `max_steps` (CrewAI raises the SDK's 403 error; it carries no
-history). `max_execution_time` counts seconds, not calls; `max_rpm` only makes it wait for the next
-minute, so it is no cap and not a knob here.
+`max_iter=max_steps`: CrewAI's wrap-up call after `max_iter` tool-using calls (no tools offered, "give
+your best final answer") is refused at the model boundary, so every call is offered the tools, an
+answer on the last is final, and a run that still wants tools ends `max_steps` (CrewAI raises the
+SDK's 403 error, which carries no history). What the knobs count: docs/iteration-caps.md.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from adapters.bare import BareTool
-from adapters.base import (
-    SYSTEM_PROMPT,
-    Adapter,
-    Api,
-    Finished,
-    KnobDefault,
-    Limits,
-    MissingExtra,
-    NativeCap,
-    RunSession,
-)
+from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, MissingExtra, NativeCap, RunSession
 from adapters.proxy import ModelProxy
+from shared_tools import Tool
 
 # CrewAI's anonymous telemetry has no per-run switch, only this variable; set before the import, which
 # builds its exporter. (Tracing has one: `Crew(tracing=False)`.)
@@ -87,14 +74,23 @@ def raw_schema(parameters: dict[str, Any]) -> type[BaseModel]:
     return Args
 
 
-class GuardTool(BaseTool):
-    """A CrewAI tool with the Guard's name, description and schema; its body is the Guard."""
+class FnTool(BaseTool):
+    """A CrewAI tool whose body is `fn`, given the arguments as CrewAI parsed them from the model's JSON."""
 
-    session: Any
+    fn: Any
 
     def _run(self, **kwargs: Any) -> str:
-        # The arguments as CrewAI parsed them from the model's JSON; OpenAI's APIs carry no error flag.
-        return self.session.tools.call(self.name, kwargs, _call_id.get()).result
+        return self.fn(**kwargs)
+
+
+def crew_tool(tool: Tool | BareTool, fn: Callable[..., str]) -> BaseTool:
+    """`tool` for CrewAI: its own name, description and JSON schema (`raw_schema`), its body `fn`."""
+    return FnTool(name=tool.name, description=tool.description, args_schema=raw_schema(tool.parameters), fn=fn)
+
+
+def _guarded(session: RunSession, name: str) -> Callable[..., str]:
+    """The Guard as a tool body (OpenAI's APIs carry no error flag: the text says it)."""
+    return lambda **kwargs: session.tools.call(name, kwargs, _call_id.get()).result
 
 
 def build_llm(api: Api, model: str, base_url: str, key: str, **options: Any) -> Any:
@@ -107,12 +103,12 @@ def build_llm(api: Api, model: str, base_url: str, key: str, **options: Any) -> 
     return LLM(model=model, provider="openai", api=kind, base_url=base_url, api_key=key, **options)
 
 
-def crew_of_one(task: str, llm: Any, tools: list[BaseTool], **options: Any) -> Crew:
+def crew_of_one(task: str, system_prompt: str, llm: Any, tools: list[BaseTool], **options: Any) -> Crew:
     """The system prompt as the agent's backstory (role and goal are required: the agent's name, the task)."""
     agent = Agent(
         role="looplab",
         goal=task,
-        backstory=SYSTEM_PROMPT,
+        backstory=system_prompt,
         llm=llm,
         tools=tools,
         verbose=False,
@@ -148,45 +144,29 @@ class CrewAI(Adapter):
         """Kick off the crew; an error CrewAI raises (the proxy's refusal at the cap) propagates to `Adapter.run`."""
         api = self.api_for(session.model)
         with ModelProxy(session) as proxy:
-            llm = build_llm(
-                api,
-                session.model.name,
-                proxy.anthropic_base_url if api == "messages" else proxy.openai_base_url,
-                proxy.token,
-                max_retries=session.model.retries,
-                timeout=session.limits.max_seconds,
-            )
-            tools: list[BaseTool] = [
-                GuardTool(name=t.name, description=t.description, args_schema=raw_schema(t.parameters), session=session)
-                for t in session.tools.tools
-            ]
+            url = proxy.anthropic_base_url if api == "messages" else proxy.openai_base_url
+            options = {"max_retries": session.model.retries, "timeout": session.limits.max_seconds}
+            llm = build_llm(api, session.model.name, url, proxy.token, **options)
+            tools = [crew_tool(t, _guarded(session, t.name)) for t in session.tools.tools]
             # cap:begin
             # max_iter=max_steps; the wrap-up call CrewAI makes after it is refused at the model boundary
             cap = {} if session.cap is None else {FIELDS[session.knob]: session.cap}
             # cap:end
-            output = crew_of_one(task, llm, tools, executor_class=_Executor, **cap).kickoff()
+            output = crew_of_one(task, session.system_prompt, llm, tools, executor_class=_Executor, **cap).kickoff()
         return session.conclude(output.raw)
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
-    """The same crew on Chat Completions with plain tools and CrewAI's own client; returns the requests made.
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same crew on Chat Completions with plain tools and CrewAI's own client; the requests made (its count).
 
-    With no boundary to refuse the wrap-up call, `max_iter=max_steps - 1` makes at most `max_steps` requests
-    (at least 2: `max_iter=0` is a flow error in CrewAI). Counted by the LLM, as CrewAI does.
+    No boundary refuses the wrap-up call: `max_iter=max_steps - 1` makes at most `max_steps` (`max_iter=0` fails).
     """
-
-    class Plain(BaseTool):
-        fn: Any
-
-        def _run(self, **kwargs: Any) -> str:
-            return self.fn(**kwargs)
-
-    plain: list[BaseTool] = [
-        Plain(name=t.name, description=t.description, args_schema=raw_schema(t.parameters), fn=t.fn) for t in tools
-    ]
     llm = build_llm("chat", model, urls["openai"], "not-needed")
+    plain = [crew_tool(t, t.fn) for t in tools]
     try:
-        crew_of_one(task, llm, plain, max_iter=max(1, max_steps - 1)).kickoff()
+        crew_of_one(task, system_prompt, llm, plain, max_iter=max(1, max_steps - 1)).kickoff()
     except Exception:  # e.g. a wrap-up reply that still asks for tools fails CrewAI's output validation
         pass
     return llm.get_token_usage_summary().successful_requests

@@ -2,47 +2,42 @@
 
 DSPy asks the model for `next_thought`, `next_tool_name` and `next_tool_args` as `[[ ## field ## ]]`
 text (ChatAdapter; after a reply it cannot parse it asks once more in JSON, JSONAdapter), not as
-native tool calls. DSPy builds its own HTTP client and takes no client object, so the model is
-reached through the run's recording proxy (`ModelProxy`): Chat Completions (`openai/<model>`) or
-Anthropic Messages (`anthropic/<model>`).
+native tool calls: one tool a step. DSPy builds its own HTTP client and takes no client object, so
+the model is reached through the run's recording proxy (`ModelProxy`): Chat Completions
+(`openai/<model>`) or Anthropic Messages (`anthropic/<model>`).
 
-The cap, `ReAct(max_iters=N)`, counts react steps, each one model call (measured). At the cap
-ReAct returns without raising, and then makes one more model call, the *extract* (a
-ChainOfThought that writes the signature's `answer` from the trajectory): N+1 calls. It also
-extracts after the model picks `finish`. The mapping: `max_iters=max_steps`; when the model
-picks `finish`, the thought it finishes with is the answer (the instructions ask for that) and
-the extract call is skipped, so an answer on call k is k calls; at the cap the extract call is
-the (N+1)th, which the model boundary refuses: the run ends `max_steps`, no answer. The partial
-history is the prediction's `trajectory` (lost when the extract is refused: the boundaries keep it).
+`max_iters=max_steps`. A `finish` step's thought is the answer (the instructions ask for that), so no
+*extract* call restates it, and the extract call ReAct makes after the cap is refused at the model
+boundary: the run ends `max_steps` (what ReAct counts and does at its cap: docs/iteration-caps.md).
 
 Measured with the sloppy model: `next_tool_args` that is not JSON is repaired by DSPy (json_repair)
-before any tool sees it; a wrong type or a missing argument reaches the Guard (`_RawTool`), which
-answers with an error observation; a tool name outside the offered ones fails DSPy's parse, its
-JSON retry fails too, and `AdapterParseError` ends the run (`error`). A tool that raises becomes
-the observation `Execution error in <tool>: ...` (the Guard never raises). One tool per step.
+before any tool sees it; a wrong type or a missing argument reaches the Guard (`_RawTool`); a tool
+name outside the offered ones fails DSPy's parse and its JSON retry: `AdapterParseError` ends the
+run (`error`).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
-import os
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-# DSPy reads its model price map once, on first use, from GitHub unless this is set (no per-run switch).
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from adapters._litellm import offline_price_map
+
+offline_price_map()  # before DSPy imports LiteLLM, which would read its model price map from GitHub
 import dspy  # noqa: E402
 from dspy.utils.callback import BaseCallback  # noqa: E402
 
 from adapters.bare import BareTool  # noqa: E402
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession  # noqa: E402
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession  # noqa: E402
 from adapters.proxy import ModelProxy  # noqa: E402
+from shared_tools import Tool  # noqa: E402
 
 KNOB = "dspy.ReAct(max_iters=)"
 FINISH = "finish"
-INSTRUCTIONS = f"{SYSTEM_PROMPT} When you call finish, write your whole answer as that step's next_thought."
 #: The tool a reply names, in the field format or in the JSON one.
 TOOL_NAMED = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_tool_name"\s*:\s*"([^"]*)"')
 
@@ -89,8 +84,10 @@ class _ToolNames(BaseCallback):
                     call.tool_calls_requested = [tool]
 
 
-def _agent(tools: list[dspy.Tool], max_iters: int | None) -> _ReAct:
-    signature = dspy.Signature("task -> answer", INSTRUCTIONS)
+def react_agent(tools: list[dspy.Tool], max_iters: int | None, *, system_prompt: str) -> _ReAct:
+    """The ReAct agent over `tools`, told `system_prompt` and that a `finish` step's thought is the answer."""
+    finish = "When you call finish, write your whole answer as that step's next_thought."
+    signature = dspy.Signature("task -> answer", f"{system_prompt} {finish}")
     return _ReAct(signature, tools=tools, **({} if max_iters is None else {"max_iters": max_iters}))
 
 
@@ -113,16 +110,12 @@ class DSPy(Adapter):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; a refused model call (the cap, a Guard stop) propagates as the LM's error."""
-        api = self.api_for(session.model)
+        provider = "anthropic" if self.api_for(session.model) == "messages" else "openai"
         ids = itertools.count(1)
-        schema = "properties"  # DSPy lists a tool's arguments as name -> JSON schema
-        tools = [
-            _RawTool(_guarded(t.name, session, ids), name=t.name, desc=t.description, args=t.parameters.get(schema, {}))
-            for t in session.tools.tools
-        ]
+        tools = [_guarded(t, session, ids) for t in session.tools.tools]
         names = _ToolNames(session)
+        _agent = functools.partial(react_agent, system_prompt=session.system_prompt)  # this run's agent builder
         with ModelProxy(session) as proxy:
-            provider = "anthropic" if api == "messages" else "openai"
             # Per LM: no response cache (disk or memory); the run's retries and deadline; DSPy's own HTTP
             # engine (lm15) whatever OPENAI_BASE_URL says (under "auto" that variable switches to LiteLLM).
             lm = dspy.LM(
@@ -151,23 +144,26 @@ class DSPy(Adapter):
         return session.conclude(prediction.answer)
 
 
-def _guarded(name: str, session: RunSession, ids: Iterator[int]) -> Any:
-    """The tool body: the Guard, with the arguments DSPy parsed from `next_tool_args` (a dict) as they are."""
+def _guarded(t: Tool, session: RunSession, ids: Iterator[int]) -> _RawTool:
+    """`t` for DSPy; its body the Guard, with the arguments DSPy parsed from `next_tool_args` (a dict) as they are."""
 
     def call(**kwargs: Any) -> str:
         # DSPy gives tool calls no ids: number them, so a call has the same id in process and over MCP.
-        return session.tools.call(name, kwargs, f"dspy-{next(ids)}").result  # DSPy has no is_error: the text says
+        return session.tools.call(t.name, kwargs, f"dspy-{next(ids)}").result  # DSPy has no is_error: the text says
 
-    return call
+    # DSPy lists a tool's arguments as name -> JSON schema.
+    return _RawTool(call, name=t.name, desc=t.description, args=t.parameters.get("properties", {}))
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same agent on a plain LM and plain tool functions; returns the model requests it made."""
     lm = dspy.LM(f"openai/{model}", api_base=urls["openai"], api_key="not-needed", cache=False, engine="lm15")
     plain = [dspy.Tool(t.fn, name=t.name, desc=t.description, args=t.parameters.get("properties", {})) for t in tools]
     try:
         with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
-            _agent(plain, max_iters=max_steps)(task=task)
+            react_agent(plain, max_steps, system_prompt=system_prompt)(task=task)
     finally:
         lm.close()
     return len(lm.history)

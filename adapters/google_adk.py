@@ -2,14 +2,11 @@
 
 ADK's own model classes take a provider SDK client, so each wire API goes through the run's recording
 client, no proxy and no LiteLLM: Chat Completions (`OpenAILlm`, ADK's class for a `gpt-*` name),
-Responses (`OpenAIResponsesLlm`) and Anthropic Messages (`AnthropicLlm`). `max_llm_calls` counts model
-calls (measured): ADK counts a call just before sending it and raises `LlmCallsLimitExceededError`
-instead of sending call N+1, so N allows exactly N, with every batch of tools before it run. The
-exception carries no history (the trace comes from the boundaries); ADK logs it twice at ERROR, which
-lands in the run's warnings. On the wire, ADK sends a tool's text as `{"result": text}` over Chat
-Completions (bare text over Responses and Messages), and turns arguments that are not a JSON object
-into `{}` (OpenAI APIs, with a warning) or an `AssertionError` (Messages). ADK only opens spans on the
-global OpenTelemetry provider, a no-op unless the process installs one: nothing to turn off per run.
+Responses (`OpenAIResponsesLlm`) and Anthropic Messages (`AnthropicLlm`). `max_llm_calls=N` allows
+exactly N model calls (measured: docs/iteration-caps.md). On the wire, ADK sends a tool's text as
+`{"result": text}` over Chat Completions (bare text over Responses and Messages), and turns arguments
+that are not a JSON object into `{}` (OpenAI APIs, with a warning) or an `AssertionError` (Messages).
+ADK only opens spans on the global OpenTelemetry provider, a no-op unless the process installs one.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import openai
 from google.adk.agents import LlmAgent, RunConfig
 from google.adk.agents.invocation_context import LlmCallsLimitExceededError
 from google.adk.integrations.openai import OpenAILlm, OpenAIResponsesLlm
@@ -29,18 +25,8 @@ from google.adk.sessions import InMemorySessionService
 from google.adk.tools import BaseTool, ToolContext
 from google.genai import types
 
-from adapters.bare import BareTool, plain_http_client
-from adapters.base import (
-    SYSTEM_PROMPT,
-    Adapter,
-    Api,
-    Finished,
-    KnobDefault,
-    Limits,
-    NativeCap,
-    RunSession,
-    ToolBoundary,
-)
+from adapters.bare import BareTool, plain_openai_client
+from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession, ToolBoundary
 
 #: Where `max_steps` maps: the per-run `RunConfig` handed to `Runner.run_async`.
 KNOB = "Runner.run_async(run_config=RunConfig(max_llm_calls=))"
@@ -112,15 +98,13 @@ class GoogleAdk(Adapter):
         call = guard_call(session.tools)
         names = {t.name for t in session.tools.tools}
 
-        async def unknown_tool(
-            tool: BaseTool, args: dict[str, Any], tool_context: ToolContext
-        ) -> dict[str, Any] | None:
+        async def to_guard(tool: BaseTool, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any] | None:
             # ADK would answer a name it does not know itself; the Guard answers (and records) it instead.
             return None if tool.name in names else await call(tool.name, args, tool_context.function_call_id)
 
         tools = [GuardTool(t.name, t.description, t.parameters, call) for t in session.tools.tools]
         agent = LlmAgent(
-            name="looplab", model=model, instruction=SYSTEM_PROMPT, tools=tools, before_tool_callback=unknown_tool
+            name="looplab", model=model, instruction=session.system_prompt, tools=tools, before_tool_callback=to_guard
         )
         # cap:begin
         config = RunConfig() if session.cap is None else RunConfig(max_llm_calls=session.cap)
@@ -142,7 +126,9 @@ async def run_agent(agent: LlmAgent, task: str, config: RunConfig) -> str | None
     return answer
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same agent with none of looplab's boundaries: plain client, plain tools, Chat Completions."""
 
     async def plain(name: str, args: dict[str, Any], call_id: str | None) -> dict[str, Any]:
@@ -152,12 +138,11 @@ def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: 
     calls: list[object] = []  # one per model response
 
     async def run() -> None:
-        http = plain_http_client(openai, urls["openai"], is_async=True)
-        async with openai.AsyncOpenAI(base_url=urls["openai"], api_key="not-needed", http_client=http) as client:
+        async with plain_openai_client(urls["openai"]) as client:
             agent = LlmAgent(
                 name="looplab",
                 model=OpenAILlm(model=model, client=client),
-                instruction=SYSTEM_PROMPT,
+                instruction=system_prompt,
                 tools=[GuardTool(t.name, t.description, t.parameters, plain) for t in tools],
                 after_model_callback=lambda **_: calls.append(None),
             )

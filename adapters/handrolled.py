@@ -22,7 +22,6 @@ except ImportError:  # pragma: no cover
 
 from adapters.bare import BareTool, plain_http_client
 from adapters.base import (
-    SYSTEM_PROMPT,
     Adapter,
     Finished,
     KnobDefault,
@@ -77,7 +76,7 @@ class HandRolled(Adapter):
             reply = client.messages.create(
                 model=model.name,
                 max_tokens=MAX_TOKENS,
-                system=SYSTEM_PROMPT,
+                system=session.system_prompt,
                 tools=tools,
                 messages=messages,
                 timeout=session.remaining_s(),
@@ -112,7 +111,7 @@ class HandRolled(Adapter):
             for t in session.tools.tools
         ]
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": session.system_prompt},
             {"role": "user", "content": task},
         ]
         for _ in _steps(session):
@@ -140,7 +139,9 @@ def _steps(session: RunSession) -> Iterable[int]:
     # cap:end
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The Messages loop above with none of looplab's boundaries: plain client, plain tool functions."""
     url = urls["anthropic"]
     fns = {t.name: t.fn for t in tools}
@@ -151,7 +152,7 @@ def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: 
     ) as client:
         for step in range(1, max_steps + 1):
             reply = client.messages.create(
-                model=model, max_tokens=MAX_TOKENS, system=SYSTEM_PROMPT, tools=defs, messages=messages
+                model=model, max_tokens=MAX_TOKENS, system=system_prompt, tools=defs, messages=messages
             )
             content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
             messages.append({"role": "assistant", "content": content})

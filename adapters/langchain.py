@@ -19,7 +19,7 @@ from langchain_openai import ChatOpenAI
 
 from adapters._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
 from adapters.bare import BareTool
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
 
 
 def recursion_backstop(model_calls: int) -> int:
@@ -70,7 +70,10 @@ class LangChainAgent(Adapter):
         api = self.api_for(session.model)
         middleware, config = _cap(session.knob, session.cap)
         agent = create_agent(
-            chat_model(api, session), guard_tools(session.tools), system_prompt=SYSTEM_PROMPT, middleware=middleware
+            chat_model(api, session),
+            guard_tools(session.tools),
+            system_prompt=session.system_prompt,
+            middleware=middleware,
         )
         with no_tracing():
             state = agent.invoke({"messages": [HumanMessage(task)]}, config)
@@ -95,11 +98,13 @@ def _cap(knob: str, value: int | None) -> tuple[list[Any], dict[str, Any]]:
     # cap:end
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same agent and cap with none of looplab's boundaries: plain chat model, plain tools."""
     middleware, config = _cap(MODEL_CALLS, max_steps)
     agent = create_agent(
-        plain_chat_model(urls, model), plain_tools(tools), system_prompt=SYSTEM_PROMPT, middleware=middleware
+        plain_chat_model(urls, model), plain_tools(tools), system_prompt=system_prompt, middleware=middleware
     )
     try:
         with no_tracing():

@@ -20,7 +20,7 @@ from langgraph.prebuilt import ToolNode
 
 from adapters._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
 from adapters.bare import BareTool
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
 
 
 class AgentState(TypedDict):
@@ -42,12 +42,12 @@ def recursion_backstop(model_calls: int) -> int:
     return 2 * model_calls + 10
 
 
-def build_graph(model: BaseChatModel, tools: list[BaseTool], max_steps: int | None) -> Any:
+def build_graph(model: BaseChatModel, tools: list[BaseTool], system_prompt: str, max_steps: int | None) -> Any:
     """model -> (tools -> model)* -> END, ending after `max_steps` model calls at most (None: no counter)."""
     bound = model.bind_tools(tools)
 
     def call_model(state: AgentState) -> dict[str, Any]:
-        reply = bound.invoke([SystemMessage(SYSTEM_PROMPT), *state["messages"]])
+        reply = bound.invoke([SystemMessage(system_prompt), *state["messages"]])
         return {"messages": [reply], "steps": state["steps"] + 1}
 
     def route(state: AgentState) -> str:
@@ -97,7 +97,7 @@ class LangGraphAgent(Adapter):
         """Run the graph once; the last AI message is the answer unless it still asks for tools."""
         api = self.api_for(session.model)
         counter = session.cap if session.knob == COUNTER else None
-        graph = build_graph(chat_model(api, session), guard_tools(session.tools), counter)
+        graph = build_graph(chat_model(api, session), guard_tools(session.tools), session.system_prompt, counter)
         # cap:begin
         if session.cap is None:
             config = {}
@@ -113,9 +113,11 @@ class LangGraphAgent(Adapter):
         return session.conclude(None if getattr(last, "tool_calls", None) else last.text)
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same graph and step counter with none of looplab's boundaries: plain chat model, plain tools."""
-    graph = build_graph(plain_chat_model(urls, model), plain_tools(tools), max_steps)
+    graph = build_graph(plain_chat_model(urls, model), plain_tools(tools), system_prompt, max_steps)
     with no_tracing():
         state = graph.invoke(
             {"messages": [HumanMessage(task)], "steps": 0}, {"recursion_limit": recursion_backstop(max_steps)}

@@ -5,19 +5,15 @@ Speaks OpenAI Chat Completions by default (LlamaIndex's `OpenAI` LLM) and the Re
 `Anthropic` LLM, which builds its own client from a base URL, so it is pointed at the run's recording
 proxy. The agent streams every model call (its default).
 
-`max_iterations` counts model replies (measured): on receiving reply N the agent raises
-`WorkflowRuntimeError` without reading it, so N allows N model calls and N-1 tool rounds, and an
-answer on call N is lost. `max_steps=N` therefore sets N+1: reply N is read (an answer is final, its
-tools run) and the model boundary refuses call N+1. The partial history is in the workflow context's
-scratchpad (`ctx.store["scratchpad"]`), not in its memory nor in the exception. With
-`early_stopping_method="generate"` the agent makes one more call at the cap, with neither tools nor the
-scratchpad: the model sees only the task.
+The agent raises `WorkflowRuntimeError` on receiving reply `max_iterations`, unread (measured:
+docs/iteration-caps.md), so `max_steps=N` sets N+1: reply N is read (an answer is final, its tools
+run) and the model boundary refuses call N+1.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,9 +27,10 @@ from llama_index.core.workflow.errors import WorkflowRuntimeError
 from llama_index.llms.anthropic import Anthropic
 from llama_index.llms.openai import OpenAI, OpenAIResponses
 
-from adapters.bare import BareTool, plain_http_client
-from adapters.base import SYSTEM_PROMPT, Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
+from adapters.bare import BareTool, plain_openai_client
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, read_default
 from adapters.proxy import ModelProxy
+from shared_tools import Tool
 
 MAPPED = "FunctionAgent.run(max_iterations=max_steps + 1)"
 KNOB = "FunctionAgent.run(max_iterations=)"
@@ -101,28 +98,26 @@ class _SchemaMetadata(ToolMetadata):
         return self.schema
 
 
-def schema_tool(name: str, description: str, schema: dict[str, Any], fn: Callable[..., Awaitable[str]]) -> FunctionTool:
-    """A LlamaIndex tool with exactly this name, description and JSON schema, running `fn`."""
-    return FunctionTool(async_fn=fn, metadata=_SchemaMetadata(description=description, name=name, schema=schema))
+def schema_tool(tool: Tool | BareTool, fn: Callable[..., str]) -> FunctionTool:
+    """A LlamaIndex tool with exactly `tool`'s name, description and JSON schema, running `fn` on a thread, so
+    that one reply's calls (concurrent workflow steps) really overlap."""
+
+    async def call(**kwargs: Any) -> str:
+        return await asyncio.to_thread(fn, **kwargs)
+
+    metadata = _SchemaMetadata(description=tool.description, name=tool.name, schema=tool.parameters)
+    return FunctionTool(async_fn=call, metadata=metadata)
 
 
-def guarded_tool(name: str, description: str, schema: dict[str, Any], session: RunSession) -> FunctionTool:
-    """One of the Guard's tools for LlamaIndex: the Guard's own name, description and schema; its body the Guard."""
-
-    async def call(raw: Any = None, call_id: str | None = None) -> str:
-        # On a thread, so that one reply's calls (concurrent workflow steps) really overlap.
-        record = await asyncio.to_thread(session.tools.call, name, raw, call_id)
-        return record.result  # LlamaIndex puts no is_error flag on the wire: the text says it
-
-    return schema_tool(name, description, schema, call)
+def guarded_tool(tool: Tool, session: RunSession) -> FunctionTool:
+    """One of the Guard's tools, its body the Guard (LlamaIndex puts no is_error flag on the wire: the text says it)."""
+    return schema_tool(tool, lambda raw=None, call_id=None: session.tools.call(tool.name, raw, call_id).result)
 
 
 def offline_memory(llm: FunctionCallingLLM) -> ChatMemoryBuffer:
-    """The agent's default memory with a tokenizer that needs no download.
+    """The agent's default memory with a tokenizer that needs no download (tiktoken's may come from the network).
 
-    The default's tiktoken cl100k_base comes from LlamaIndex's bundled copy, or, with TIKTOKEN_CACHE_DIR
-    set elsewhere, from openaipublic.blob.core.windows.net (measured). Bytes over-count tokens, and in a
-    run this memory holds only the task: the turns stay in the scratchpad until the agent answers.
+    Bytes over-count tokens; in a run this memory holds only the task (the turns stay in the scratchpad).
     """
     return ChatMemoryBuffer.from_defaults(llm=llm, tokenizer_fn=str.encode)
 
@@ -132,14 +127,8 @@ def build_llm(api: str, session: RunSession, stack: ExitStack) -> FunctionCallin
     name, key = session.model.name, session.model.key()
     if api == "messages":  # llama-index-llms-anthropic 0.12 fails at run time on anthropic>=1 (measured)
         proxy = stack.enter_context(ModelProxy(session))
-        return _AnthropicLLM(
-            model=name,
-            base_url=proxy.anthropic_base_url,
-            api_key=proxy.token,
-            max_tokens=4096,
-            max_retries=session.model.retries,
-            timeout=session.limits.max_seconds,
-        )
+        options = {"max_tokens": 4096, "max_retries": session.model.retries, "timeout": session.limits.max_seconds}
+        return _AnthropicLLM(model=name, base_url=proxy.anthropic_base_url, api_key=proxy.token, **options)
     # max_retries=0: LlamaIndex's own retry loop would wrap the SDK client's, which retries as every client does.
     given = {"model": name, "api_key": key, "async_openai_client": session.openai_client(), "max_retries": 0}
     if api == "responses":
@@ -172,11 +161,9 @@ class LlamaIndexAgent(Adapter):
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
         with ExitStack() as stack:
             llm = build_llm(api, session, stack)
-            tools = [guarded_tool(t.name, t.description, t.parameters, session) for t in session.tools.tools]
-            # The agent's default timeout is none; this one only backs up looplab's own deadline.
-            agent = FunctionAgent(
-                llm=llm, tools=tools, system_prompt=SYSTEM_PROMPT, timeout=session.remaining_s() + TIMEOUT_GRACE_S
-            )
+            tools = [guarded_tool(t, session) for t in session.tools.tools]
+            timeout = session.remaining_s() + TIMEOUT_GRACE_S  # none by default; this one backs up looplab's deadline
+            agent = FunctionAgent(llm=llm, tools=tools, system_prompt=session.system_prompt, timeout=timeout)
             # cap:begin
             cap: dict[str, Any] = {}
             if session.cap is not None:
@@ -188,21 +175,15 @@ class LlamaIndexAgent(Adapter):
             return session.conclude(output.response.content)  # it returns on a reply without tool calls
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same agent and cap with none of looplab's boundaries; a runaway makes `max_steps + 1` requests here."""
-    import openai
-
-    def plain(t: BareTool) -> FunctionTool:
-        async def call(**kwargs: Any) -> str:
-            return await asyncio.to_thread(t.fn, **kwargs)
-
-        return schema_tool(t.name, t.description, t.parameters, call)
 
     async def main() -> int:
-        http = plain_http_client(openai, urls["openai"], is_async=True)
-        client = openai.AsyncOpenAI(api_key="not-needed", base_url=urls["openai"], http_client=http)
+        client = plain_openai_client(urls["openai"])
         llm = _PlainChatLLM(model=model, api_key="not-needed", async_openai_client=client, max_retries=0)
-        agent = FunctionAgent(llm=llm, tools=[plain(t) for t in tools], system_prompt=SYSTEM_PROMPT)
+        agent = FunctionAgent(llm=llm, tools=[schema_tool(t, t.fn) for t in tools], system_prompt=system_prompt)
         handler, replies = agent.run(user_msg=task, max_iterations=max_steps + 1, memory=offline_memory(llm)), 0
         try:
             async for event in handler.stream_events():
@@ -211,7 +192,7 @@ def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: 
         except WorkflowRuntimeError:  # the cap: the last reply was received and not read
             pass
         finally:
-            await http.aclose()
+            await client.close()
         return replies
 
     return asyncio.run(main())

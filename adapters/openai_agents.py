@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
@@ -30,28 +29,16 @@ from agents import (
 from agents.exceptions import MaxTurnsExceeded
 from agents.tool_context import ToolContext
 
-from adapters.bare import BareTool, plain_http_client
-from adapters.base import (
-    SYSTEM_PROMPT,
-    Adapter,
-    Finished,
-    KnobDefault,
-    Limits,
-    MissingExtra,
-    ModelSpec,
-    NativeCap,
-    RunSession,
-    ToolBoundary,
-    installed_version,
-    read_default,
-)
+from adapters._litellm import ViaLiteLLM, import_litellm
+from adapters.bare import BareTool, plain_openai_client
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, ToolBoundary, read_default
 from adapters.proxy import ModelProxy
 from shared_tools import Tool
 
 KNOB = "Runner.run(max_turns=)"
 
 
-class OpenAIAgents(Adapter):
+class OpenAIAgents(ViaLiteLLM, Adapter):
     """Runner `openai_agents`: `Agent` + `Runner.run`, capped by `max_turns`."""
 
     name = "openai_agents"
@@ -70,60 +57,41 @@ class OpenAIAgents(Adapter):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; `MaxTurnsExceeded` or `StopRun` propagate to `Adapter.run`."""
-        api = self.api_for(session.model)
-        return session.run_async(self._run(task, session, api))
-
-    def version(self, model: ModelSpec | None = None) -> str:
-        own = installed_version(self.distribution)
-        if model is None or model.provider != "anthropic":
-            return own
-        return f"{own} + litellm {installed_version('litellm')}"
+        return session.run_async(self._run(task, session, self.api_for(session.model)))
 
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
         with ExitStack() as stack:
+            settings: dict[str, Any] = {}
             if api == "messages":
                 proxy = stack.enter_context(ModelProxy(session))
-                name = f"anthropic/{session.model.name}"
-                model: Any = _litellm_model(name, proxy.anthropic_base_url, proxy.token)
+                model: Any = _litellm_model(f"anthropic/{session.model.name}", proxy.anthropic_base_url, proxy.token)
+                # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
+                settings["model_settings"] = ModelSettings(extra_args={"num_retries": session.model.retries})
             else:
                 model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
                 model = model_cls(model=session.model.name, openai_client=session.openai_client(is_async=True))
-            return await self._agent_run(task, session, model, api)
-
-    async def _agent_run(self, task: str, session: RunSession, model: Any, api: str) -> Finished:
-        # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
-        retries = ModelSettings(extra_args={"num_retries": session.model.retries}) if api == "messages" else None
-        agent = Agent(
-            name="looplab",
-            instructions=SYSTEM_PROMPT,
-            tools=[_function_tool(t, _guarded(session.tools, t.name)) for t in session.tools.tools],
-            model=model,
-            **({"model_settings": retries} if retries else {}),
-        )
-        # cap:begin
-        cap: dict[str, Any] = {} if session.cap is None else {"max_turns": session.cap}
-        if session.knob != KNOB:  # the graceful alternative: a final output instead of MaxTurnsExceeded
-            cap["error_handlers"] = {"max_turns": lambda _: "(stopped: max_turns reached)"}
-        # cap:end
-        result = await Runner.run(
-            agent,
-            task,
+            agent = Agent(
+                name="looplab",
+                instructions=session.system_prompt,
+                tools=[_function_tool(t, _guarded(session.tools, t.name)) for t in session.tools.tools],
+                model=model,
+                **settings,
+            )
+            # cap:begin
+            cap: dict[str, Any] = {} if session.cap is None else {"max_turns": session.cap}
+            if session.knob != KNOB:  # the graceful alternative: a final output instead of MaxTurnsExceeded
+                cap["error_handlers"] = {"max_turns": lambda _: "(stopped: max_turns reached)"}
+            # cap:end
             # Per run, so nothing global changes: no trace export (there is no network, and no key).
-            run_config=RunConfig(tracing_disabled=True),
-            **cap,
-        )
-        return session.conclude(str(result.final_output) if result.final_output is not None else None)
+            result = await Runner.run(agent, task, run_config=RunConfig(tracing_disabled=True), **cap)
+            return session.conclude(str(result.final_output) if result.final_output is not None else None)
 
 
 def _litellm_model(name: str, base_url: str, key: str) -> Any:
-    """The SDK's LiteLLM model, quiet and offline: LiteLLM fetches a price map over the network at import otherwise."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-        from agents.extensions.models.litellm_model import LitellmModel
-    except ImportError:
-        raise MissingExtra("openai_agents", "openai-agents", "litellm") from None
-    litellm.suppress_debug_info = True  # else it prints a provider list for a model it has no price for
+    """The SDK's LiteLLM model, on LiteLLM offline and quiet (`adapters/_litellm.py`)."""
+    import_litellm("openai_agents", "openai-agents")
+    from agents.extensions.models.litellm_model import LitellmModel
+
     return LitellmModel(model=name, base_url=base_url, api_key=key)
 
 
@@ -150,21 +118,20 @@ def _guarded(guard: ToolBoundary, name: str) -> Callable[[str, str | None], str]
     return lambda raw_args, call_id: guard.call(name, raw_args, call_id).result
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same Agent and `max_turns` on Responses with none of looplab's boundaries: plain client, plain tools."""
-    import openai
-
-    http = plain_http_client(openai, urls["openai"], is_async=True)
-    client = openai.AsyncOpenAI(api_key="not-needed", base_url=urls["openai"], http_client=http)
+    client = plain_openai_client(urls["openai"])
     agent = Agent(
         name="looplab",
-        instructions=SYSTEM_PROMPT,
+        instructions=system_prompt,
         tools=[_function_tool(t, lambda raw_args, _, fn=t.fn: fn(**json.loads(raw_args))) for t in tools],
         model=OpenAIResponsesModel(model=model, openai_client=client),
     )
 
     async def run() -> int:
-        async with http:
+        async with client:
             try:
                 result = await Runner.run(agent, task, run_config=RunConfig(tracing_disabled=True), max_turns=max_steps)
             except MaxTurnsExceeded as exc:  # raised before call max_steps + 1

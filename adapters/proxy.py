@@ -5,7 +5,8 @@ cannot take looplab's recording transport. It gets this proxy's base URL instead
 token as its API key. Every request goes through the run's own `ModelRecorder`, so it is
 recorded, gated (a request past `max_steps`, the deadline or the dollar budget is refused with a
 403 whose body names the limit, and is never forwarded) and paced exactly as in-process. The
-provider's key stays here: the proxy swaps the run's token for it on the way out.
+provider's key stays here: the proxy swaps the run's token for it on the way out, and adds the
+model spec's extra headers (the scripted model's persona among them) as the in-process transport does.
 
 It is served by the standard library's threaded HTTP server, one thread per connection, and relays
 with a blocking client, rather than by the ASGI stack the other loopback servers use: an async
@@ -21,7 +22,7 @@ import secrets
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -103,7 +104,9 @@ class ModelProxy(ModelServerUrls):
         return f"{self._upstream}/{suffix}" if api != "messages" else f"{self._upstream}/v1/messages"
 
     def _headers(self, incoming: list[tuple[str, str]]) -> dict[str, str]:
-        headers = {k: v for k, v in incoming if k.lower() not in DROPPED_REQUEST}
+        """The child's headers as sent on: the hop's own dropped, the model spec's added, the provider's key in."""
+        kept = {k: v for k, v in incoming if k.lower() not in DROPPED_REQUEST}
+        headers = self.session.recorder.outgoing(kept)
         key = self.session.model.key()
         if self.session.model.provider == "anthropic":
             headers["x-api-key"] = key
@@ -143,11 +146,21 @@ class ModelProxy(ModelServerUrls):
         headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in DROPPED_RESPONSE]
         received: list[bytes] = []
         error: Exception | None = None
+        recorded = False
+
+        def record() -> None:
+            # Before the child sees the reply end: it may call a tool at once, and the Guard's cutoff must
+            # already count this model call.
+            nonlocal recorded
+            recorded = True
+            recorder.answered(target, body, reply.status, reply.headers, b"".join(received), started, error)
+
         try:
             if reply.getheader("content-type", "").startswith("text/event-stream"):
-                handler.send_stream(reply.status, headers, _chunks(reply, received))
+                handler.send_stream(reply.status, headers, _chunks(reply, received), before_end=record)
             else:  # a whole reply: one body, no chunked relay
                 received.append(reply.read())
+                record()
                 handler.send_whole(reply.status, headers, received[0])
         except _ChildGone:
             handler.close_connection = True
@@ -160,7 +173,8 @@ class ModelProxy(ModelServerUrls):
         finally:
             if error is not None or not reply.isclosed():
                 handler.drop_upstream()
-            recorder.answered(target, body, reply.status, reply.headers, b"".join(received), started, error)
+            if not recorded:
+                record()
 
     def _connect(self) -> http.client.HTTPConnection:
         """A keep-alive connection to the upstream, for one child connection's requests in turn."""
@@ -284,10 +298,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._start(status, [*headers, ("Content-Length", str(len(body)))])
         self._write(body)
 
-    def send_stream(self, status: int, headers: list[tuple[str, str]], chunks: Iterator[bytes]) -> None:
+    def send_stream(
+        self, status: int, headers: list[tuple[str, str]], chunks: Iterator[bytes], before_end: Callable[[], None]
+    ) -> None:
+        """Relay `chunks` as they come; `before_end` runs once they are all read, before the child sees the end."""
         self._start(status, [*headers, ("Transfer-Encoding", "chunked")])
         for chunk in chunks:
             self._write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        before_end()
         self._write(b"0\r\n\r\n")
 
     def _start(self, status: int, headers: list[tuple[str, str]]) -> None:

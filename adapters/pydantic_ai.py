@@ -26,7 +26,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from adapters.bare import BareTool, plain_http_client
-from adapters.base import SYSTEM_PROMPT, Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
+from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
 from shared_tools.guard import Tool as GuardTool
 
 
@@ -96,7 +96,7 @@ class PydanticAI(Adapter):
         """Run the agent; `UsageLimitExceeded` at the cap propagates, `session.conclude` names it."""
         agent = Agent(
             build_model(self.api_for(session.model), session),
-            instructions=SYSTEM_PROMPT,
+            instructions=session.system_prompt,
             tools=[guarded_tool(t, session) for t in session.tools.tools],
             capabilities=[raw_args_hooks()],
             # Retries (an unknown tool name, an empty reply) are model calls that request_limit counts too;
@@ -113,7 +113,9 @@ class PydanticAI(Adapter):
         return session.conclude(result.output)
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same agent on Responses with none of looplab's boundaries: plain provider client, plain tools."""
     import openai
 
@@ -121,7 +123,7 @@ def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: 
     provider = OpenAIProvider(base_url=urls["openai"], api_key="not-needed", http_client=http)
     agent = Agent(
         OpenAIResponsesModel(model, provider=provider),
-        instructions=SYSTEM_PROMPT,
+        instructions=system_prompt,
         tools=[Tool.from_schema(t.fn, name=t.name, description=t.description, json_schema=t.parameters) for t in tools],
     )
     usage = RunUsage()  # the run adds to it in place, so it still counts when the cap raises

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
@@ -46,6 +46,8 @@ class ModelRecorder:
     gate: Callable[[int], None] | None = None
     #: Told of every 429's retry-after, so every run in flight holds back, not only the one that got it.
     pacer: Pacer | None = None
+    #: Added to every request sent, replacing a header of the same name (the model spec's `headers`).
+    headers: Mapping[str, str] = field(default_factory=dict)
     calls: list[ModelCall] = field(default_factory=list)
     failed: list[Attempt] = field(default_factory=list)
     pending: list[Attempt] = field(default_factory=list)
@@ -77,6 +79,12 @@ class ModelRecorder:
             return None
         output = max((c.output_tokens for c in self.calls), default=0)
         return self.pricing.cost(-(-request_bytes // 4), output)
+
+    def outgoing(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """`headers` as a relay sends them on (adapters/proxy.py): with `self.headers` in place of any of the same
+        name, whatever its case, as the recording transport does."""
+        replaced = {name.lower() for name in self.headers}
+        return {k: v for k, v in headers.items() if k.lower() not in replaced} | dict(self.headers)
 
     # The three moments of one exchange, for a transport here or a relay elsewhere (adapters/proxy.py).
 
@@ -174,8 +182,10 @@ class ModelRecorder:
             self.failed.append(attempt)
 
 
-def _identity(request: Any) -> None:
-    """Ask for the reply uncompressed: the boundary reads usage, finish reason and tool calls out of its bytes."""
+def _prepare(recorder: ModelRecorder, request: Any) -> None:
+    """The recorder's headers on the request, and the reply asked for uncompressed: the boundary reads usage,
+    finish reason and tool calls out of its bytes."""
+    request.headers.update(recorder.headers)  # httpx headers: a name replaces its namesake in any case
     request.headers["accept-encoding"] = "identity"
 
 
@@ -279,7 +289,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
 
         def handle_request(self, request: Any) -> Any:
             request.read()
-            _identity(request)
+            _prepare(self.recorder, request)
             started = self.recorder.sending(str(request.url), request.content)
             try:
                 response = self.inner.handle_request(request)
@@ -299,7 +309,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
 
         async def handle_async_request(self, request: Any) -> Any:
             await request.aread()
-            _identity(request)
+            _prepare(self.recorder, request)
             started = self.recorder.sending(str(request.url), request.content)
             try:
                 response = await self.inner.handle_async_request(request)

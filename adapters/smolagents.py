@@ -4,17 +4,13 @@ OpenAI Chat Completions goes through `OpenAIModel(client=...)` on the session's 
 Anthropic Messages through `LiteLLMModel`, which builds its own HTTP client, pointed at the run's
 recording proxy. smolagents sends its history as text, not as tool messages: each step is an
 assistant message "Calling tools: [...]" and a user message "Observation: ..." (one for all the
-step's calls). `max_steps` counts action steps, one model call each (measured). When the steps run
-out, smolagents makes one more call, with no tools offered, asking for an answer from memory, and
-returns that call's text with `state="max_steps_error"` rather than raising; the partial history
-is `agent.memory.steps`. looplab sets `max_steps=N`, so that wrap-up call would be call N+1: the
-model boundary refuses it and the run ends `max_steps`.
+step's calls). `max_steps=N` allows N action steps; the wrap-up call smolagents makes after them
+is refused at the model boundary, and the run ends `max_steps` (measured: docs/iteration-caps.md).
 """
 
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
@@ -24,21 +20,11 @@ from smolagents.agents import MultiStepAgent
 from smolagents.memory import ActionStep
 from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction
 
-from adapters.bare import BareTool, plain_http_client
-from adapters.base import (
-    SYSTEM_PROMPT,
-    Adapter,
-    Finished,
-    KnobDefault,
-    Limits,
-    MissingExtra,
-    ModelSpec,
-    NativeCap,
-    RunSession,
-    ToolBoundary,
-    installed_version,
-)
+from adapters._litellm import ViaLiteLLM, import_litellm
+from adapters.bare import BareTool, plain_openai_client
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, ToolBoundary
 from adapters.proxy import ModelProxy
+from shared_tools import Tool as GuardTool
 
 KNOB = "ToolCallingAgent(max_steps=)"
 
@@ -46,9 +32,8 @@ KNOB = "ToolCallingAgent(max_steps=)"
 class TextAnswers:
     """Mixed into a smolagents model: a reply without tool calls is the answer, as every other runner takes it.
 
-    smolagents wants a `final_answer` tool call (and asks for one with `tool_choice="required"`); it would
-    read a plain reply as a JSON action and, failing that, make it an error step that costs another call.
-    `parse_tool_calls` is what it calls on a reply without tool calls: here it becomes `final_answer(text)`.
+    smolagents wants a `final_answer` call and would make a plain reply an error step that costs another call;
+    `parse_tool_calls`, what it calls on a reply without tool calls, makes the reply `final_answer(text)`.
     """
 
     def parse_tool_calls(self, message: ChatMessage) -> ChatMessage:
@@ -57,26 +42,23 @@ class TextAnswers:
         return message
 
 
-class ChatModel(TextAnswers, OpenAIModel):
-    """Chat Completions on a given `openai.OpenAI` client."""
+class _ChatModel(TextAnswers, OpenAIModel): ...  # Chat Completions on a given `openai.OpenAI` client
 
 
-class MessagesModel(TextAnswers, LiteLLMModel):
-    """Anthropic Messages through LiteLLM."""
+class _MessagesModel(TextAnswers, LiteLLMModel): ...  # Anthropic Messages through LiteLLM
 
 
 class SchemaTool(Tool):
     """A tool as smolagents declares it: the Guard's name and description, `inputs` from its JSON schema.
 
-    smolagents rebuilds the schema it sends from `inputs` (each property as given, `required` from
-    which are not `nullable`); the schema's `additionalProperties` does not survive.
+    smolagents rebuilds the schema it sends from `inputs`: `additionalProperties` does not survive.
     """
 
     skip_forward_signature_validation = True  # `forward` takes **kwargs: the schema is the Guard's, not a signature
 
-    def __init__(self, name: str, description: str, schema: dict[str, Any], fn: Callable[..., str]) -> None:
-        self.name, self.description, self.output_type, self.fn = name, description, "string", fn
-        required = set(schema.get("required", ()))
+    def __init__(self, tool: GuardTool | BareTool, fn: Callable[..., str]) -> None:
+        self.name, self.description, self.output_type, self.fn = tool.name, tool.description, "string", fn
+        schema, required = tool.parameters, set(tool.parameters.get("required", ()))
         self.inputs = {
             key: {"description": key, "type": "any", **prop} | ({} if key in required else {"nullable": True})
             for key, prop in schema.get("properties", {}).items()
@@ -90,8 +72,7 @@ class SchemaTool(Tool):
 class GuardedAgent(ToolCallingAgent):
     """A `ToolCallingAgent` whose tool calls, all but its own `final_answer`, go to the Guard untouched.
 
-    smolagents checks a call before running it (the tool exists, argument names and types) and makes a
-    bad one an error step; here the Guard sees, records and answers it instead.
+    smolagents would check a call (the tool exists, argument names and types) and make a bad one an error step.
     """
 
     def __init__(self, boundary: ToolBoundary, **kwargs: Any) -> None:
@@ -106,12 +87,11 @@ class GuardedAgent(ToolCallingAgent):
     def execute_tool_call(self, tool_name: str, arguments: Any) -> Any:
         if tool_name == "final_answer":
             return super().execute_tool_call(tool_name, arguments)
-        # A dict when the model's arguments were JSON, else its text. smolagents' history has no is_error:
-        # the observation's text says it.
+        # A dict when the model's arguments were JSON, else its text. No is_error in its history: the text says it.
         return self.boundary.call(tool_name, arguments, self._ids.get(id(arguments))).result
 
 
-class Smolagents(Adapter):
+class Smolagents(ViaLiteLLM, Adapter):
     """Runner `smolagents`: `ToolCallingAgent.run`, capped by `max_steps`."""
 
     name = "smolagents"
@@ -129,39 +109,28 @@ class Smolagents(Adapter):
         default = inspect.signature(MultiStepAgent.__init__).parameters["max_steps"].default
         return {KNOB: KnobDefault(value=default, source="smolagents.agents.MultiStepAgent.__init__(max_steps=)")}
 
-    def version(self, model: ModelSpec | None = None) -> str:
-        own = installed_version(self.distribution)
-        if model is None or model.provider != "anthropic":
-            return own
-        return f"{own} + litellm {installed_version('litellm')}"
-
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent; the `StopRun` that refuses the wrap-up call propagates to `Adapter.run`."""
         with ExitStack() as stack:
             if self.api_for(session.model) == "messages":
                 proxy = stack.enter_context(ModelProxy(session))
-                model: Any = _messages_model(session, proxy.anthropic_base_url, proxy.token)
+                model: Any = _messages_model(session, proxy)
             else:
                 # retry=False: smolagents' own retry of rate-limit errors (60 s waits) would add to the SDK's
-                model = ChatModel(session.model.name, client=session.openai_client(is_async=False), retry=False)
-            tools = [
-                SchemaTool(t.name, t.description, t.parameters, _guarded(session.tools, t.name))
-                for t in session.tools.tools
-            ]
+                model = _ChatModel(session.model.name, client=session.openai_client(is_async=False), retry=False)
             # cap:begin
             cap = {} if session.cap is None else {"max_steps": session.cap}  # unset: MultiStepAgent's default
             # cap:end
             agent = GuardedAgent(
                 session.tools,
-                tools=tools,
+                tools=[SchemaTool(t, _guarded(session.tools, t.name)) for t in session.tools.tools],
                 model=model,
-                instructions=SYSTEM_PROMPT,  # placed inside smolagents' own system prompt template
+                instructions=session.system_prompt,  # placed inside smolagents' own system prompt template
                 verbosity_level=LogLevel.OFF,  # its rich panels would go to the terminal
                 **cap,
             )
             result = agent.run(task, return_full_result=True)
-        wrap_up = agent.memory.steps[-1]
-        if result.state == "max_steps_error" and wrap_up.token_usage is None:
+        if result.state == "max_steps_error" and agent.memory.steps[-1].token_usage is None:
             # The wrap-up call failed (the proxy's 403 when the gate refused it): smolagents returned the error as text.
             return session.conclude(None, session.stop)
         return session.conclude(None if result.output is None else str(result.output))
@@ -172,35 +141,25 @@ def _guarded(boundary: ToolBoundary, name: str) -> Callable[..., str]:
     return lambda **kwargs: boundary.call(name, kwargs).result
 
 
-def _messages_model(session: RunSession, base_url: str, key: str) -> MessagesModel:
-    """LiteLLM on the run's proxy, offline: it fetches a price map over the network at import otherwise."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no per-run switch: read at import
-    try:
-        import litellm
-    except ImportError:
-        raise MissingExtra("smolagents", "smolagents", "litellm") from None
-    litellm.suppress_debug_info = True  # else it prints a provider list for a model it has no price for
+def _messages_model(session: RunSession, proxy: ModelProxy) -> _MessagesModel:
+    """LiteLLM on the run's proxy, offline and quiet (`adapters/_litellm.py`)."""
+    import_litellm("smolagents", "smolagents")
     # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
-    retries = session.model.retries
-    return MessagesModel(
-        f"anthropic/{session.model.name}", api_base=base_url, api_key=key, retry=False, num_retries=retries
-    )
+    name, url, retries = f"anthropic/{session.model.name}", proxy.anthropic_base_url, session.model.retries
+    return _MessagesModel(name, api_base=url, api_key=proxy.token, retry=False, num_retries=retries)
 
 
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
-    """The same agent with plain tools and a plain OpenAI client, none of looplab's boundaries.
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same agent on a plain client and plain tools (smolagents' own checks, then the function).
 
-    Tool calls take smolagents' own path here (its argument checks, then the function). Returns the model
-    requests made: one per action step in memory (the wrap-up call at the cap is one too).
+    Returns the model requests made: one per action step in memory (the wrap-up call at the cap is one too).
     """
-    import openai
-
-    url = urls["openai"]
-    client = openai.OpenAI(api_key="not-needed", base_url=url, http_client=plain_http_client(openai, url))
     agent = ToolCallingAgent(
-        tools=[SchemaTool(t.name, t.description, t.parameters, t.fn) for t in tools],
-        model=ChatModel(model, client=client, retry=False),
-        instructions=SYSTEM_PROMPT,
+        tools=[SchemaTool(t, t.fn) for t in tools],
+        model=_ChatModel(model, client=plain_openai_client(urls["openai"], is_async=False), retry=False),
+        instructions=system_prompt,
         verbosity_level=LogLevel.OFF,
         max_steps=max_steps,
     )

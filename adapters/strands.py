@@ -4,12 +4,8 @@ Speaks Chat Completions by default (`OpenAIModel` on the session's recorded `Asy
 Responses API (`OpenAIResponsesModel`, which opens a fresh `AsyncOpenAI` per request and closes it: each gets a
 fresh recording HTTP client) and Anthropic Messages (`AnthropicModel`, built from `client_args`). Those two
 always stream: a reply that breaks off mid-stream is not retried (the SDK retries only until a response
-starts), and the run ends `error`. Measured on 1.62: `limits["turns"]` counts event-loop cycles, one model
-call each, checked at the top of a cycle; so turn N+1 makes no request and the agent returns normally with
-`stop_reason="limit_turns"`, its last message the tool results (no exception; the partial history is
-`agent.messages`). Unset (`limits=None`, the default), nothing bounds the loop. The alternative knob, a
-`BeforeModelCallEvent` hook that cancels call N+1, makes Strands return the cancel text as an ordinary final
-message (`stop_reason="end_turn"`).
+starts), and the run ends `error`. `limits={"turns": N}` allows exactly N model calls, then the agent returns
+normally (`stop_reason="limit_turns"`); unset, nothing bounds the loop (measured: docs/iteration-caps.md).
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from typing import Any
 import anthropic
 import openai
 from strands import Agent
-from strands.agent import AgentResult
 from strands.hooks import BeforeModelCallEvent, BeforeToolCallEvent
 from strands.models.anthropic import AnthropicModel
 from strands.models.openai import OpenAIModel
@@ -30,8 +25,8 @@ from strands.models.openai_responses import OpenAIResponsesModel
 from strands.tools.tools import PythonAgentTool
 from strands.types.tools import ToolResult, ToolSpec, ToolUse
 
-from adapters.bare import BareTool, plain_http_client
-from adapters.base import SYSTEM_PROMPT, Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
+from adapters.bare import BareTool, plain_openai_client
+from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
 
 MAX_TOKENS = 4096  # AnthropicModel requires one; the same as looplab's other Messages runners
 TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
@@ -136,22 +131,21 @@ class Strands(Adapter):
         agent = Agent(
             model=build_model(self.api_for(session.model), session),
             tools=tools,  # run concurrently by its default ConcurrentToolExecutor
-            system_prompt=SYSTEM_PROMPT,
+            system_prompt=session.system_prompt,
             callback_handler=None,  # the default prints the streamed text to stdout
             retry_strategy=None,  # its own throttling retries (4 s to 240 s apart) on top of the SDK's: only the SDK's
             hooks=hooks,
         )
         # No OpenTelemetry export: Strands only uses the global tracer provider, a no-op unless the process sets one.
         result = await agent.invoke_async(task, limits=limits)
-        return session.conclude(_text(result) if result.stop_reason == "end_turn" else None)
+        # The reply's text blocks (`str(result)` ends each with a newline).
+        text = "".join(block["text"] for block in result.message.get("content", []) if "text" in block)
+        return session.conclude(text if result.stop_reason == "end_turn" else None)
 
 
-def _text(result: AgentResult) -> str:
-    """The reply's text blocks (`str(result)` ends each with a newline)."""
-    return "".join(block["text"] for block in result.message.get("content", []) if "text" in block)
-
-
-def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int) -> int:
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
     """The same agent with none of looplab's boundaries: plain client, plain tools, Chat Completions."""
 
     def plain(tool: BareTool) -> PythonAgentTool:
@@ -163,12 +157,11 @@ def bare_run(task: str, tools: Sequence[BareTool], urls: dict[str, str], model: 
         return PythonAgentTool(tool.name, spec, call)
 
     async def run() -> int:
-        http = plain_http_client(openai, urls["openai"], is_async=True)
-        client = openai.AsyncOpenAI(base_url=urls["openai"], api_key="not-needed", http_client=http)
+        client = plain_openai_client(urls["openai"])
         agent = Agent(
             model=OpenAIModel(client=client, model_id=model, stream=False),
             tools=[plain(t) for t in tools],
-            system_prompt=SYSTEM_PROMPT,
+            system_prompt=system_prompt,
             callback_handler=None,
             retry_strategy=None,
         )

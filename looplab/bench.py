@@ -40,6 +40,8 @@ import importlib
 import json
 import os
 import platform
+import random
+import statistics
 import subprocess
 import sys
 import threading
@@ -52,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
+from rich.console import Console
 
 from looplab.results import MergeBench, bench_line, bench_merge
 
@@ -68,6 +71,10 @@ LONG_REQUESTS = 5
 HELP_REPEAT = 5
 #: What the harness-tax table says for a runner whose adapter has no bare loop (its framework runs in node).
 NO_BARE_LOOP = "no bare loop"
+#: The harness tax looplab aims to stay under, for every runner (outside the tools, as a fraction).
+TAX_TARGET = 0.05
+#: Resamples for the bootstrap interval of the tax.
+BOOTSTRAP_RESAMPLES = 2000
 
 
 class RunnerBench(BaseModel):
@@ -104,6 +111,20 @@ class HarnessTax(BaseModel):
     looplab_outside_tools_ms: float
     tax_outside_tools: float
     added_ms_per_turn: float
+    #: The 95 % bootstrap interval of `tax_outside_tools` (the median of the paired ratios); None under 2 pairs.
+    tax_interval: tuple[float, float] | None = None
+
+    @property
+    def verdict(self) -> str:
+        """Whether the tax is under `TAX_TARGET`, over it, or not decided by this many pairs (the interval spans it)."""
+        if self.tax_interval is None:
+            return "undecided: too few pairs"
+        low, high = self.tax_interval
+        if high < TAX_TARGET:
+            return f"under {TAX_TARGET:.0%}"
+        if low > TAX_TARGET:
+            return f"over {TAX_TARGET:.0%}"
+        return "undecided: more pairs needed"
 
 
 class ServerLatency(BaseModel):
@@ -155,6 +176,22 @@ def p95(values: list[float]) -> float:
     return percentile(values, 95) or 0.0
 
 
+def median_interval(
+    values: list[float], confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float] | None:
+    """A percentile-bootstrap interval of the median of `values` (None under two values).
+
+    Seeded, so the same measurements give the same interval; the pairs are what is resampled, so the
+    interval says how far another run of the same bench could put the median.
+    """
+    if len(values) < 2:
+        return None
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return medians[int(tail * resamples)], medians[min(resamples - 1, int((1 - tail) * resamples))]
+
+
 def _ratio(value: float, base: float) -> float | None:
     return round(value / base, 2) if base > 0 else None
 
@@ -189,7 +226,7 @@ def timed_run(runner: str, case: Any, where: Any) -> Sample:
         )
         gc.collect()  # the previous run's garbage is not this run's overhead
         origin[0] = time.perf_counter()
-        result = adapter.run(case.task, guard, case.limits, spec)
+        result = adapter.run(case.task, guard, case.limits, spec, system_prompt=case.system_prompt)
         end = guard.clock()
     steps = result.trace.steps
     return Sample(
@@ -272,7 +309,9 @@ def timed_bare(runner: str, loop: BareRun, case: Any, where: Any) -> BareSample:
         tools = _BareTools(ws, default_tools(allow_writes=case.allow_writes))
         gc.collect()
         started = time.perf_counter()
-        turns = loop(case.task, tools.tools, where.scripted_urls, model, case.limits.max_steps)
+        turns = loop(
+            case.task, tools.tools, where.scripted_urls, model, case.limits.max_steps, system_prompt=case.system_prompt
+        )
         return BareSample(wall_s=time.perf_counter() - started, tools_s=tools.spent, turns=turns)
 
 
@@ -387,15 +426,14 @@ def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> Ser
     pattern retried the run from each of its positions); the median of `LONG_REQUESTS` after one warm-up.
     Plain `http.client`, so the number is the server's (plus loopback), not an SDK's.
     """
-    from adapters.base import SYSTEM_PROMPT
-    from scenarios.cases import load_cases
+    from scenarios.cases import default_system_prompt, load_cases
     from shared_tools import default_tools
 
     body = json.dumps(
         {
             "model": "scripted",
             "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "system", "content": default_system_prompt()},
                 {"role": "user", "content": load_cases()["vip-compound"].task},
             ],
             "tools": [
@@ -439,8 +477,15 @@ def run_bench(
 ) -> BenchResult:
     """Measure `runners` (the hand-rolled one is always added, as the baseline) on `case`; see the module docstring."""
     import adapters
+    from adapters.base import LooplabError
     from looplab import harness, render
 
+    if case.model.persona != "careful" or case.faults:
+        # A bare loop sends no persona header and its tools carry no faults: the pair would not run the same case.
+        raise LooplabError(
+            f"bench needs a case its bare loops can run as looplab does (the careful model, no faults); "
+            f"{case.id!r} has persona {case.model.persona!r} and {len(case.faults)} fault(s)"
+        )
     runners = [BASELINE, *(r for r in runners if r != BASELINE)]
     bare = {r: loop for r in runners if (loop := bare_loop(r)) is not None}
     jobs = [(kind, r) for r in runners for kind in ("looplab", "bare") if kind == "looplab" or r in bare]
@@ -532,6 +577,7 @@ def _swap_pairs(jobs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _tax(runner: str, bare: list[BareSample], looplab: list[Sample]) -> HarnessTax:
     """Medians per run for the table; the tax itself is the median of the paired (same round) ratios."""
     pairs = list(zip(bare, looplab, strict=True))
+    taxes = [_inside(lab) / _inside(b) - 1 for b, lab in pairs]
     turns = median([s.turns for s in looplab]) or 1
     return HarnessTax(
         runner=runner,
@@ -542,8 +588,9 @@ def _tax(runner: str, bare: list[BareSample], looplab: list[Sample]) -> HarnessT
         tax_wall=round(median([lab.wall_s / b.wall_s - 1 for b, lab in pairs]), 4),
         bare_outside_tools_ms=round(median([s.wall_s - s.tools_s for s in bare]) * 1000, 2),
         looplab_outside_tools_ms=round(median([s.wall_s - s.tools_s for s in looplab]) * 1000, 2),
-        tax_outside_tools=round(median([_inside(lab) / _inside(b) - 1 for b, lab in pairs]), 4),
+        tax_outside_tools=round(median(taxes), 4),
         added_ms_per_turn=round(median([_inside(lab) - _inside(b) for b, lab in pairs]) / turns * 1000, 3),
+        tax_interval=None if (ci := median_interval(taxes)) is None else (round(ci[0], 4), round(ci[1], 4)),
     )
 
 
@@ -625,6 +672,8 @@ def tax_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
         "excl. tools ms, bare",
         "excl. tools ms, looplab",
         "harness tax (excl. tools)",
+        "95% interval",
+        f"under {TAX_TARGET:.0%}?",
         "added ms/turn",
         "whole run ms, bare",
         "whole run ms, looplab",
@@ -637,6 +686,8 @@ def tax_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
             f"{t.bare_outside_tools_ms:.1f}",
             f"{t.looplab_outside_tools_ms:.1f}",
             f"{t.tax_outside_tools:+.1%}",
+            tax_interval_text(t),
+            t.verdict,
             f"{t.added_ms_per_turn:.2f}",
             f"{t.bare_wall_ms:.1f}",
             f"{t.looplab_wall_ms:.1f}",
@@ -646,6 +697,14 @@ def tax_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
     ]
     rows += [[runner, NO_BARE_LOOP, *("—" for _ in header[2:])] for runner in result.no_bare_loop]
     return header, rows
+
+
+def tax_interval_text(tax: HarnessTax) -> str:
+    """`-1.2 % .. +3.4 %`, or a dash without an interval."""
+    if tax.tax_interval is None:
+        return "—"
+    low, high = tax.tax_interval
+    return f"{low:+.1%} .. {high:+.1%}"
 
 
 def footer(result: BenchResult) -> list[str]:
@@ -672,66 +731,81 @@ def footer(result: BenchResult) -> list[str]:
     ]
 
 
-def print_tables(result: BenchResult) -> None:
-    """The two tables and the footer in the terminal, compact enough for 80 columns (each ratio beside its value)."""
-    from rich import box
-    from rich.table import Table
+def print_tables(result: BenchResult, *, out: Console | None = None) -> None:
+    """`looplab bench`: overhead per model turn, the harness tax, and what they were measured on."""
+    from rich.text import Text
 
-    from looplab.render import console
+    from looplab.render import Col, Value, console, print_table, wrap_text
 
-    out = console()
-
-    def new(title: str, caption: str) -> Table:
-        return Table(
-            title=title,
-            caption=caption,
-            title_justify="left",
-            caption_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            padding=(0, 1, 0, 0),
-            pad_edge=False,
-        )
-
-    runners = new(
-        "bench: overhead per model turn, outside the model server and the tools",
-        "(×) ratio to handrolled, measured in the same run; the p95 is the first turn's setup (clients, agent)",
-    )
-    for col in ("runner / version", "turns", "median ms", "p95 ms", "import s", "peak MB"):
-        runners.add_column(col, justify="left" if col.startswith("runner") else "right", no_wrap=True)
-    for r in result.runners:
-        runners.add_row(
-            f"{r.runner}\n[dim]{r.version}[/]",
+    out = out or console()
+    rows: list[list[Value]] = [
+        [
+            r.runner,
+            r.version,
             f"{r.turns_median:g}",
             f"{r.overhead_ms_median:.2f} {_x(r.ratio_overhead_median)}",
             f"{r.overhead_ms_p95:.1f} {_x(r.ratio_overhead_p95)}",
             f"{r.import_s:.2f} {_x(r.ratio_import)}",
             f"{r.peak_rss_mb:.0f} {_x(r.ratio_peak_rss)}",
-        )
-    out.print(runners)
-    tax = new(
-        "bench: harness tax, the same loop written bare → through looplab (medians per run)",
-        "excl. tools: each run minus its tool calls (the model server's time stays in both); the whole run "
-        "includes pytest in run_tests, whose 200-400 ms varies more than the harness costs; a runner whose "
-        "framework runs in another process (node) has no bare loop",
+        ]
+        for r in result.runners
+    ]
+    cols = (
+        Col("runner"),
+        Col("version", fold="under"),
+        Col("turns", right=True),
+        Col("median ms", right=True),
+        Col("p95 ms", right=True),
+        Col("import s", right=True),
+        Col("peak MB", right=True),
     )
-    for col in ("runner", "turns", "excl. tools ms", "tax", "+ms/turn", "whole run ms", "ratio"):
-        tax.add_column(col, justify="left" if col == "runner" else "right", no_wrap=True)
-    for t in result.harness_tax:
-        tax.add_row(
+    print_table(
+        "bench: overhead per model turn, outside the model server and the tools",
+        cols,
+        rows,
+        ["(×) ratio to handrolled, measured in the same run; the p95 is the first turn's setup (clients, agent)"],
+        out=out,
+    )
+    tax: list[list[Value]] = [
+        [
             t.runner,
             f"{t.turns_bare:g}/{t.turns_looplab:g}",
             f"{t.bare_outside_tools_ms:.1f} → {t.looplab_outside_tools_ms:.1f}",
             f"{t.tax_outside_tools:+.1%}",
+            tax_interval_text(t),
+            t.verdict,
             f"{t.added_ms_per_turn:.2f}",
             f"{t.bare_wall_ms:.0f} → {t.looplab_wall_ms:.0f}",
             f"{t.tax_wall:+.1%}",
-        )
-    for runner in result.no_bare_loop:
-        tax.add_row(runner, NO_BARE_LOOP, *("—" for _ in range(5)))
-    out.print(tax)
+        ]
+        for t in result.harness_tax
+    ]
+    tax_cols = (
+        Col("runner"),
+        Col("turns", right=True),
+        Col("excl. tools ms", short="excl. ms", means="excl. tools ms", right=True),
+        Col("tax", right=True),
+        Col("95% interval", short="95%", means="95% interval of the tax (bootstrap over the pairs)", right=True),
+        Col(f"under {TAX_TARGET:.0%}?", short="verdict", means=f"under {TAX_TARGET:.0%}?", prose=True),
+        Col("+ms/turn", right=True),
+        Col("whole run ms", short="run ms", means="whole run ms", right=True),
+        Col("ratio", right=True),
+    )
+    print_table(
+        "bench: harness tax, the same loop written bare → through looplab (medians per run)",
+        tax_cols,
+        tax,
+        [
+            "excl. tools: each run minus its tool calls (the model server's time stays in both); the whole run "
+            "includes pytest in run_tests, whose 200-400 ms varies more than the harness costs; a runner whose "
+            "framework runs in another process (node) has no bare loop",
+            *([f"{NO_BARE_LOOP}: {', '.join(result.no_bare_loop)}"] if result.no_bare_loop else []),
+        ],
+        out=out,
+    )
     for line in footer(result):
-        out.print(line, style="dim")
+        for wrapped in wrap_text(Text(line, style="dim"), out.width, out):
+            out.print(wrapped)
 
 
 def markdown(result: BenchResult) -> str:

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -68,6 +68,8 @@ class Row(BaseModel):
     model_calls: int
     tool_calls: int
     ending: Ending
+    #: Whether the tools the last model call asked for ran before the run ended (None: not measured).
+    last_call_tools: Literal["ran", "did not run", "none asked for"] | None = None
 
 
 class KnobReport(BaseModel):
@@ -113,7 +115,7 @@ class Prober:
     def __init__(self, servers: dict[str, ScriptedModelServer]) -> None:
         self.servers = servers
         case = load_cases()["vip-compound"]
-        self.repo, self.task = case.repo_path, case.task
+        self.repo, self.task, self.system_prompt = case.repo_path, case.task, case.system_prompt
 
     def run(self, adapter: Adapter, policy: str, probe: Probe | None, max_steps: int = SAFETY_STOP) -> RunResult:
         server = self.servers[policy]
@@ -121,7 +123,8 @@ class Prober:
         spec = Endpoint(ModelChoice(), urls).spec_for(adapter)
         with Workspace(self.repo) as ws:
             guard = Guard(ws, max_repeats=SAFETY_STOP + 1)
-            return adapter.run(self.task, guard, Limits(max_steps=max_steps, max_seconds=120), spec, probe)
+            limits = Limits(max_steps=max_steps, max_seconds=120)
+            return adapter.run(self.task, guard, limits, spec, probe, system_prompt=self.system_prompt)
 
     def row(self, adapter: Adapter, probe: Probe | None, max_steps: int = SAFETY_STOP) -> Row:
         result = self.run(adapter, "never-stops", probe, max_steps)
@@ -131,6 +134,7 @@ class Prober:
             model_calls=result.totals.model_calls,
             tool_calls=result.totals.tool_calls,
             ending=Ending.of(result.native_end, result.totals.model_calls),
+            last_call_tools=_last_call_tools(result),
         )
 
     def smallest_to_finish(self, adapter: Adapter, knob: str) -> int | None:
@@ -167,6 +171,16 @@ class Prober:
         )
 
 
+def _last_call_tools(result: RunResult) -> Literal["ran", "did not run", "none asked for"] | None:
+    """Read off the trace: did the tools of the run's last model call run before it ended?"""
+    if not result.trace.steps:
+        return None
+    last = result.trace.steps[-1]
+    if not last.model_call.tool_calls_requested:
+        return "none asked for"
+    return "ran" if last.tool_calls else "did not run"
+
+
 def _unit(rows: list[Row]) -> str:
     """What a knob counts, read off the rows: model calls if value N always made N calls."""
     pairs = [(r.value, r.model_calls) for r in rows]
@@ -195,7 +209,7 @@ def measure(runners: list[str], on_runner: Callable[[str], None] | None = None, 
             if on_runner:
                 on_runner(name)
             info = adapters.RUNNERS[name]
-            elsewhere = isolate if isolate is not None else not (info.in_all or info.installed())
+            elsewhere = isolate if isolate is not None else info.elsewhere()
             reports.append(measure_in_environment(name) if elsewhere else prober.runner(name))
     return CapsDoc(runners=reports)
 
@@ -241,7 +255,8 @@ def _ending(e: Ending) -> str:
     return e.how + (f": “{_cell(e.message)}”" if e.message else "")
 
 
-def _history(e: Ending) -> str:
+def history_of(e: Ending) -> str:
+    """Where the partial history is when the framework stopped as `e` says."""
     if e.history:
         return f"the exception carries it: `{e.history}`"
     if e.how.startswith("returns"):
@@ -251,7 +266,30 @@ def _history(e: Ending) -> str:
     return "the run did not stop"
 
 
-def _version(r: RunnerReport) -> str:
+ROW_HEADER = "model calls | tool calls | tools of the last call | how the framework ended |"
+ROW_RULE = "|---|---|---|---|---|"
+
+
+def _row(row: Row) -> str:
+    last = row.last_call_tools or "not measured"
+    return f"| {row.value} | {row.model_calls} | {row.tool_calls} | {last} | {_ending(row.ending)} |"
+
+
+def _last_tools(rows: list[Row]) -> str:
+    """What the framework does natively with the tools of the call its cap lets be the last."""
+    seen = {r.last_call_tools for r in rows if r.last_call_tools}
+    if not seen:
+        return "not measured"
+    if len(seen) == 1:
+        how = seen.pop()
+        return f"{how} at every value measured" + (
+            " (looplab's normalization runs none: no model call is left to read their results)" if how == "ran" else ""
+        )
+    return "; ".join(f"{r.value}: {r.last_call_tools or 'not measured'}" for r in rows)
+
+
+def version_label(r: RunnerReport) -> str:
+    """`distribution version`, as the runner's section heading names it."""
     return r.version if r.version.startswith(r.distribution) else f"{r.distribution} {r.version}"
 
 
@@ -272,7 +310,7 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
     ]
     for r in doc.runners:
         k = r.knobs[0]
-        version = _version(r)
+        version = version_label(r)
         default = "none" if k.default is None else k.default
         out.append(
             f"| `{r.runner}` | {version} | `{_cell(r.mapping)}` | {default} | {k.counts} | "
@@ -285,12 +323,9 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
         "",
     ]
     for r in doc.runners:
-        out += [f"## `{r.runner}` ({_version(r)})", "", *block(r.runner), ""]
+        out += [f"## `{r.runner}` ({version_label(r)})", "", *block(r.runner), ""]
         out += [f"looplab maps `max_steps=N` onto `{_cell(r.mapping)}`; measured:", ""]
-        out += ["| max_steps | model calls | tool calls | how the framework ended |", "|---|---|---|---|"]
-        out += [
-            f"| {row.value} | {row.model_calls} | {row.tool_calls} | {_ending(row.ending)} |" for row in r.mapping_rows
-        ]
+        out += [f"| max_steps | {ROW_HEADER}", ROW_RULE, *map(_row, r.mapping_rows)]
         for k in r.knobs:
             default = "none (no limit)" if k.default is None else f"{k.default}"
             out += ["", f"### `{_cell(k.knob)}`", ""]
@@ -299,10 +334,10 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
             out += [f"- unset, a runaway made {k.unset.model_calls} model calls: {_ending(k.unset.ending)}"]
             smallest = k.smallest_value_to_answer_on_call_3
             out += [f"- smallest value that lets a run answering on model call 3 finish: {smallest}"]
-            native = _history(k.rows[0].ending)
-            out += [f"- partial history at the cap: {native}", ""]
-            out += ["| value | model calls | tool calls | how the framework ended |", "|---|---|---|---|"]
-            out += [f"| {row.value} | {row.model_calls} | {row.tool_calls} | {_ending(row.ending)} |" for row in k.rows]
+            native = history_of(k.rows[0].ending)
+            out += [f"- partial history at the cap: {native}"]
+            out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]
+            out += [f"| value | {ROW_HEADER}", ROW_RULE, *map(_row, k.rows)]
         out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 

@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     _model_options(run)
     run.add_argument("--max-steps", type=_positive_int, metavar="N", help="override the case's max_steps (model calls)")
     run.add_argument("--json", metavar="PATH", help="also write the RunResults as a JSON list to PATH")
+    _otel_option(run)
     run.add_argument(
         "--out", metavar="DIR", help="folder for results.json and traces.jsonl (default: looplab-runs/<time>)"
     )
@@ -96,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     _model_options(ev)
     ev.add_argument("--json", metavar="PATH", help="write the summary, the cells and every RunResult as JSON")
     ev.add_argument("--html", metavar="PATH", help="write the side-by-side HTML report (one self-contained file)")
+    _otel_option(ev)
     ev.add_argument(
         "--jobs", type=_positive_int, metavar="N", help="worker processes for the matrix (default: the cores)"
     )
@@ -140,7 +142,19 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("runners", help="list runners, whether each is installed, and the extra that enables it")
+    card = sub.add_parser("scorecard", help="how each framework behaves, cell by cell, from measurements")
+    card.add_argument("--runner", action="append", metavar="NAME", help="only these runners (repeatable)")
+    card.add_argument(
+        "--results", metavar="PATH", help="read the runs from this results document (default: run the cases now)"
+    )
+    card.add_argument("--caps", metavar="PATH", default="docs/iteration-caps.json", help="the caps measurement")
+    card.add_argument("--bench", metavar="PATH", help="a `looplab bench --json` file (per-turn overhead, import time)")
+    card.add_argument("--markdown", metavar="PATH", help="also write the scorecard as Markdown")
+    card.add_argument("--jobs", type=int, default=None, metavar="J", help="runs at once when running the cases")
     sub.add_parser("cases", help="list the cases")
+    otel = sub.add_parser("otel", help="a results document's runs as OpenTelemetry traces (OTLP/JSON)")
+    otel.add_argument("results", metavar="RESULTS.json", help="written by `looplab eval`, `run` or `merge`")
+    otel.add_argument("output", metavar="OUT.json", help="the OTLP/JSON file to write")
     _report_bench_parsers(sub)
 
     serve = sub.add_parser("serve-model", help="serve the scripted model over HTTP for other tools")
@@ -182,6 +196,65 @@ def _isolation_options(parser: argparse.ArgumentParser) -> None:
         default="in-process",
         help="how in-process runners reach the tools: called here (default) or as MCP clients of a tool server",
     )
+
+
+def _otel_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--otel",
+        metavar="PATH",
+        help="also write every run as OpenTelemetry GenAI traces to PATH (OTLP/JSON); with OTEL_EXPORTER_OTLP_ENDPOINT "
+        "(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set, send them to that collector too",
+    )
+
+
+def _otel_ready(path: str | None) -> None:
+    """Before anything runs: with --otel, the `otel` extra is installed and PATH's folder exists."""
+    if not path:
+        return
+    from pathlib import Path
+
+    from adapters.base import LooplabError
+    from looplab import otel
+
+    otel.require()
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LooplabError(f"--otel {path}: cannot create its folder ({exc.strerror or exc})") from None
+
+
+def _write_otel(path: str, doc: Any, *, announce: bool = True, anchor: Any = None) -> None:
+    """Write `doc`'s runs to `path` as OTLP/JSON, and send them to a collector if one is named.
+
+    A collector that does not take them is a one-line warning; the file is written first either way.
+    """
+    from pathlib import Path
+
+    from looplab import otel, render
+
+    done = otel.export(doc.run_results(), Path(path), anchor=anchor)
+    if done.warning:
+        print(f"looplab: warning: {done.warning}", file=sys.stderr)
+    if announce:
+        sent = f", sent to {done.endpoint}" if done.endpoint and not done.warning else ""
+        render.console().print(f"OpenTelemetry: {path} ({done.spans} spans{sent})")
+
+
+def _otel(args: argparse.Namespace) -> int:
+    """`looplab otel RESULTS.json OUT.json`: a results document's runs as traces.
+
+    Runs recorded without a start time are placed to end when the document was last written.
+    """
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from looplab import otel, report
+
+    otel.require()
+    source = Path(args.results)
+    doc = report.read_document(source)  # a file that is not one, or holds no runs: one line naming it
+    _write_otel(args.output, doc, anchor=datetime.fromtimestamp(source.stat().st_mtime, UTC))
+    return 0
 
 
 def _environments(args: argparse.Namespace, runners: list[str]) -> tuple[list[str], Any]:
@@ -255,17 +328,54 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": _eval,
             "caps": _caps,
             "runners": _runners,
+            "scorecard": _scorecard,
             "cases": _cases,
             "serve-model": _serve,
             "serve-tools": _serve_tools,
             "report": _report,
             "merge": _merge,
             "bench": _bench,
+            "otel": _otel,
         }
         return commands[args.command](args)
     except LooplabError as exc:
         print(f"looplab: {exc}", file=sys.stderr)
         return 2
+
+
+def _scorecard(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from adapters import RUNNERS
+    from adapters.base import LooplabError
+    from looplab import evaluation, render, results, scorecard
+
+    known = [n for n, info in RUNNERS.items() if info.by_default]
+    unknown = [r for r in args.runner or [] if r not in RUNNERS]
+    if unknown:
+        raise LooplabError(f"unknown runner {unknown[0]!r}; known runners: {', '.join(RUNNERS)}")
+    caps_path = Path(args.caps)
+    caps = scorecard.load_caps(caps_path)
+    sources = {"caps": str(caps_path) if caps else f"{caps_path} (missing: not measured)"}
+    if args.results:
+        document = results.read(Path(args.results))
+        sources["eval"] = args.results
+        runners = args.runner or [n for n in known if n in document.runners]
+    else:
+        runners = args.runner or known
+        here = [r for r in runners if RUNNERS[r].installed()]  # the others' eval cells stay "not measured"
+        jobs = evaluation.default_jobs() if args.jobs is None else args.jobs
+        with render.console().status(f"running {len(scorecard.CASES)} cases through {len(here)} runners"):
+            document = scorecard.run_cases(here, jobs=jobs)
+        sources["eval"] = f"{', '.join(scorecard.CASES)} run now against the scripted model"
+    bench = scorecard.load_bench(Path(args.bench)) if args.bench else None
+    sources["bench"] = args.bench or "none given (--bench PATH from `looplab bench --json`): not measured"
+    card = scorecard.build(runners, scorecard.observed(document), caps, bench, sources=sources)
+    scorecard.print_terminal(card)
+    if args.markdown:
+        Path(args.markdown).write_text(scorecard.markdown(card), encoding="utf-8")
+        render.console().print(f"Markdown: {args.markdown}")
+    return 0
 
 
 def _runners(args: argparse.Namespace) -> int:
@@ -357,7 +467,7 @@ def _select(
     if unknown:
         raise LooplabError(f"unknown runner {unknown[0]!r}; known runners: {', '.join(RUNNERS)}")
     # A runner whose framework cannot share this environment runs in its own: naming one isolates the run.
-    if not own_environments and any(not RUNNERS[r].in_all and not RUNNERS[r].installed() for r in args.runner or []):
+    if not own_environments and any(RUNNERS[r].elsewhere() for r in args.runner or []):
         args.isolate = True
     # In runner environments a runner needs only its programs here (node): its framework is installed there.
     isolated = getattr(args, "isolate", False) or getattr(args, "versions", None)
@@ -391,6 +501,7 @@ def _run(args: argparse.Namespace) -> int:
     from looplab import harness, interrupt, isolation, render, report, results, schedule
 
     runners, cases = _select(args, ["vip-compound"])
+    _otel_ready(args.otel)
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_budgets(cases)
     runners, isolated = _environments(args, runners)
@@ -408,7 +519,9 @@ def _run(args: argparse.Namespace) -> int:
         results_path, traces_path = harness.write_outputs(doc, out_dir)
         if args.json:
             results.write(doc, Path(args.json))
-        return f"{results_path}, {traces_path}" + (f", {args.json}" if args.json else "")
+        if args.otel:
+            _write_otel(args.otel, doc, announce=stop is None)
+        return f"{results_path}, {traces_path}" + "".join(f", {p}" for p in (args.json, args.otel) if p)
 
     with interrupt.keep_finished(save):
         with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
@@ -431,6 +544,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         render.console().print(f"JSON: {args.json}")
     render.console().print(f"results: {out_dir / 'results.json'}\ntraces:  {out_dir / 'traces.jsonl'}")
+    render.where_to_look(out_dir / "results.json")
     return 0 if all(o.result is not None for o in outcomes) else 1
 
 
@@ -490,6 +604,7 @@ def _eval(args: argparse.Namespace) -> int:
     # Read before anything runs: a file that cannot be resumed is refused now, not after the matrix.
     earlier = results.read_for_resume(resume_path, cases) if resume_path else None
     json_path = Path(args.json) if args.json else resume_path  # --resume alone writes back to its file
+    _otel_ready(args.otel)
     for option, target in (("--json", args.json), ("--html", args.html)):
         if target:  # the folder now, not after the whole matrix ran
             try:
@@ -520,10 +635,14 @@ def _eval(args: argparse.Namespace) -> int:
         return merged
 
     def save(stop: interrupt.Interrupted) -> str | None:
-        if json_path is None:
+        if json_path is None and not args.otel:
             return None
-        results.write(document(finished, stop.note(len(finished), total)), json_path)
-        return str(json_path)
+        doc = document(finished, stop.note(len(finished), total))
+        if json_path is not None:
+            results.write(doc, json_path)
+        if args.otel:
+            _write_otel(args.otel, doc, announce=False)
+        return ", ".join(str(p) for p in (json_path, args.otel) if p)
 
     with interrupt.keep_finished(save):
         with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
@@ -555,6 +674,8 @@ def _eval(args: argparse.Namespace) -> int:
     if args.html:
         report.write_html(doc, Path(args.html), source="looplab eval")
         render.console().print(f"HTML: {args.html}")
+    if args.otel:
+        _write_otel(args.otel, doc)
     if earlier is not None or args.shard:
         skipped = len(evaluation.plan(runners, cases, args.repeat)) - total
         why = " or ".join(
@@ -678,13 +799,13 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _bench_matrix(args: argparse.Namespace) -> int:
-    from looplab import bench_matrix
+    from looplab import bench_matrix, render
 
     runners, _ = _select(argparse.Namespace(runner=args.runner, case=None), None)
     if args.isolation:
-        print("\n".join(bench_matrix.isolation_table(bench_matrix.isolation(runners))))
+        render.markdown_lines(bench_matrix.isolation_table(bench_matrix.isolation(runners)))
     if args.shards:
-        print("\n".join(bench_matrix.shard_table(bench_matrix.shards(args.shards, args.runner or ()))))
+        render.markdown_lines(bench_matrix.shard_table(bench_matrix.shards(args.shards, args.runner or ())))
     return 0
 
 
@@ -692,12 +813,12 @@ def _bench_concurrency(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from looplab import bench_concurrency, evaluation
+    from looplab import bench_concurrency, evaluation, render
 
     named = [args.case] if args.case else None  # the whole matrix unless a case was named
     runners, cases = _select(argparse.Namespace(runner=args.runner, case=named), None)
     rows = bench_concurrency.measure(runners, cases, args.concurrency, jobs=evaluation.default_jobs())
-    print("\n".join(bench_concurrency.table(rows)))
+    render.markdown_lines(bench_concurrency.table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps([r.model_dump() for r in rows], indent=2) + "\n", encoding="utf-8")
     return 0

@@ -93,13 +93,13 @@ class Endpoint:
         api = choice.api or adapter.apis[0]
         provider = PROVIDER_OF_API[api]
         # The scripted model is free unless told otherwise: its price is known.
-        name, pricing = SCRIPTED, choice.pricing or Pricing()
+        pricing = choice.pricing or Pricing()
+        headers: dict[str, str] = {}
         if scripted is not None:
-            # The persona travels in the model name, as choosing another model would.
-            name = SCRIPTED if scripted.persona == "careful" else f"{SCRIPTED}-{scripted.persona}"
-            pricing = Pricing(scripted.input_per_mtok, scripted.output_per_mtok)
+            # The persona is a request header, not another model: the model name stays `scripted`.
+            pricing, headers = Pricing(scripted.input_per_mtok, scripted.output_per_mtok), scripted.headers
         url = self.scripted_urls[provider]
-        return ModelSpec(provider, name, url, "scripted", choice.api, pricing, choice.retries)  # type: ignore[arg-type]
+        return ModelSpec(provider, SCRIPTED, url, "scripted", choice.api, pricing, choice.retries, headers)  # type: ignore[arg-type]
 
 
 def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
@@ -197,7 +197,8 @@ def run_one(
                 guard = case_guard(case, ws, limits, approver)
                 # `tools` only when asked: an adapter (a test double) may override `run` without it
                 over = {"tools": tools} if tools != "in-process" else {}
-                result = adapter.run(case.task, guard, limits, where.spec_for(adapter, case.model), **over)
+                spec = where.spec_for(adapter, case.model)
+                result = adapter.run(case.task, guard, limits, spec, **over, system_prompt=case.system_prompt)
                 changed = ws.fingerprint() != before
         except LooplabError as exc:
             done.error = str(exc)

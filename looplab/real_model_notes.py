@@ -520,9 +520,7 @@ def statuses_median(values: Sequence[int]) -> str:
     return f"{middle:,.0f}" if float(middle).is_integer() else f"{middle:,.1f}"
 
 
-def render(
-    doc: Any, info: dict[str, Any] | None = None, wire: Sequence[WireRecord] = (), *, source: str = ""
-) -> str:
+def render(doc: Any, info: dict[str, Any] | None = None, wire: Sequence[WireRecord] = (), *, source: str = "") -> str:
     """The whole page for a results document, its optional run record and its optional wire log."""
     views = runs_from(doc)
     results = [v.result for v in views if v.result is not None]

@@ -5,10 +5,16 @@
 a view model here, Jinja2 lays it out (`templates/report.html.j2`), and matplotlib draws the charts as inline
 SVG, so the file needs no network and opens from disk. The same per-runner
 headline rows feed the terminal table (`print_headline`).
+
+Which runner differs where: each case gets one line saying how its runners' runs differ (stop, model
+calls, tool calls a step, failed checks: `divergence`), shown above the case and listed before the matrix;
+in the charts every runner has its own colour, marker and dash pattern, and the runners that line names
+are drawn bold.
 """
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -20,14 +26,29 @@ from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
+from rich.console import Console
 
 from adapters.base import RunResult
 from adapters.pricing import format_cost, total_cost
-from looplab import results
+from looplab import results, scorecard
+from looplab.scorecard import Scorecard
 from shared_tools.records import ToolCallRecord
 
-#: One colour per runner, the same in every chart (matplotlib's default cycle, colour-blind friendlier than most).
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
+#: One colour per runner, the same in every chart: matplotlib's tab10, then the darker and middle shades of
+#: tab20b's five hues (those least like tab10's first), so 20 runners get 20 colours. Colour alone cannot tell
+#: 14 lines apart (nor help a colour-blind reader), so each runner also gets its own marker and dash pattern.
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#393b79", "#637939", "#e7ba52", "#843c39", "#7b4173", "#b5cf6b", "#8c6d31", "#6b6ecf", "#d6616b", "#ce6dbd",
+)  # fmt: skip
+#: One marker shape per runner (drawn hollow, so markers that land on the same point stay visible as outlines);
+#: the round ones (hexagons, octagon) come last, as they read as circles at this size.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "*", "d", "x", "+", "1", "2", "3", "h", "8", "H")
+#: One dash pattern per runner (on/off lengths in line widths); the first runner's line is solid.
+DASHES: tuple[tuple[float, ...] | None, ...] = (
+    None, (6, 2), (2, 2), (6, 2, 2, 2), (10, 3), (1, 2), (6, 2, 2, 2, 2, 2), (10, 2, 2, 2),
+    (4, 4), (10, 2, 4, 2), (3, 1), (12, 2, 2, 2, 2, 2), (2, 4), (8, 2, 1, 2, 1, 2),
+)  # fmt: skip
 ARGS_CHARS = 70
 
 
@@ -119,6 +140,11 @@ class CaseView:
     stops: list[RunView | None]
     token_chart: Markup
     bytes_chart: Markup
+    #: How the runners differ on this case, in one line (or that they agree).
+    divergence: Divergence
+    #: Groups of more than three runners whose chart values are identical and so share one line, per chart.
+    token_shared: list[list[str]] = field(default_factory=list)
+    bytes_shared: list[list[str]] = field(default_factory=list)
 
 
 @dataclass
@@ -149,6 +175,10 @@ class Report:
     versions: dict[str, str]
     #: Where the runs were made: one row per environment (a runner environment of `--isolate`, or this process).
     environments: list[EnvironmentView]
+    #: Each runner outside the largest group on some case, with those cases (most first): the first screen.
+    outliers: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: How each framework behaves, from these runs and the committed caps measurement: the report's head.
+    scorecard: Scorecard | None = None
 
 
 @dataclass
@@ -249,32 +279,105 @@ def _cell(view: RunView, step_index: int) -> TrajectoryCell | None:
     )
 
 
-def _chart(kind: str, case: str, runners: list[str], firsts: dict[str, RunView]) -> Markup:
-    """Cumulative input tokens per step (`tokens`) or request bytes per model call (`bytes`), one line a runner."""
-    import matplotlib  # here: only reports need it, and it takes a while to import
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+@dataclass(frozen=True)
+class RunnerStyle:
+    """How one runner's line looks in every chart: colour, marker and dash pattern (None: solid)."""
 
-    fig = Figure(figsize=(6.4, 3.0), layout="constrained")
-    ax = fig.subplots()
-    longest = 1
-    for i, runner in enumerate(runners):
+    colour: str
+    marker: str
+    dashes: tuple[float, ...] | None
+
+
+def runner_styles(runners: Sequence[str]) -> dict[str, RunnerStyle]:
+    """Each runner's style, by its place among the report's runners, so it is the same in every chart."""
+    return {
+        runner: RunnerStyle(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], DASHES[i % len(DASHES)])
+        for i, runner in enumerate(runners)
+    }
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a chart: the runners whose values are identical, and those values per model call."""
+
+    runners: tuple[str, ...]
+    ys: tuple[float, ...]
+
+    @property
+    def label(self) -> str:
+        """The legend entry: the runners' names, the first two and a count past three."""
+        names = self.runners
+        return ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, +{len(names) - 2} same"
+
+
+def chart_series(kind: str, runners: Sequence[str], firsts: dict[str, RunView]) -> list[Series]:
+    """The lines of a case's chart (`tokens`: cumulative input tokens; `bytes`: request bytes), one per distinct
+    series, in runner order.
+
+    Runners whose values are identical share one line labelled with all their names: drawn separately the
+    last one would paint over the others, and a legend entry for a line nobody can see misleads; one line
+    with every name says what the reader wants to know, that those runners sent the same thing.
+    """
+    grouped: dict[tuple[float, ...], list[str]] = {}
+    for runner in runners:
         view = firsts.get(runner)
         if view is None or view.result is None or not view.result.trace.steps:
             continue
         calls = [s.model_call for s in view.result.trace.steps]
-        xs = list(range(1, len(calls) + 1))
-        longest = max(longest, len(xs))
         if kind == "tokens":
-            ys, total = [], 0
+            ys: list[float] = []
+            total = 0
             for c in calls:
                 total += c.input_tokens
                 ys.append(total)
         else:
             ys = [c.request_bytes for c in calls]
-        # Lines that coincide (several runners send the same prompt) stay visible: markers differ in size.
-        colour = PALETTE[i % len(PALETTE)]
-        ax.plot(xs, ys, marker="o", markersize=7 - i * 0.8, linewidth=1.6, color=colour, label=runner)
+        grouped.setdefault(tuple(ys), []).append(runner)
+    return [Series(tuple(names), ys) for ys, names in grouped.items()]
+
+
+def _chart(
+    kind: str, case: str, series: Sequence[Series], styles: dict[str, RunnerStyle], differs: Sequence[str] = ()
+) -> Markup:
+    """Cumulative input tokens per step (`tokens`) or request bytes per model call (`bytes`), one line a series.
+
+    The lines of the runners in `differs` (those the case's divergence line names) are drawn bold and on top,
+    the others fainter, so the chart shows the same runners the line names, even inside a bundle of lines.
+    """
+    import matplotlib  # here: only reports need it, and it takes a while to import
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    labels = [s.label for s in series]
+    # The legend sits below the axes, in as many columns as the longest name allows: beside them it would
+    # squeeze the plot, and inside it would hide the first steps, where the runners differ most.
+    widest = max((len(label) for label in labels), default=10)
+    # A column is the handle, the gaps and the label (about 3.9 pt a character at 7 pt) of a 455 pt wide figure.
+    columns = max(1, min(len(labels), int(455 // (50 + 3.9 * widest))))
+    rows = -(-len(labels) // columns) if labels else 0
+    fig = Figure(figsize=(6.4, 2.7 + 0.16 * rows), layout="constrained")
+    ax = fig.subplots()
+    longest = 1
+    for k, line in enumerate(series):
+        style = styles[line.runners[0]]
+        xs = list(range(1, len(line.ys) + 1))
+        longest = max(longest, len(xs))
+        bold = bool(set(line.runners) & set(differs))
+        (drawn,) = ax.plot(
+            xs,
+            line.ys,
+            color=style.colour,
+            alpha=1.0 if bold or not differs else 0.6,
+            zorder=3 if bold else 2,
+            linewidth=2.0 if bold else 1.4,
+            linestyle="-" if style.dashes is None else (0, style.dashes),
+            marker=style.marker,
+            markersize=6,
+            markerfacecolor="none",
+            markeredgewidth=1.2,
+            label=line.label,
+        )
+        drawn.set_gid(f"series-{k}")  # names the line's SVG group, which gets a hover title below
     ax.set_xlabel("model call (step)")
     ax.set_ylabel("cumulative input tokens" if kind == "tokens" else "request bytes")
     ax.set_xlim(0.5, longest + 0.5)  # whole steps only, even when every run made one call
@@ -282,14 +385,24 @@ def _chart(kind: str, case: str, runners: list[str], firsts: dict[str, RunView])
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.grid(True, color="#e5e5e5", linewidth=0.8)
     ax.spines[["top", "right"]].set_visible(False)
-    # Beside the axes, so it never hides the first steps, where the runners differ most.
-    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if labels:
+        # A long handle, so each dash pattern shows at least once in the legend.
+        legend = fig.legend(loc="outside lower center", ncols=columns, fontsize=7, frameon=False, handlelength=4.5)
+        for text, line in zip(legend.get_texts(), series, strict=True):
+            if set(line.runners) & set(differs):
+                text.set_fontweight("bold")
     buf = io.StringIO()
     # Text stays text (smaller, selectable); a salt per chart keeps the clip-path ids unique within the page.
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"{kind}-{case}"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
-    return Markup(scope_ids(svg[svg.index("<svg") :], slug(f"{kind}-{case}")))
+    svg = svg[svg.index("<svg") :]
+    # Hovering a line (or one of its markers) names its runners: a native SVG tooltip, no script needed, for
+    # the lines that run close together.
+    for k, line in enumerate(series):
+        names = html.escape(", ".join(line.runners))
+        svg = svg.replace(f'<g id="series-{k}">', f'<g id="series-{k}"><title>{names}</title>', 1)
+    return Markup(scope_ids(svg, slug(f"{kind}-{case}")))
 
 
 def scope_ids(svg: str, prefix: str) -> str:
@@ -304,6 +417,226 @@ def scope_ids(svg: str, prefix: str) -> str:
         return f"{match.group(1)}{prefix}-{name}{match.group(3)}" if name in ids else match.group(0)
 
     return re.sub(r'(\bid="|url\(#|href="#)([^")]+)([")])', rename, svg)
+
+
+#: How much of a tool call's first argument a divergence line quotes.
+LINE_ARG_CHARS = 32
+#: Past this many behaviours in one case, a divergence line compares model calls and stops only, then stops only.
+MOST_VARIANTS = 4
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What one run did, as far as comparing runners goes (tokens and bytes differ by framework by design)."""
+
+    stop: str  # the stop reason, or "not run"
+    model_calls: int
+    #: Each step's tool calls as `name(first argument)`, sorted within the step: the calls of one model
+    #: reply may run at once, so their order within a step is the scheduler's, not the runner's.
+    steps: tuple[tuple[str, ...], ...] = ()
+    failed_checks: tuple[str, ...] = ()
+
+
+def _call_label(call: ToolCallRecord) -> str:
+    first = call.first_arg if call.args else ""
+    return f"{call.name}({first if len(first) <= LINE_ARG_CHARS else first[: LINE_ARG_CHARS - 1] + '…'})"
+
+
+def behaviour(view: RunView) -> Behaviour:
+    """The behaviour of one run: how it stopped, its model calls, its tool calls a step, the checks it failed."""
+    if view.result is None:
+        return Behaviour("not run", 0, (), tuple(view.failed_checks))
+    return Behaviour(
+        stop=str(view.result.stop_reason),
+        model_calls=view.result.totals.model_calls,
+        steps=tuple(tuple(sorted(_call_label(c) for c in step.tool_calls)) for step in view.result.trace.steps),
+        failed_checks=tuple(view.failed_checks),
+    )
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """How a case's runners differ, in one line; `differs` names the runners outside the largest group."""
+
+    agree: bool
+    line: str
+    differs: tuple[str, ...] = ()
+
+
+def divergence(views: Sequence[RunView]) -> Divergence:
+    """One line saying how the runners of one case differ (or that they agree), from their first runs."""
+    firsts: dict[str, RunView] = {}
+    for view in views:
+        if view.runner not in firsts or (firsts[view.runner].result is None and view.result is not None):
+            firsts[view.runner] = view
+    return describe_divergence({runner: behaviour(view) for runner, view in firsts.items()})
+
+
+def _span(low: int, high: int) -> str:
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def _stop_phrase(stop: str, calls: tuple[int, int], *, short: str = "") -> str:
+    """`answered in 5 model calls`; `short="verb"` drops the unit (`answered in 5`), `short="all"` the verb too."""
+    count = _span(*calls)
+    unit = "" if short else (" model call" if calls == (1, 1) else " model calls")
+    if stop == "not run":
+        return "did not run"
+    if stop == "final_answer":
+        return f"in {count}{unit}" if short == "all" else f"answered in {count}{unit}"
+    head = {"max_steps": "stopped at max_steps", "rejected": "stopped on a rejection"}.get(stop, f"stopped on {stop}")
+    return f"after {count}{unit}" if short == "all" else f"{head} after {count}{unit}"
+
+
+def _names(runners: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`; past four, `a, b, c and 3 others`."""
+    if len(runners) > 4:
+        return f"{', '.join(runners[:3])} and {len(runners) - 3} others"
+    return " and ".join([", ".join(runners[:-1]), runners[-1]]) if len(runners) > 1 else "".join(runners)
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n}×")
+
+
+def _most_a_step(b: Behaviour) -> int:
+    return max((len(step) for step in b.steps), default=0)
+
+
+def _tool_phrase(b: Behaviour, usual: Behaviour) -> tuple[str, str, str]:
+    """How `b`'s tool calls differ from `usual`'s: (kind, finite phrase, participle phrase); kind "" if alike."""
+    if b.steps == usual.steps or "not run" in (b.stop, usual.stop):
+        return "", "", ""
+    mine = Counter(c for step in b.steps for c in step)
+    theirs = Counter(c for step in usual.steps for c in step)
+    if mine != theirs:
+        extra, missing = mine - theirs, theirs - mine
+        if sum(extra.values()) == sum(missing.values()) == 1:  # one call swapped for another
+            swap = f"{next(iter(extra))} instead of {next(iter(missing))}"
+            return "tools", f"called {swap}", f"calling {swap}"
+        diffs = []
+        for label in _ordered([*mine, *theirs]):
+            x, y = mine[label], theirs[label]
+            if x == y:
+                continue
+            if y == 0:
+                more = "" if x == 1 else f" {_times(x)}"
+                diffs.append((f"also called {label}{more}", f"also calling {label}{more}"))
+            elif x == 0:
+                diffs.append((f"never called {label}", f"never calling {label}"))
+            else:
+                times = f"{_times(x)} (not {_times(y)})"
+                diffs.append((f"called {label} {times}", f"calling {label} {times}"))
+        more = f" and {len(diffs) - 2} more" if len(diffs) > 2 else ""
+        return "tools", ", ".join(d[0] for d in diffs[:2]) + more, ", ".join(d[1] for d in diffs[:2]) + more
+    most, usual_most = _most_a_step(b), _most_a_step(usual)
+    if most == 1 and usual_most > 1:
+        return "grouping", "made its tool calls one a step", "making its tool calls one a step"
+    if most > 1 and most != usual_most:
+        return "grouping", f"batched up to {most} tool calls in a step", f"batching up to {most} tool calls in a step"
+    mine_steps, their_steps = [s for s in b.steps if s], [s for s in usual.steps if s]
+    if mine_steps == their_steps:
+        # The same tool calls step for step; only model calls that asked for no tool differ, which the
+        # model-call count says (or, with the same count, where they fell).
+        if len(b.steps) != len(usual.steps):
+            return "", "", ""
+        return "spread", "answered without tool calls at other steps", "answering without tool calls at other steps"
+    if [len(s) for s in mine_steps] != [len(s) for s in their_steps]:
+        return "spread", "spread the same tool calls over its steps differently", "spreading its tool calls differently"
+    return "order", "made the same tool calls in another order", "making the same tool calls in another order"
+
+
+def describe_divergence(behaviours: dict[str, Behaviour]) -> Divergence:
+    """One line on how the runners' behaviours differ, or that they agree (runners in the dict's order).
+
+    The runners are grouped by behaviour and the largest group (the first, on a tie) is the yardstick:
+    each other group is named with what it did differently (stop and model calls first, then its tool
+    calls, then its checks), and the line ends with what the largest group did. Past `MOST_VARIANTS`
+    behaviours the line compares only stops and model calls, then only stops, so it stays one line.
+    """
+    if not behaviours:
+        return Divergence(True, "No runs.")
+    runners = list(behaviours)
+    fine: dict[Behaviour, list[str]] = {}
+    for runner, b in behaviours.items():
+        fine.setdefault(b, []).append(runner)
+    if len(fine) == 1:
+        b = next(iter(fine))
+        calls = sum(len(step) for step in b.steps)
+        what = _stop_phrase(b.stop, (b.model_calls, b.model_calls))
+        if b.stop != "not run":
+            same = {0: "no tool calls", 1: "the same tool call"}.get(calls, f"the same {calls} tool calls")
+            what += f", {same}"
+        if b.failed_checks:
+            what += f", failing {', '.join(b.failed_checks)}"
+        if len(runners) == 1:
+            return Divergence(True, f"Only {runners[0]} ran this case: it {what}.")
+        return Divergence(True, f"All {len(runners)} runners agree: {what}.")
+
+    # The level of detail: whole behaviours, else (stop, model calls), else the stop alone.
+    levels = (lambda b: b, lambda b: (b.stop, b.model_calls), lambda b: b.stop)
+    for level, key in enumerate(levels):
+        groups: dict[Any, list[str]] = {}
+        for runner, b in behaviours.items():
+            groups.setdefault(key(b), []).append(runner)
+        if len(groups) <= MOST_VARIANTS or level == len(levels) - 1:
+            break
+    largest = max(groups.values(), key=len)  # max keeps the first of equals: the earlier runner wins a tie
+    usual = behaviours[largest[0]]
+
+    def calls_of(names: list[str]) -> tuple[int, int]:
+        counts = [behaviours[n].model_calls for n in names]
+        return min(counts), max(counts)
+
+    clauses: list[str] = []
+    kinds: set[str] = set()
+    previous_stop = None
+    for names in groups.values():
+        if names is largest:
+            continue
+        b = behaviours[names[0]]
+        bits: list[str] = []
+        stop_differs = b.stop != usual.stop or calls_of(names) != calls_of(largest)
+        if stop_differs:
+            kinds.add("stop")
+            # Runs of clauses with the same stop say it once: "a stopped on error after 1 model call; b after 3".
+            bits.append(_stop_phrase(b.stop, calls_of(names), short="all" if b.stop == previous_stop else ""))
+            previous_stop = b.stop
+        if level == 0:
+            kind, finite, participle = _tool_phrase(b, usual)
+            if kind:
+                kinds.add(kind)
+                bits.append(participle if bits else finite)
+            if b.failed_checks != usual.failed_checks:
+                kinds.add("checks")
+                failing = f"failing {', '.join(b.failed_checks)}" if b.failed_checks else "passing its checks"
+                bits.append(failing if bits else failing.replace("failing", "failed").replace("passing", "passed"))
+        if not bits:  # a recorded run's count matches its steps; this guards hand-made records
+            bits.append("ran otherwise step by step")
+        clauses.append(f"{_names(names)} {', '.join(bits)}")
+
+    tail: list[str] = []
+    if "stop" in kinds:
+        tail.append(_stop_phrase(usual.stop, calls_of(largest), short="verb"))
+    if "grouping" in kinds:
+        most = _most_a_step(usual)
+        if most > 1:
+            tail.append(f"{'batching' if tail else 'batched'} up to {most} tool calls in a step")
+        else:
+            tail.append("one tool call a step" if tail else "made one tool call a step")
+    if "checks" in kinds:
+        verb = "failing" if tail else "failed"
+        tail.append(f"{verb} {', '.join(usual.failed_checks)}" if usual.failed_checks else verb.replace("fail", "pass"))
+    if not tail:  # only tool calls differ: "a also called X; the other 11 did not"
+        tail.append("did not" if len(clauses) == 1 else "ran alike")
+    variants = len({behaviours[n] for n in largest})
+    if variants > 1:
+        tail.append(f"with {variants} different sets of tool calls")
+    others = len(largest)
+    who = _names(largest) if others <= 2 else f"the other {others}"
+    clauses.append(f"{who} {', '.join(tail)}")
+    differs = tuple(r for r in runners if r not in largest)
+    return Divergence(False, "; ".join(clauses) + ".", differs)
 
 
 def _descriptions() -> dict[str, str]:
@@ -335,6 +668,10 @@ def _case_view(case: str, runners: list[str], runs: Sequence[RunView], descripti
         rows.append(("before any model call", orphans))
     for i in range(1, depth + 1):
         rows.append((str(i), [_cell(firsts[r], i) for r in shown]))
+    styles = runner_styles(runners)  # by the report's runners, not this case's, so a runner looks alike everywhere
+    differs = divergence([firsts[r] for r in shown])
+    token_series = chart_series("tokens", shown, firsts)
+    bytes_series = chart_series("bytes", shown, firsts)
     return CaseView(
         id=case,
         description=description,
@@ -342,8 +679,12 @@ def _case_view(case: str, runners: list[str], runs: Sequence[RunView], descripti
         runs={r: by_runner[r] for r in shown},
         rows=rows,
         stops=[firsts.get(r) for r in shown],
-        token_chart=_chart("tokens", case, shown, firsts),
-        bytes_chart=_chart("bytes", case, shown, firsts),
+        token_chart=_chart("tokens", case, token_series, styles, differs.differs),
+        bytes_chart=_chart("bytes", case, bytes_series, styles, differs.differs),
+        divergence=differs,
+        # The legend names up to three runners a line; the caption names larger groups in full.
+        token_shared=[list(s.runners) for s in token_series if len(s.runners) > 3],
+        bytes_shared=[list(s.runners) for s in bytes_series if len(s.runners) > 3],
     )
 
 
@@ -377,6 +718,7 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
     ]
     done = [v.result for v in runs if v.result]
     checked = [v for v in runs if v.passed is not None]
+    case_views = [_case_view(c, runners, runs, descriptions.get(c, "")) for c in cases]
     return Report(
         title=title,
         source=source,
@@ -387,7 +729,7 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
         has_checks=bool(checked),
         headline=headline(runs),
         matrix=matrix,
-        case_views=[_case_view(c, runners, runs, descriptions.get(c, "")) for c in cases],
+        case_views=case_views,
         totals={
             "runs": len(runs),
             "passed": sum(bool(v.passed) for v in checked) if checked else None,
@@ -396,7 +738,25 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
         },
         versions={row.runner: row.version for row in headline(runs)},
         environments=environment_views(results.load(doc)),
+        outliers=outliers(case_views),
+        scorecard=_scorecard(runners, doc),
     )
+
+
+def _scorecard(runners: list[str], doc: Any) -> Scorecard:
+    """The scorecard of these runs; its cap cells from the caps doc in the working folder, if there is one."""
+    caps = scorecard.load_caps()
+    sources = {"eval": "the runs of this report", "caps": str(scorecard.CAPS_PATH) if caps else "none found"}
+    return scorecard.build(runners, scorecard.observed(results.load(doc)), caps, sources=sources)
+
+
+def outliers(case_views: Sequence[CaseView]) -> list[tuple[str, list[str]]]:
+    """Each runner that differs from the largest group on some case, with those cases; most cases first."""
+    found: dict[str, list[str]] = {}
+    for case in case_views:
+        for runner in case.divergence.differs:
+            found.setdefault(runner, []).append(case.id)
+    return sorted(found.items(), key=lambda item: -len(item[1]))
 
 
 def environment_views(document: results.Document) -> list[EnvironmentView]:
@@ -422,7 +782,10 @@ def render_html(doc: Any, *, source: str = "", title: str = "looplab report") ->
     )
     env.filters["thousands"] = lambda n: "—" if n is None else f"{n:,}"
     env.filters["dollars"] = format_cost
-    return env.get_template("report.html.j2").render(report=build(doc, source=source, title=title))
+    groups = [{"name": g, "rows": scorecard.group_rows(g)} for g in scorecard.GROUPS]
+    return env.get_template("report.html.j2").render(
+        report=build(doc, source=source, title=title), scorecard_groups=groups
+    )
 
 
 def read_document(path: Path) -> results.Document:
@@ -443,44 +806,43 @@ def write_html(doc: Any, path: Path, *, source: str = "") -> Path:
     return path
 
 
-def print_headline(doc: Any) -> None:
-    """The report's per-runner headline as a terminal table."""
-    from rich import box
-    from rich.table import Table
-
-    from looplab.render import console
+def print_headline(doc: Any, *, out: Console | None = None) -> None:
+    """A results document's per-runner headline: what each runner did and spent, then its native cap."""
+    from looplab.render import Col, print_table
 
     rows = headline(runs_from(doc))
-    # Two tables, so the numbers fit an 80-column terminal and the long knob names wrap on their own.
-    table = Table(
-        title="per runner",
-        caption="calls: answered model calls (+N✗: attempts that got no answer) · "
-        "req1 B: median bytes of the first model request (task + what the framework adds)",
-        title_justify="left",
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=0,  # the box's one-space column separator is the gap
-        pad_edge=False,
-    )
-    for col in ("runner", "passed", "calls", "tools", "tok in", "tok out", "cost $", "wall s", "req1 B"):
-        table.add_column(col, no_wrap=True, justify="left" if col == "runner" else "right")
-    caps = Table(title="native caps", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0)
-    caps.add_column("runner", no_wrap=True)
-    caps.add_column("knob = value", overflow="fold")
-    caps.add_column("version", overflow="fold")
+    numbers = []
+    caps = []
     for row in rows:
-        table.add_row(
-            row.runner,
-            "—" if row.passed is None else f"{row.passed}/{row.runs}",
-            f"{row.model_calls:,}" + (f" +{row.failed_model_calls:,}✗" if row.failed_model_calls else ""),
-            f"{row.tool_calls:,}",
-            f"{row.input_tokens:,}",
-            f"{row.output_tokens:,}",
-            format_cost(row.cost_usd),
-            f"{row.wall_s:.2f}",
-            "—" if row.first_request_bytes is None else f"{row.first_request_bytes:,}",
+        numbers.append(
+            [
+                row.runner,
+                "—" if row.passed is None else f"{row.passed}/{row.runs}",
+                f"{row.model_calls:,}" + (f" +{row.failed_model_calls:,}✗" if row.failed_model_calls else ""),
+                f"{row.tool_calls:,}",
+                f"{row.input_tokens:,}",
+                f"{row.output_tokens:,}",
+                format_cost(row.cost_usd),
+                f"{row.wall_s:.2f}",
+                "—" if row.first_request_bytes is None else f"{row.first_request_bytes:,}",
+            ]
         )
-        caps.add_row(row.runner, f"{row.cap_knob} = {row.cap_values}", row.version)
-    console().print(table)
-    console().print(caps)
+        caps.append([row.runner, row.version, f"{row.cap_knob} = {row.cap_values}"])
+    cols = (
+        Col("runner"),
+        Col("passed", right=True),
+        Col("calls", right=True),
+        Col("tools", right=True),
+        Col("tok in", short="in", means="input tokens", right=True),
+        Col("tok out", short="out", means="output tokens", right=True),
+        Col("cost $", short="$", means="dollars", right=True),
+        Col("wall s", short="s", means="wall seconds", right=True),
+        Col("req1 B", short="B1", means="req1 B (below)", right=True),
+    )
+    notes = [
+        "calls: answered model calls (+N✗: attempts that got no answer) · "
+        "req1 B: median bytes of the first model request (task + what the framework adds)"
+    ]
+    print_table("per runner", cols, numbers, notes, out=out)
+    cap_cols = (Col("runner"), Col("version", prose=True), Col("knob = value", prose=True, fold="line"))
+    print_table("native caps", cap_cols, caps, out=out)

@@ -3,7 +3,8 @@
 A suite is a folder under `scenarios/` with a `cases/` folder of `*.toml`
 files; a case's `repo` is a folder of that suite, and its optional `overlay`
 another folder whose files are laid over the repo's (a variant without a
-copy). Adding a case, a variant or a fixture repo needs no code change.
+copy). A suite's `system_prompt.txt` is the system prompt of its cases that set none of their own.
+Adding a case, a variant or a fixture repo needs no code change.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters import RUNNERS
 from adapters.base import Limits, LooplabError, RunResult, StopReason
-from scenarios.scripted.policy import Persona
+from scenarios.scripted.conversation import PERSONA_HEADER, Persona
 from shared_tools import Fault
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
+#: The suite a run without a case (a bench request, a bare loop) takes its system prompt from.
+DEFAULT_SUITE = "invoice_discount"
+#: A suite's default system prompt: this file in the suite's folder.
+SYSTEM_PROMPT_FILE = "system_prompt.txt"
 
 
 class _Strict(BaseModel):
@@ -61,6 +66,12 @@ class ScriptedModel(_Strict):
     input_per_mtok: float = 0.0
     output_per_mtok: float = 0.0
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The request headers that tell the scripted model how to play: its persona travels beside the request,
+        so the model name stays `scripted` whatever the persona."""
+        return {PERSONA_HEADER: self.persona}
+
 
 class Case(_Strict):
     """One investigation to run through every runner."""
@@ -72,6 +83,7 @@ class Case(_Strict):
     overlay: str | None = None
     target: str
     task: str
+    system_prompt: str = Field(description="What every runner is told first; the suite's system_prompt.txt if unset.")
     allow_writes: bool = Field(False, description="Offer write_file (still behind the approval gate).")
     limits: Limits = Field(default_factory=Limits)
     faults: list[Fault] = Field(default_factory=list)
@@ -93,13 +105,34 @@ class CheckResult(BaseModel):
     detail: str
 
 
+def default_system_prompt(suite: str = DEFAULT_SUITE) -> str:
+    """The suite's system prompt (its `system_prompt.txt`), for its cases that set none and for runs without a case."""
+    return _suite_prompt(SCENARIOS_DIR / suite)
+
+
+def _suite_prompt(folder: Path) -> str:
+    path = folder / SYSTEM_PROMPT_FILE
+    try:
+        return path.read_text(encoding="utf-8").rstrip("\n")  # the file's last newline is not the prompt's
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise LooplabError(f"{path}: the suite's system prompt cannot be read: {why}") from None
+
+
 def load_case(path: Path) -> Case:
     """One case file; a bad one is a one-line `LooplabError` naming the file and the field."""
+    suite = path.parent.parent.name
     try:
         data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-        case = Case.model_validate({**data, "suite": path.parent.parent.name})
     except tomllib.TOMLDecodeError as exc:
         raise LooplabError(f"{path}: not valid TOML: {exc}") from None
+    if "system_prompt" not in data:  # the case sets none: its suite's
+        try:
+            data["system_prompt"] = _suite_prompt(path.parent.parent)
+        except LooplabError as exc:
+            raise LooplabError(f"{path}: no system_prompt of its own, and {exc}") from None
+    try:
+        case = Case.model_validate({**data, "suite": suite})
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"

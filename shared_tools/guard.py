@@ -105,6 +105,9 @@ class Guard:
     `records` is the ordered log of every call; `stop` is set when a call
     should end the run (repetition, an effect not approved, or the run's
     deadline hit inside a tool).
+    `cutoff`, when set, says why no model call is left to read a tool's result (None while one is): such a
+    call does not run, so the tools of a run's last allowed model call have no effect that no model sees,
+    and no approval is asked for them. It is not kept in `records` (the model call's requested tools show it).
     `clock` reads seconds since the run started and `deadline` is on that
     clock; the model boundary shares it, so both logs interleave.
     Thread-safe, since some frameworks run parallel tool calls on threads.
@@ -118,6 +121,7 @@ class Guard:
     clock: Callable[[], float] = field(default_factory=run_clock)
     records: list[ToolCallRecord] = field(default_factory=list)
     stop: StopSignal | None = None
+    cutoff: Callable[[], str | None] | None = None
 
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.tools}
@@ -136,6 +140,8 @@ class Guard:
         """Run one tool call and return its record; never raises, whatever the arguments hold."""
         name = clean(name) if isinstance(name, str) else repr(name)
         started = self.clock()
+        if self.cutoff is not None and (why := self.cutoff()):
+            return self._skipped(name, args, call_id, why, started)
         try:
             outcome, text, args = self._dispatch(name, args)
         except Exception as exc:  # a bug in a check must still end as an observation, not a crash
@@ -156,6 +162,26 @@ class Guard:
         with self._lock:
             self.records.append(record)
         return record
+
+    def _skipped(self, name: str, args: Any, call_id: Any, why: str, started: float) -> ToolCallRecord:
+        """The reply to a call no model will read: not run, not recorded, and the run asked to end."""
+        self.stop = self.stop or StopSignal(
+            reason="max_steps",
+            detail=f"{why}; the tool calls of the last one did not run (no model call left to read them)",
+        )
+        text = f"NotRun: {why}; no model call is left to read this result, so {name} did not run"
+        return ToolCallRecord(
+            name=name,
+            args=_recordable(args),
+            call_id=clean(call_id) if isinstance(call_id, str) else None,
+            outcome="skipped",
+            is_error=True,
+            result=text,
+            result_preview=preview(text),
+            result_chars=len(text),
+            started_at=round(started, 6),
+            duration_s=0.0,
+        )
 
     def _dispatch(self, name: str, args: Any) -> tuple[Outcome, str, Any]:
         """Returns (outcome, observation text, the arguments as recorded)."""

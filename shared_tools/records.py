@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field
 
 #: ok: the tool ran; error: it ran and failed, or its input was invalid;
 #: refused: the allowlist or path confinement said no; rejected: an effect
-#: tool was not approved; repetition / timeout: the call ended the run.
-Outcome = Literal["ok", "error", "refused", "rejected", "repetition", "timeout"]
+#: tool was not approved; repetition / timeout: the call ended the run; skipped: no model call was left
+#: to read its result, so it did not run (and is not kept among the run's records).
+Outcome = Literal["ok", "error", "refused", "rejected", "repetition", "timeout", "skipped"]
 
 PREVIEW_CHARS = 300
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -46,7 +47,7 @@ class ToolCallRecord(BaseModel):
 class StopSignal(BaseModel):
     """The Guard's request that the run end, and why."""
 
-    reason: Literal["repetition", "timeout", "rejected"]
+    reason: Literal["repetition", "timeout", "rejected", "max_steps"]
     detail: str
 
 

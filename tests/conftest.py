@@ -11,6 +11,7 @@ from shared_tools import Guard, Workspace
 
 FIXTURE_REPO = load_cases()["vip-compound"].repo_path
 TASK = load_cases()["vip-compound"].task
+SYSTEM_PROMPT = load_cases()["vip-compound"].system_prompt
 
 
 @pytest.fixture

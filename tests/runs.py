@@ -12,8 +12,8 @@ from adapters.base import DEFAULT_RETRIES, Api, Limits, RunResult
 from adapters.pricing import Pricing
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Guard, Tool, ToolCallRecord, Workspace, default_tools
-from tests.conftest import FIXTURE_REPO, TASK
+from shared_tools import Approver, Guard, Tool, ToolCallRecord, Workspace, default_tools
+from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 
 #: The runners under test: all of them, or those named in LOOPLAB_RUNNERS (comma-separated), as the
 #: per-adapter nox sessions do when only one framework is installed.
@@ -37,8 +37,10 @@ def run_runner(
     repo: Path = FIXTURE_REPO,
     tools: list[Tool] | None = None,
     task: str = TASK,
+    system_prompt: str = SYSTEM_PROMPT,
     pricing=None,
     retries: int = DEFAULT_RETRIES,
+    approver: Approver | None = None,
 ) -> RunResult:
     """One run of `runner` with the model served by `server`, in a fresh workspace of `repo`."""
     limits = limits or Limits()
@@ -47,8 +49,9 @@ def run_runner(
     choice = ModelChoice(api=api, pricing=pricing or Pricing(), retries=retries)
     spec = Endpoint(choice, urls).spec_for(adapter)
     with Workspace(repo) as ws:
-        guard = Guard(ws, tools=tools if tools is not None else default_tools(), max_repeats=limits.max_repeats)
-        return adapter.run(task, guard, limits, spec)
+        tools = tools if tools is not None else default_tools()
+        guard = Guard(ws, tools=tools, max_repeats=limits.max_repeats, approver=approver)
+        return adapter.run(task, guard, limits, spec, system_prompt=system_prompt)
 
 
 def tool_steps(result: RunResult, detail: Callable[[ToolCallRecord], tuple] | None = None) -> list[list[tuple]]:

@@ -7,6 +7,7 @@ JSON with wrong types, deep nesting, huge strings, lone surrogates) to all three
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import signal
@@ -29,14 +30,18 @@ from starlette.testclient import TestClient
 from scenarios.scripted import server as server_module
 from scenarios.scripted import wire
 from scenarios.scripted.conversation import (
+    PERSONA_HEADER,
+    PERSONAS,
     ChatRequest,
+    MalformedRequest,
     MessagesRequest,
     ResponsesRequest,
     from_chat,
     from_messages,
     from_responses,
+    persona_named,
 )
-from scenarios.scripted.policy import PERSONAS, Investigator
+from scenarios.scripted.policy import Investigator
 from scenarios.scripted.server import MAX_ERROR_CHARS, ScriptedModelServer, create_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,8 +150,10 @@ def check(response: httpx.Response, stream: bool | None = None) -> None:
             assert isinstance(message, str) and len(message) < MAX_ERROR_CHARS + 100
 
 
-def post(client: httpx.Client, endpoint: str, body: bytes) -> httpx.Response:
-    return client.post(PATHS[endpoint], content=body, headers={"content-type": "application/json"})
+def post(client: httpx.Client, endpoint: str, body: bytes, persona: str | None = None) -> httpx.Response:
+    """`body` posted to `endpoint`, with `persona` in the persona header (None: no header)."""
+    headers = {"content-type": "application/json"} | ({PERSONA_HEADER: persona} if persona is not None else {})
+    return client.post(PATHS[endpoint], content=body, headers=headers)
 
 
 # --- long text: linear time ---------------------------------------------------------
@@ -404,7 +411,9 @@ anthropic_block = st.one_of(
         optional={"tool_use_id": either(strings), "content": either(results), "is_error": json_values},
     ),
 )
-models = either(st.sampled_from([f"scripted-{p}" for p in PERSONAS] + ["scripted", ""]))
+models = either(st.sampled_from(["scripted", "gpt-4.1", ""]))
+#: The persona header's value: absent, each persona.
+personas = st.one_of(st.none(), st.sampled_from(PERSONAS))
 shaped = {
     "chat": st.fixed_dictionaries(
         {"model": models, "messages": either(st.lists(either(chat_message), min_size=1, max_size=4))},
@@ -482,32 +491,30 @@ def test_any_json_value_gets_a_json_answer(client, endpoint: str, value: Any) ->
 
 
 @settings(FAST, max_examples=150)
-@given(data=st.data(), endpoint=st.sampled_from(ENDPOINTS), stream=st.booleans())
+@given(data=st.data(), endpoint=st.sampled_from(ENDPOINTS), stream=st.booleans(), persona=personas)
 def test_request_shaped_json_with_wrong_types_gets_a_200_or_a_400(
-    client, data: st.DataObject, endpoint: str, stream: bool
+    client, data: st.DataObject, endpoint: str, stream: bool, persona: str | None
 ) -> None:
     body = data.draw(shaped[endpoint])
     body["stream"] = stream
-    check(post(client, endpoint, encode(body)), stream)
+    check(post(client, endpoint, encode(body), persona), stream)
 
 
 @FAST
 @given(
     endpoint=st.sampled_from(ENDPOINTS),
     stream=st.booleans(),
-    model=st.builds(
-        lambda s, p: s + f"scripted-{p}", st.sampled_from(["", "\udcff", "\ud800x"]), st.sampled_from(PERSONAS)
-    ),
+    model=st.builds(lambda s: s + "scripted", st.sampled_from(["", "\udcff", "\ud800x"])),
+    persona=personas,
     call=st.tuples(st.sampled_from(TOOLS), st.one_of(st.builds(lambda v: {"target": v, "path": v}, strings), strings)),
     result=strings,
     task=st.one_of(st.just(TASK), st.builds(lambda s: TASK + s, strings)),
 )
 def test_surrogates_in_a_well_formed_conversation_are_answered(
-    client, endpoint: str, stream: bool, model: str, call: tuple[str, Any], result: str, task: str
+    client, endpoint: str, stream: bool, model: str, persona: str | None, call: tuple[str, Any], result: str, task: str
 ) -> None:
-    response = post(
-        client, endpoint, encode(request(endpoint, task, call=call, result=result, model=model, stream=stream))
-    )
+    body = request(endpoint, task, call=call, result=result, model=model, stream=stream)
+    response = post(client, endpoint, encode(body), persona)
     check(response, stream)
     assert response.status_code == 200
 
@@ -566,15 +573,13 @@ def test_readers_and_replies_take_lone_surrogates(
 ) -> None:
     """The readers, the policy and the reply writers, without the server: a lone surrogate in a tool's arguments
     or its result is read, decided on, and written out (escaped) without an error."""
-    body = json.loads(
-        encode(request(endpoint, call=(name, {"target": arg}), result=result, model=f"scripted-{persona}"))
-    )
+    body = json.loads(encode(request(endpoint, call=(name, {"target": arg}), result=result)))
     model, read = {
         "chat": (ChatRequest, from_chat),
         "responses": (ResponsesRequest, from_responses),
         "messages": (MessagesRequest, from_messages),
     }[endpoint]
-    conv = read(model.model_validate(body))
+    conv = dataclasses.replace(read(model.model_validate(body)), persona=persona)
     assert conv.results and conv.results[0].content == json.loads(json.dumps(result))  # a pair reads as one
     reply = wire.Reply(Investigator().decide(conv), body["model"], conv.assistant_turns + 1, 10)
     whole = {
@@ -590,6 +595,64 @@ def test_readers_and_replies_take_lone_surrogates(
     json.loads(server_module._JSONResponse(whole).body)
     for event in server_module._encoded(events):
         event.encode()
+
+
+# --- the persona header: a persona, or a 400 that names them ------------------------
+
+
+@FAST
+@given(value=st.one_of(st.sampled_from(PERSONAS), st.text(max_size=80)))
+def test_the_persona_header_names_a_persona_or_is_malformed(value: str) -> None:
+    if value in PERSONAS:
+        assert persona_named(value) == value
+        return
+    with pytest.raises(MalformedRequest) as refused:
+        persona_named(value)
+    message = str(refused.value)
+    assert message.startswith(PERSONA_HEADER) and all(p in message for p in PERSONAS)
+    assert len(message) < 200  # a long value is not echoed whole
+
+
+def test_a_request_without_the_persona_header_plays_careful() -> None:
+    assert persona_named(None) == "careful"
+
+
+#: What an HTTP client can put in a header value: visible ASCII, spaces only inside.
+header_values = st.one_of(
+    st.sampled_from(PERSONAS),
+    st.sampled_from(PERSONAS).map(str.upper),
+    st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60).map(str.strip),
+)
+
+
+@FAST
+@given(endpoint=st.sampled_from(ENDPOINTS), stream=st.booleans(), value=header_values)
+def test_any_persona_header_is_played_or_refused_with_the_personas(
+    client, endpoint: str, stream: bool, value: str
+) -> None:
+    response = post(client, endpoint, encode(request(endpoint, stream=stream)), value)
+    check(response, stream)
+    if value in PERSONAS:
+        assert response.status_code == 200
+    else:
+        assert response.status_code == 400
+        message = response.json()["error"]["message"]
+        assert PERSONA_HEADER in message and all(p in message for p in PERSONAS)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize(("persona", "first"), [(None, "run_tests"), ("careful", "run_tests"), ("snoop", "read_file")])
+def test_the_persona_header_decides_how_the_model_plays(client, endpoint: str, persona: str | None, first: str) -> None:
+    """A snoop reaches for secrets first; a request without the header plays careful, whatever its model name."""
+    body = request(endpoint, model="scripted-snoop")  # the name chooses nothing
+    reply = post(client, endpoint, encode(body), persona).json()
+    if endpoint == "chat":
+        names = [c["function"]["name"] for c in reply["choices"][0]["message"]["tool_calls"]]
+    elif endpoint == "responses":
+        names = [item["name"] for item in reply["output"] if item["type"] == "function_call"]
+    else:
+        names = [block["name"] for block in reply["content"] if block["type"] == "tool_use"]
+    assert names[0] == first
 
 
 # --- stopping: within 2 s of SIGTERM or SIGINT, whatever is in flight ---------------

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import adapters
-from adapters.base import Limits
+from adapters.base import Limits, LooplabError
 from adapters.trace import ModelCall, Step, Trace
 from looplab import bench
 from looplab.cli import main
@@ -18,7 +21,7 @@ from scenarios.cases import load_cases
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Workspace, default_tools
 from shared_tools.records import ToolCallRecord
-from tests.conftest import FIXTURE_REPO, TASK
+from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS, run_runner
 
 #: The runners under test that run in this process: each has a bare loop beside its adapter.
@@ -173,7 +176,7 @@ def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> N
         for max_steps, made in ((12, {5}), (2, {2, 3})):
             with Workspace(FIXTURE_REPO) as ws:
                 tools = bench._BareTools(ws, default_tools())
-                reported = loop(TASK, tools.tools, urls, "scripted", max_steps)
+                reported = loop(TASK, tools.tools, urls, "scripted", max_steps, system_prompt=SYSTEM_PROMPT)
             assert reported == len(counter.paths) and reported in made and tools.spent > 0
             assert set(counter.paths) == {API_PATH[api]}
             counter.paths.clear()
@@ -245,3 +248,28 @@ def test_bench_json_is_the_whole_record(measured) -> None:
     raw = measured["raw"]
     assert set(raw) >= {"runners", "harness_tax", "server", "help_s_median", "date", "python"}
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["date"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(min_value=-0.5, max_value=0.5, allow_nan=False), min_size=2, max_size=40))
+def test_the_tax_interval_holds_the_median_and_decides_only_when_it_clears_the_target(taxes: list[float]) -> None:
+    low, high = bench.median_interval(taxes)
+    assert min(taxes) <= low <= statistics.median(taxes) <= high <= max(taxes)
+    tax = bench.HarnessTax(
+        runner="r", turns_bare=1, turns_looplab=1, bare_wall_ms=1, looplab_wall_ms=1, tax_wall=0,
+        bare_outside_tools_ms=1, looplab_outside_tools_ms=1, tax_outside_tools=statistics.median(taxes),
+        added_ms_per_turn=0, tax_interval=(low, high),
+    )  # fmt: skip
+    if high < bench.TAX_TARGET:
+        assert tax.verdict == "under 5%"
+    elif low > bench.TAX_TARGET:
+        assert tax.verdict == "over 5%"
+    else:
+        assert tax.verdict.startswith("undecided")
+    assert bench.median_interval(taxes[:1]) is None
+
+
+def test_bench_refuses_a_case_its_bare_loops_cannot_run_alike() -> None:
+    for case_id in ("sloppy-calls", "parallel-reads"):  # a persona header; faults on the tools
+        with pytest.raises(LooplabError, match=case_id):
+            bench.run_bench(["handrolled"], load_cases()[case_id], repeat=1, import_repeat=1, progress=False)

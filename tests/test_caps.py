@@ -38,7 +38,7 @@ FRAMEWORKS = [name for name, info in adapters.RUNNERS.items() if info.by_default
 def test_every_adapter_marks_the_code_that_sets_its_cap() -> None:
     # The runners that live in their own environment run this there (tests/test_own_environments.py).
     for name in os.environ.get("LOOPLAB_RUNNERS", ",".join(FRAMEWORKS)).split(","):
-        if not adapters.RUNNERS[name].in_all and not adapters.RUNNERS[name].installed():
+        if adapters.RUNNERS[name].elsewhere():
             continue
         adapter = adapters.load(name)
         assert caps.cap_code(adapter).strip(), name

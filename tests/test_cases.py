@@ -13,7 +13,7 @@ import pytest
 
 from adapters.base import LooplabError
 from looplab.harness import Endpoint, ModelChoice, RunOutcome, run_one
-from scenarios.cases import SCENARIOS_DIR, Case, load_case, load_cases
+from scenarios.cases import SCENARIOS_DIR, Case, default_system_prompt, load_case, load_cases
 from shared_tools import Workspace, default_tools, tools
 from shared_tools.guard import Guard
 from tests.runs import ALL_RUNNERS
@@ -157,6 +157,7 @@ def test_a_bad_case_file_names_the_file_and_the_field(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     (suite / "cases").mkdir(parents=True)
     (suite / "repo").mkdir()
+    (suite / "system_prompt.txt").write_text("Investigate.\n")
     bad = suite / "cases" / "bad.toml"
     bad.write_text('id = "x"\nrepo = "repo"\ntarget = "t.py"\ntask = "t"\n[checks]\nstop_reason = "finished"\n')
     with pytest.raises(LooplabError) as info:
@@ -173,7 +174,7 @@ def test_a_bad_case_file_names_the_file_and_the_field(tmp_path: Path) -> None:
 def test_the_readme_case_example_is_a_valid_case() -> None:
     block = re.search(r"```toml\n(.*?)```", README.read_text(), re.S)
     data = tomllib.loads(block[1])
-    case = Case.model_validate({**data, "suite": "invoice_discount"})
+    case = Case.model_validate({**data, "suite": "invoice_discount", "system_prompt": default_system_prompt()})
     assert case.repo_path.is_dir() and (case.overlay_path is None or case.overlay_path.is_dir())
 
 

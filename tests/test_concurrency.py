@@ -184,7 +184,7 @@ def _run_chatty(tasks: list[str], stray: bool = False) -> dict[str, list[str]]:
 
     def one(task: str) -> None:
         with Workspace(FIXTURE_REPO) as ws:
-            seen[task] = adapter.run(task, Guard(ws), Limits(), spec).warnings
+            seen[task] = adapter.run(task, Guard(ws), Limits(), spec, system_prompt="unused").warnings
 
     threads = [threading.Thread(target=one, args=(t,)) for t in tasks]
     for t in threads:

@@ -61,9 +61,29 @@ def test_max_steps_n_means_n_model_calls(runner: str, n: int, never_stops) -> No
     assert (result.stop_reason, result.answer) == (StopReason.MAX_STEPS, None), result.stop_detail
     assert result.totals.model_calls == n
     assert len(result.trace.steps) == n
-    # every call asked for a tool; each was run, except that a runner may stop before running the last batch
-    ran = [len(s.tool_calls) for s in result.trace.steps]
-    assert ran[:-1] == [1] * (n - 1) and ran[-1] in (0, 1)
+    # every call asked for a tool; each ran but the last call's, which no model call was left to read
+    assert [len(s.tool_calls) for s in result.trace.steps] == [1] * (n - 1) + [0]
+    assert result.trace.steps[-1].model_call.tool_calls_requested == ["search_code"]
+
+
+def _always_write(conv: Conversation) -> Decision:
+    return Decision((Call("write_file", {"path": "NOTES.md", "content": f"turn {conv.assistant_turns + 1}"}),))
+
+
+@runners
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_last_allowed_calls_tools_do_not_run_nor_ask_for_approval(runner: str, n: int) -> None:
+    asked: list[str] = []
+    approve = lambda name, args: asked.append(args["content"]) or True  # noqa: E731
+    with serve(_always_write) as server:
+        result = run_runner(
+            runner, server, Limits(max_steps=n), tools=default_tools(allow_writes=True), approver=approve
+        )
+    assert (result.stop_reason, result.answer) == (StopReason.MAX_STEPS, None), result.stop_detail
+    assert result.totals.model_calls == n
+    assert asked == [f"turn {t}" for t in range(1, n)]  # every call's write was approved and ran but the last's
+    assert [c.outcome for c in result.trace.tool_calls] == ["ok"] * (n - 1)
+    assert result.stop_detail and f"max_steps={n}" in result.stop_detail
 
 
 @runners

@@ -17,7 +17,7 @@ import adapters
 from adapters.base import Limits, StopReason
 from looplab.harness import Endpoint, ModelChoice
 from shared_tools import Guard, Workspace
-from tests.conftest import FIXTURE_REPO, TASK
+from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS
 
 
@@ -71,7 +71,7 @@ def test_max_steps_through_an_external_server(runner: str, provider: str, never_
     adapter = adapters.load(runner)
     spec = Endpoint(ModelChoice(f"{provider}:scripted", base_url)).spec_for(adapter)
     with Workspace(FIXTURE_REPO) as ws:
-        result = adapter.run(TASK, Guard(ws), Limits(max_steps=3), spec)
+        result = adapter.run(TASK, Guard(ws), Limits(max_steps=3), spec, system_prompt=SYSTEM_PROMPT)
     assert (result.stop_reason, result.answer) == (StopReason.MAX_STEPS, None), result.stop_detail
     assert result.totals.model_calls == 3 and len(result.trace.steps) == 3
     assert result.model == f"{provider}:scripted"

@@ -5,6 +5,8 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shared_tools import Guard, Workspace, default_tools
 
@@ -112,3 +114,44 @@ def test_the_run_deadline_bounds_run_tests_and_signals_timeout(tmp_path) -> None
         record = guard.call("run_tests", {"target": "tests/test_slow.py"})
         assert time.monotonic() - started < 3
     assert record.outcome == "timeout" and guard.stop is not None and guard.stop.reason == "timeout"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    calls=st.lists(st.sampled_from(["read_file", "search_code", "write_file", "no_such_tool"]), max_size=8),
+    open_for=st.integers(min_value=0, max_value=8),
+)
+def test_after_the_cutoff_no_call_runs_is_recorded_or_asks_for_approval(
+    workspace: Workspace, calls: list[str], open_for: int
+) -> None:
+    asked: list[str] = []
+    made = 0
+
+    def cutoff() -> str | None:
+        return "max_steps=2 model calls made" if made >= open_for else None
+
+    guard = Guard(
+        workspace,
+        tools=default_tools(allow_writes=True),
+        max_repeats=100,
+        approver=lambda name, args: asked.append(name) is None,
+        cutoff=cutoff,
+    )
+    args = {
+        "read_file": {"path": "README.md"},
+        "search_code": {"query": "x"},
+        "write_file": {"path": "N.md", "content": ""},
+    }
+    replies = []
+    for name in calls:
+        replies.append(guard.call(name, args.get(name, {})))
+        made += 1
+    ran = calls[:open_for]
+    assert [r.name for r in guard.records] == ran
+    assert asked == [n for n in ran if n == "write_file"]
+    assert all(r.outcome == "skipped" and r.is_error and "did not run" in r.result for r in replies[len(ran) :])
+    if len(calls) > open_for:
+        assert guard.stop is not None and guard.stop.reason == "max_steps"
+        assert guard.stop.detail.startswith("max_steps=2 model calls made")
+    else:
+        assert guard.stop is None

@@ -130,7 +130,7 @@ class _Hangs:
         self.release = threading.Event()
         self.workspace: Path | None = None
 
-    def run(self, task: str, guard: Guard, limits: Limits, model: object) -> None:
+    def run(self, task: str, guard: Guard, limits: Limits, model: object, *, system_prompt: str) -> None:
         self.workspace = guard.workspace.root
         self.release.wait(30)
         raise RuntimeError("finished late")

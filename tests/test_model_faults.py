@@ -20,7 +20,7 @@ from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.faults import BROKEN, HANG, Fault, HttpFaults
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace
-from tests.conftest import FIXTURE_REPO, TASK
+from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS, run_runner
 
 RUNNER_APIS = [pytest.param(r, a, id=f"{r}-{a}") for r in ALL_RUNNERS for a in adapters.load(r).apis]
@@ -120,7 +120,7 @@ def test_a_connection_that_is_refused_is_an_attempt_too(api: str) -> None:
     urls = {"openai": f"http://127.0.0.1:{port}/v1", "anthropic": f"http://127.0.0.1:{port}"}
     spec = Endpoint(ModelChoice(api=api), urls).spec_for(adapter)  # type: ignore[arg-type]
     with Workspace(FIXTURE_REPO) as ws:
-        result = adapter.run(TASK, Guard(ws), Limits(max_seconds=30), spec)
+        result = adapter.run(TASK, Guard(ws), Limits(max_seconds=30), spec, system_prompt=SYSTEM_PROMPT)
     assert (result.stop_reason, result.totals.model_calls) == (StopReason.ERROR, 0)
     assert result.totals.failed_model_calls >= 1
     assert all(a.status is None and "Connect" in a.error for a in result.trace.unanswered)

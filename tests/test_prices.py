@@ -18,7 +18,7 @@ from looplab import cli, evaluation, report, results
 from looplab.harness import Endpoint, ModelChoice, RunOutcome
 from scenarios.cases import load_cases
 from shared_tools import Guard, Workspace
-from tests.conftest import FIXTURE_REPO, TASK
+from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 
 TABLE = price_table()
 MODEL_IDS = sorted(TABLE.models)
@@ -139,7 +139,9 @@ def test_a_budget_without_a_price_is_refused_before_the_run() -> None:
     spec = ModelSpec("openai", "gemma-3", base_url="http://127.0.0.1:1/v1")  # nothing listens: no run may start
     with Workspace(FIXTURE_REPO) as ws:
         with pytest.raises(LooplabError, match=r"max_cost_usd=0\.1 needs a price .* --price IN,OUT"):
-            adapters.load("handrolled").run(TASK, Guard(ws), Limits(max_cost_usd=0.1), spec)
+            adapters.load("handrolled").run(
+                TASK, Guard(ws), Limits(max_cost_usd=0.1), spec, system_prompt=SYSTEM_PROMPT
+            )
 
 
 def test_the_cli_refuses_a_budgeted_case_on_an_unpriced_model_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -162,7 +164,9 @@ def test_a_malformed_price_option_is_a_one_line_usage_error(capsys: pytest.Captu
 def test_unpriced_runs_show_unknown_cost_in_the_summary_and_the_report(model_server) -> None:
     spec = ModelSpec("openai", "local-model", base_url=model_server.openai_base_url, api_key="scripted")
     with Workspace(FIXTURE_REPO) as ws:
-        result = adapters.load("handrolled").run(TASK, Guard(ws), Limits(max_steps=3), spec)
+        result = adapters.load("handrolled").run(
+            TASK, Guard(ws), Limits(max_steps=3), spec, system_prompt=SYSTEM_PROMPT
+        )
     assert result.totals.cost_usd is None and all(s.model_call.cost_usd is None for s in result.trace.steps)
     assert result.totals.input_tokens > 0  # the tokens are known; only their price is not
     result.case = "vip-compound"  # as the harness records it

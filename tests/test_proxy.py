@@ -23,6 +23,7 @@ from tests.conftest import FIXTURE_REPO
 
 CHAT = {"model": "scripted", "messages": [{"role": "user", "content": "Why does tests/test_invoice.py fail?"}]}
 MESSAGES = {**CHAT, "max_tokens": 256}
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
 
 
 def _session(server: ScriptedModelServer, provider: str = "openai", **limits: float) -> Iterator[RunSession]:
@@ -67,11 +68,12 @@ class _Headers:
     """Remembers the headers of every request that reaches the upstream server."""
 
     def __init__(self, app: ASGIApp) -> None:
-        self.app, self.seen = app, []
+        self.app, self.seen, self.names = app, [], []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             self.seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+            self.names.append([k.decode() for k, _ in scope["headers"]])
         await self.app(scope, receive, send)
 
 
@@ -89,6 +91,28 @@ def test_the_provider_key_replaces_the_runs_token_on_the_way_out(provider: str) 
     else:
         assert headers["x-api-key"] == "provider-secret" and "authorization" not in headers
     assert proxy.token not in json.dumps(headers)
+
+
+@pytest.mark.parametrize("child_sends", [None, "X-Looplab-Persona", "x-looplab-persona"])
+def test_the_model_specs_headers_reach_the_upstream_in_place_of_the_childs(child_sends: str | None) -> None:
+    """The proxy adds the spec's headers as the in-process transport does; one the child also sends, in any
+    case, goes out once, with the spec's value."""
+    upstream: list[_Headers] = []
+    with ScriptedModelServer(wrap=lambda app: upstream.append(_Headers(app)) or upstream[0]) as server:
+        spec = ModelSpec(
+            "openai", "scripted", base_url=server.openai_base_url, headers={"x-looplab-persona": "snoop", "x-a": "1"}
+        )
+        with Workspace(FIXTURE_REPO) as ws:
+            session = RunSession(Guard(ws), Limits(), spec, Probe(knob="test", value=None))
+            with ModelProxy(session) as proxy:
+                extra = {child_sends: "careful"} if child_sends else {}
+                reply = _post(proxy, "/chat/completions", {**CHAT, "tools": TOOLS}, **extra)
+    assert reply.status_code == 200
+    first = reply.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert json.loads(first["arguments"]) == {"path": "../../etc/passwd"}  # played as the snoop it was told to be
+    (headers,), (names,) = upstream[0].seen, upstream[0].names
+    assert headers["x-looplab-persona"] == "snoop" and headers["x-a"] == "1"
+    assert names.count("x-looplab-persona") == 1
 
 
 def test_past_max_steps_a_request_is_refused_with_the_limit_and_not_forwarded(model_server) -> None:

@@ -380,7 +380,7 @@ VALIDATION_BODY = json.dumps(
             " 'content'), 'msg': 'Input should be a valid string', 'input': None}\n"
             "  {'type': 'missing', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage', 'tool_call_id'),"
             " 'msg': 'Field required', 'input': {'role': 'assistant', 'content': None}}\n"
-            "\n  File \"app.py\", line 376, in create_chat_completion\n",
+            '\n  File "app.py", line 376, in create_chat_completion\n',
             "type": "internal_server_error",
         }
     }
@@ -476,9 +476,7 @@ def test_align_matches_runs_to_their_requests_by_status_and_size() -> None:
     assert [w["seq"] for _, w in aligned[id(first)]] == [1]
     assert [w["seq"] for _, w in aligned[id(second)]] == [3, 4, 5]
     lines = real_model_notes.wire_lines(aligned[id(second)])
-    assert lines[0] == (
-        "request 1: HTTP 200, 1,000 B, messages `system:str user:str`; 4 tools; tool_choice \"auto\""
-    )
+    assert lines[0] == ('request 1: HTTP 200, 1,000 B, messages `system:str user:str`; 4 tools; tool_choice "auto"')
     assert lines[1].startswith("requests 2–3 (one request sent 2×): HTTP 500, 2,345 B, messages `system:str")
     explained = real_model_notes.explanations(aligned)
     assert explained[id(second.trace.unanswered[0])].startswith(
@@ -489,7 +487,7 @@ def test_align_matches_runs_to_their_requests_by_status_and_size() -> None:
     page = real_model_notes.render(doc, None, wire)
     assert "## Request shapes and what came back" in page
     assert "| handrolled | absent | 4 | 1 | 200 ×1 | 0 of 1 | 400 |" in page
-    assert "| pydantic_ai | `\"auto\"` | 4 | 3 | 200 ×1, 500 ×2 | 1 of 1 | 400 |" in page
+    assert '| pydantic_ai | `"auto"` | 4 | 3 | 200 ×1, 500 ×2 | 1 of 1 | 400 |' in page
     # the Server line says what the full body was about, not the first 300 characters the boundary kept
     assert "**Server:** to step 2 attempts 1, 2: HTTP 500 ×2: messages[2] (assistant) content: Input should" in page
 

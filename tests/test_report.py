@@ -16,9 +16,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from looplab import report
+from adapters.base import NativeCap, RunResult, StopReason, Totals
+from adapters.trace import ModelCall, Step, Trace
+from looplab import report, scorecard
 from looplab.cli import main
+from shared_tools.records import ToolCallRecord
 
 RUNNERS = ("handrolled", "langgraph")
 CASES = ("vip-compound", "tight-budget")
@@ -208,6 +213,17 @@ def test_chromium_loads_the_report_finds_the_matrix_and_a_trajectory_and_screens
     assert {t.get("id") for t in found.tables} >= {"matrix", "trajectory-vip-compound"}
     assert any("trajectory" in (t.get("class") or "") for t in found.tables)
     assert re.search(r"<td[^>]*class=\"pass\"", dom.stdout), "the matrix has no passing cell"
+    # The first screen: which runner differs where, before the matrix; and every case's two charts, drawn.
+    assert "differences" in found.ids and dom.stdout.index('id="differences"') < dom.stdout.index('id="matrix"')
+    assert "Where runners differ" in dom.stdout
+    assert dom.stdout.count('class="divergence agree"') == len(CASES)
+    assert dom.stdout.count("<svg") == 2 * len(CASES) and "stroke-dasharray" in dom.stdout
+    # The scorecard heads the report: one table per group of behaviours, a row per runner, each cell titled
+    # with where it was read from (or "not measured").
+    assert dom.stdout.index('id="scorecard"') < dom.stdout.index('id="differences"')
+    cards = [t for t in found.tables if "scorecard" in (t.get("class") or "")]
+    assert len(cards) == len(scorecard.GROUPS)
+    assert re.search(r'<td title="eval: [a-z-]+"', dom.stdout) and 'title="not measured"' in dom.stdout
 
     shot = tmp_path / "report.png"
     taken = chromium("shot", "--window-size=1400,1800", f"--screenshot={shot}")
@@ -223,3 +239,272 @@ def test_a_chart_of_one_step_runs_labels_whole_steps_only(matrix: dict[str, obje
     html = report.render_html(doc)
     ticks = re.findall(r'xtick_\d+".*?<text[^>]*>([^<]*)</text>', html, flags=re.DOTALL)
     assert ticks and all(t.strip().lstrip("−-").isdigit() for t in ticks), ticks
+
+
+# --- which runner differs where: the divergence line, the first screen, the charts ----------------------------
+
+TOOLS = ("run_tests", "read_file", "search_code")
+ARGS = ("tests/test_invoice.py", "billing/discount.py", "def apply_discount")
+
+
+def _view(runner: str, stop: str, steps: list[list[tuple[str, str]]], failed: tuple[str, ...] = ()) -> report.RunView:
+    """A run of `runner` on case `c`: one model call a step, each step's tool calls as (name, first argument)."""
+    trace = Trace(
+        steps=[
+            Step(
+                index=i,
+                model_call=ModelCall(
+                    index=i,
+                    endpoint="messages",
+                    url="http://127.0.0.1:1/v1/messages",
+                    status=200,
+                    streamed=False,
+                    request_bytes=1000 + 100 * i,
+                    response_bytes=200,
+                    input_tokens=250 + 25 * i,
+                    output_tokens=20,
+                    finish_reason="tool_use" if calls else "end_turn",
+                    tool_calls_requested=[name for name, _ in calls],
+                    started_at=float(i),
+                    latency_s=0.01,
+                    cost_usd=None,
+                ),
+                tool_calls=[
+                    ToolCallRecord(
+                        name=name,
+                        args={"arg": arg},
+                        outcome="ok",
+                        is_error=False,
+                        result="",
+                        result_preview="",
+                        result_chars=0,
+                        started_at=i + 0.5,
+                        duration_s=0.01,
+                    )
+                    for name, arg in calls
+                ],
+            )
+            for i, calls in enumerate(steps, 1)
+        ]
+    )
+    result = RunResult(
+        runner=runner,
+        runner_version="1.0",
+        case="c",
+        model="scripted",
+        stop_reason=StopReason(stop),
+        answer="done" if stop == "final_answer" else None,
+        native_cap=NativeCap(knob="max_steps", value=12),
+        totals=Totals(
+            model_calls=len(steps),
+            tool_calls=sum(len(s) for s in steps),
+            input_tokens=0,
+            output_tokens=0,
+            cost_usd=None,
+            wall_s=0.0,
+        ),
+        trace=trace,
+    )
+    return report.RunView(runner, "c", 1, result, passed=not failed, failed_checks=list(failed))
+
+
+_calls = st.lists(st.tuples(st.sampled_from(TOOLS), st.sampled_from(ARGS)), max_size=3)
+#: A run's tool calls a step; the last step answers (no tool calls), as a final answer does.
+_steps = st.lists(_calls, min_size=1, max_size=6).map(lambda steps: [*steps, []])
+_stops = st.sampled_from([s.value for s in StopReason])
+_names = st.lists(st.from_regex(r"[a-z][a-z_]{2,12}", fullmatch=True), min_size=4, max_size=14, unique=True)
+
+
+@given(names=_names, stop=_stops, steps=_steps)
+@settings(max_examples=60, deadline=None)
+def test_identical_runs_give_an_agreement_line_and_no_divergence(names, stop, steps) -> None:
+    found = report.divergence([_view(name, stop, steps) for name in names])
+    assert found.agree and found.differs == ()
+    assert found.line.startswith(f"All {len(names)} runners agree: ")
+    assert f"{len(steps)} model call" in found.line
+
+
+@st.composite
+def _one_changed(draw: st.DrawFn) -> tuple[list[str], int, str, list, str, list]:
+    """Runners that all ran alike but one, the one's index, and the two behaviours (stop, steps)."""
+    names = draw(_names)
+    stop, steps = draw(_stops), draw(_steps)
+    how = draw(st.sampled_from(["stop", "one more step", "one more call", "another argument", "one a step"]))
+    other_stop, other_steps = stop, [list(s) for s in steps]
+    if how == "stop":
+        other_stop = draw(_stops.filter(lambda s: s != stop))
+    elif how == "one more step":
+        other_steps.insert(0, [("run_tests", ARGS[0])])
+    elif how == "one more call":
+        other_steps[0].append(("search_code", ARGS[2]))
+    elif how == "another argument":
+        other_steps[0] = [("read_file", "somewhere/else.py"), *other_steps[0]]
+        other_steps[0].pop(1) if len(other_steps[0]) > 1 else None
+    else:  # the same calls, one a step
+        other_steps = [[c] for s in steps[:-1] for c in s] + [[]]
+    assume((other_stop, other_steps) != (stop, steps))
+    return names, draw(st.integers(0, len(names) - 1)), stop, steps, other_stop, other_steps
+
+
+@given(_one_changed())
+@settings(max_examples=100, deadline=None)
+def test_one_runner_that_ran_otherwise_is_named_first_against_the_others(case) -> None:
+    names, odd, stop, steps, other_stop, other_steps = case
+    views = [
+        _view(name, other_stop, other_steps) if i == odd else _view(name, stop, steps) for i, name in enumerate(names)
+    ]
+    found = report.divergence(views)
+    assert not found.agree
+    assert found.differs == (names[odd],)
+    assert found.line.startswith(f"{names[odd]} ")
+    assert f"; the other {len(names) - 1} " in found.line
+    assert found.line.count(";") == 1 and "\n" not in found.line
+
+
+def test_a_runner_that_stopped_early_is_named_with_its_stop_and_calls() -> None:
+    usual = [[("run_tests", ARGS[0])], [("read_file", ARGS[0])], [("read_file", ARGS[1])], [("run_tests", ARGS[0])], []]
+    names = ["handrolled", "langchain", "langgraph", "openai_agents"]
+    views = [_view(n, "final_answer", usual) for n in names if n != "langgraph"]
+    views.insert(2, _view("langgraph", "max_steps", usual[:4]))
+    found = report.divergence(views)
+    assert found.line == "langgraph stopped at max_steps after 4 model calls; the other 3 answered in 5."
+    assert found.differs == ("langgraph",)
+
+
+def test_reading_two_files_one_a_step_is_said_so() -> None:
+    batched = [[("run_tests", ARGS[0])], [("read_file", ARGS[0]), ("read_file", ARGS[1])], []]
+    one_a_step = [[("run_tests", ARGS[0])], [("read_file", ARGS[0])], [("read_file", ARGS[1])], []]
+    views = [_view(n, "final_answer", batched) for n in ("a", "b", "c")] + [_view("dspy", "final_answer", one_a_step)]
+    assert report.divergence(views).line == (
+        "dspy answered in 4 model calls, making its tool calls one a step; "
+        "the other 3 answered in 3, batching up to 2 tool calls in a step."
+    )
+
+
+def test_a_different_tool_call_and_a_failed_check_are_named() -> None:
+    usual = [[("read_file", ARGS[0])], []]
+    other = [[("read_file", ARGS[1])], []]
+    views = [_view(n, "final_answer", usual) for n in ("a", "b", "c")]
+    views.append(_view("d", "final_answer", other, failed=("answer_mentions",)))
+    line = report.divergence(views).line
+    assert line == (
+        "d called read_file(billing/discount.py) instead of read_file(tests/test_invoice.py), "
+        "failing answer_mentions; the other 3 passed."
+    )
+
+
+def test_many_behaviours_are_summed_up_by_stop_and_model_calls_in_one_line() -> None:
+    views = [
+        _view("a", "error", [[]]),
+        _view("b", "error", [[]]),
+        _view("c", "error", [[("run_tests", "")]] * 2 + [[]]),
+    ]
+    views += [_view(n, "final_answer", [[("read_file", arg)], []]) for n, arg in zip("defg", ARGS * 2, strict=False)]
+    views += [
+        _view("h", "final_answer", [[("search_code", "x")], []]),
+        _view("i", "final_answer", [[("run_tests", "")], []]),
+    ]
+    found = report.divergence(views)
+    assert found.line == (
+        "a and b stopped on error after 1 model call; c after 3; "
+        "the other 6 answered in 2, with 5 different sets of tool calls."
+    )
+    assert found.differs == ("a", "b", "c")
+
+
+def test_a_single_runner_is_not_a_divergence() -> None:
+    found = report.divergence([_view("handrolled", "final_answer", [[("run_tests", "")], []])])
+    assert (
+        found.agree and found.line == "Only handrolled ran this case: it answered in 2 model calls, the same tool call."
+    )
+
+
+def _with_one_divergent_run(doc: dict) -> dict:
+    """The matrix's document with langgraph stopped at max_steps one model call short on vip-compound."""
+    doc = json.loads(json.dumps(doc))
+    cell = next(c for c in doc["cells"] if (c["runner"], c["case"]) == ("langgraph", "vip-compound"))
+    run = doc["results"][cell["result"]]
+    run["trace"]["steps"] = run["trace"]["steps"][:-1]
+    run["totals"]["model_calls"] = len(run["trace"]["steps"])
+    run.update(stop_reason="max_steps", answer=None)
+    cell["stop_reason"] = "max_steps"
+    return doc
+
+
+def test_the_first_screen_lists_each_diverging_case_with_its_line_and_link(matrix) -> None:
+    doc = _with_one_divergent_run(matrix["doc"])
+    built = report.build(doc)
+    vip = next(c for c in built.case_views if c.id == "vip-compound")
+    calls = len(
+        next(r for r in doc["results"] if r["runner"] == "handrolled" and r["case"] == "vip-compound")["trace"]["steps"]
+    )
+    assert vip.divergence.line == (
+        f"langgraph stopped at max_steps after {calls - 1} model calls; handrolled answered in {calls}."
+    )
+    assert built.outliers == [("langgraph", ["vip-compound"])]
+    assert next(c for c in built.case_views if c.id == "tight-budget").divergence.agree
+
+    html = report.render_html(doc)
+    summary = html[html.index('<section id="differences">') : html.index('<section id="matrix-section">')]
+    assert "Where runners differ" in summary
+    assert f'<a href="#case-vip-compound">vip-compound</a>: {vip.divergence.line}' in summary
+    assert "<strong>langgraph</strong> in 1 case" in summary
+    assert "All runners agree on 1 case" in summary and 'href="#case-tight-budget"' in summary
+    # The case itself carries the same line above its charts and trajectories.
+    case = html[html.index('id="case-vip-compound"') :]
+    assert case.index(vip.divergence.line) < case.index("<svg") < case.index('class="trajectory"')
+
+
+def test_a_report_where_all_agree_says_so_on_the_first_screen(matrix) -> None:
+    html = matrix["html"].read_text(encoding="utf-8")
+    summary = html[html.index('<section id="differences">') : html.index('<section id="matrix-section">')]
+    assert "Every runner did the same on every case" in summary
+    for case in report.build(matrix["doc"]).case_views:
+        assert case.divergence.agree and case.divergence.line.startswith(f"All {len(RUNNERS)} runners agree")
+
+
+def _fourteen_runners(doc: dict, same: int = 0) -> list[dict]:
+    """The matrix's handrolled runs as 14 runners (a `run --json` list); all but the first `same` send more bytes."""
+    base = [r for r in doc["results"] if r["runner"] == "handrolled"]
+    runs = []
+    for i in range(14):
+        for run in json.loads(json.dumps(base)):
+            run["runner"] = f"runner{i:02d}"
+            for step in run["trace"]["steps"]:
+                step["model_call"]["request_bytes"] += 0 if i < same else 40 * i
+                step["model_call"]["input_tokens"] += 0 if i < same else 10 * i
+            runs.append(run)
+    return runs
+
+
+def test_each_of_fourteen_runners_has_its_own_colour_marker_and_dash_in_every_chart(matrix) -> None:
+    built = report.build(_fourteen_runners(matrix["doc"]))
+    charts = [str(chart) for case in built.case_views for chart in (case.token_chart, case.bytes_chart)]
+    for svg in charts:
+        lines = re.findall(r'<g id="[^"]*series-\d+">(.*?)</g>', svg, flags=re.DOTALL)
+        assert len(lines) == 14
+        dashes = {m for line in lines for m in re.findall(r"stroke-dasharray: ([\d.,\s]+)", line)}
+        assert len(dashes) == 13  # the first runner's line is solid
+        markers = {m for line in lines for m in re.findall(r'href="#([^"]+)"', line)}  # each line's marker shape
+        assert len(markers) == 14
+        colours = {m for line in lines for m in re.findall(r"stroke: (#[0-9a-f]{6})", line)}
+        assert len(colours) == 14
+        # Every runner is named, in the legend and in the hover title of its line.
+        assert all(f">runner{i:02d}</text>" in svg and f"<title>runner{i:02d}</title>" in svg for i in range(14))
+    # A runner's style is the same in every chart.
+    styles = report.runner_styles(built.runners)
+    assert len({(s.colour, s.marker, s.dashes) for s in styles.values()}) == 14
+    assert len(set(report.PALETTE)) >= 14 and len(set(report.DASHES)) >= 14 and len(set(report.MARKERS)) >= 14
+
+
+def test_runners_with_identical_series_share_one_line_named_for_all(matrix) -> None:
+    built = report.build(_fourteen_runners(matrix["doc"], same=5))
+    case = built.case_views[0]
+    svg = str(case.bytes_chart)
+    assert len(re.findall(r'<g id="[^"]*series-\d+">', svg)) == 10
+    assert ">runner00, runner01, +3 same</text>" in svg
+    assert "<title>runner00, runner01, runner02, runner03, runner04</title>" in svg
+    assert case.bytes_shared == [[f"runner{i:02d}" for i in range(5)]]
+    assert "Drawn once, identical: runner00, runner01, runner02, runner03, runner04." in report.render_html(
+        _fourteen_runners(matrix["doc"], same=5)
+    )

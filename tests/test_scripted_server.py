@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anthropic
 import openai
 import pytest
 
 from adapters.recorder import ModelRecorder, http_module_for
+from scenarios.scripted.conversation import PERSONA_HEADER
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import run_clock
 from tests.conftest import TASK
@@ -245,3 +247,35 @@ def test_async_clients_are_recorded_too(model_server, recorder, stream: bool) ->
         ("chat.completions", stream, ["run_tests"]),
         ("messages", stream, ["run_tests"]),
     ]
+
+
+READ_TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": SCHEMA}}]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("sdk_sends", [None, "careful"], ids=["alone", "over-the-sdks"])
+def test_the_recorders_headers_go_with_every_request_and_win(model_server, is_async: bool, sdk_sends) -> None:
+    """The persona in the recorder's headers reaches the server (a snoop reads secrets first), in place of a
+    header of the same name the SDK sent itself."""
+    import asyncio
+
+    recorder = ModelRecorder(clock=run_clock(), headers={PERSONA_HEADER: "snoop"})
+    extra = {"X-Looplab-Persona": sdk_sends} if sdk_sends else None
+    request = dict(
+        model="scripted", messages=[{"role": "user", "content": TASK}], tools=READ_TOOLS, extra_headers=extra
+    )
+    http = recorder.http_client(http_module_for(openai), is_async=is_async)
+    options = dict(api_key="unused", base_url=model_server.openai_base_url, http_client=http)
+    if is_async:
+
+        async def ask() -> Any:
+            async with openai.AsyncOpenAI(**options) as client:  # its connections close in the loop that opened them
+                return await client.chat.completions.create(**request)
+
+        reply = asyncio.run(ask())
+    else:
+        with openai.OpenAI(**options) as client:
+            reply = client.chat.completions.create(**request)
+    first = reply.choices[0].message.tool_calls[0].function
+    assert (first.name, json.loads(first.arguments)) == ("read_file", {"path": "../../etc/passwd"})
+    assert recorder.calls[0].tool_calls_requested == ["read_file", "read_file"]

@@ -28,7 +28,7 @@ from looplab.harness import Endpoint, ModelChoice
 from scenarios.scripted.probes import NeverStops
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace, default_tools
-from tests.conftest import FIXTURE_REPO, TASK
+from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.test_conformance import SEED_TRAJECTORY
 
 RUNNERS = {"ts_anthropic_tool_runner": "@anthropic-ai/sdk", "ts_ai_sdk": "ai"}
@@ -62,7 +62,8 @@ def run(
     urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
     spec = Endpoint(ModelChoice(api=api, pricing=Pricing()), urls).spec_for(a)
     with Workspace(FIXTURE_REPO) as ws:
-        return a.run(TASK, Guard(ws, tools=default_tools(), max_repeats=limits.max_repeats), limits, spec, probe)
+        guard = Guard(ws, tools=default_tools(), max_repeats=limits.max_repeats)
+        return a.run(TASK, guard, limits, spec, probe, system_prompt=SYSTEM_PROMPT)
 
 
 @pytest.fixture
@@ -114,7 +115,8 @@ def test_max_steps_n_is_n_model_calls_and_the_framework_stops_itself(runner: str
     result = run(runner, never_stops, Limits(max_steps=n))
     assert (result.stop_reason, result.answer) == (StopReason.MAX_STEPS, None), result.stop_detail
     assert result.totals.model_calls == n and len(result.trace.steps) == n
-    assert [len(s.tool_calls) for s in result.trace.steps] == [1] * n  # both run the last reply's calls too
+    # both ask for the last reply's tools too; the Guard does not run them (no model call is left to read them)
+    assert [len(s.tool_calls) for s in result.trace.steps] == [1] * (n - 1) + [0]
     assert result.native_cap.value == n
     # the native cap fired: it returned silently, before the proxy had to refuse anything
     assert result.native_end is not None and result.native_end.kind == "returned"

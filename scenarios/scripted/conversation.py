@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -19,9 +19,30 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 #: recursive walk over a request (repr, json.dumps) far from the interpreter's recursion limit.
 MAX_NESTING = 256
 
+#: How the scripted model plays: the same knowledge, a different manner (see `scenarios.scripted.policy`).
+Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop"]
+PERSONAS: tuple[Persona, ...] = get_args(Persona)
+#: The request header that names the persona; a request without it plays `careful`.
+PERSONA_HEADER = "x-looplab-persona"
+
 
 class MalformedRequest(ValueError):
     """A request field of the wrong type, found while reading the conversation; the server answers 400."""
+
+
+def persona_named(value: str | None) -> Persona:
+    """The persona a request's `PERSONA_HEADER` names: `careful` when it has none.
+
+    Any other value is a `MalformedRequest` (the server answers 400 naming the personas): a misspelt
+    persona played as `careful` would pass for a run of the persona asked for.
+    """
+    if value is None:
+        return "careful"
+    if value in PERSONAS:
+        return value  # type: ignore[return-value]
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise MalformedRequest(f"{PERSONA_HEADER}: {shown} is not a persona; send one of {', '.join(PERSONAS)}")
 
 
 def nested_deeper_than(value: Any, limit: int) -> bool:
@@ -103,10 +124,12 @@ class ToolResult:
 
 @dataclass
 class Conversation:
-    """What the policy reads: the task, the tools offered, and each call with its result."""
+    """What the policy reads: the task, the tools offered, each call with its result, and how to play."""
 
     task: str = ""
     model: str = ""
+    #: From the request's `PERSONA_HEADER`, not from the model name: choosing a persona is not choosing a model.
+    persona: Persona = "careful"
     tools: list[str] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     assistant_turns: int = 0

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Literal
 
-from scenarios.scripted.conversation import ChatRequest, Conversation, MessagesRequest, ToolCall, _text
+from scenarios.scripted.conversation import ChatRequest, Conversation, MessagesRequest, Persona, ToolCall, _text
 from scenarios.scripted.policy import Call, Decision
 
 FINISH = "finish"
@@ -68,10 +68,12 @@ class FieldRequest:
     model: str
     tools: tuple[str, ...]
     steps: tuple[Step, ...]
+    #: How to play: the request's persona header, as for a request in any protocol.
+    persona: Persona = "careful"
 
     def conversation(self, upto: int | None = None) -> Conversation:
         """The conversation of the first `upto` steps (all of them by default), as the policy reads one."""
-        conv = Conversation(task=self.task, model=self.model, tools=list(self.tools))
+        conv = Conversation(task=self.task, model=self.model, tools=list(self.tools), persona=self.persona)
         pending: dict[str, ToolCall] = {}
         for i, step in enumerate(self.steps[:upto]):
             conv.assistant_turns += 1

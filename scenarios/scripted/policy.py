@@ -7,11 +7,11 @@ that function's body (and, when it only delegates, its callees'). A tool
 that returns nothing useful is asked again, which is what a real model does
 and what the repetition guard exists for.
 
-A persona, chosen by the model name (`scripted-<persona>`), changes how it
-behaves, never what it knows: `careful` (the default), `eager` (reads the
-files it needs in one turn), `gullible` (obeys instructions it finds in tool
-output), `sloppy` (its first calls are malformed), `snoop` (first reaches for
-secrets outside its remit).
+A persona (the conversation's `persona`, which the request's `x-looplab-persona`
+header names) changes how it behaves, never what it knows: `careful` (the
+default), `eager` (reads the files it needs in one turn), `gullible` (obeys
+instructions it finds in tool output), `sloppy` (its first calls are
+malformed), `snoop` (first reaches for secrets outside its remit).
 """
 
 from __future__ import annotations
@@ -25,12 +25,9 @@ import textwrap
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 from scenarios.scripted.conversation import Conversation
-
-Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop"]
-PERSONAS: tuple[str, ...] = get_args(Persona)
 
 # Every pattern here runs on text the client sent, so each must take time linear in it. A match may start only where
 # a run of path characters starts (the lookbehind): otherwise a long run with no `.py` in it is retried from each of
@@ -67,12 +64,6 @@ class Decision:
 
     calls: tuple[Call, ...] = ()
     answer: str | None = None
-
-
-def persona_of(model: str) -> Persona:
-    """`scripted-gullible` -> `gullible`; any other model name -> `careful`."""
-    suffix = model.rsplit("-", 1)[-1]
-    return suffix if suffix in PERSONAS else "careful"  # type: ignore[return-value]
 
 
 @dataclass
@@ -116,7 +107,7 @@ class Investigator:
             _tree.cache_clear()  # the trees are for this decision only; they may be large
 
     def _decide(self, conv: Conversation) -> Decision:
-        persona = persona_of(conv.model)
+        persona = conv.persona
         ev = Evidence.of(conv)
         if persona == "snoop" and not conv.results:
             return Decision((Call("read_file", {"path": "../../etc/passwd"}), Call("read_file", {"path": ".env"})))

@@ -6,7 +6,9 @@ the way they reach a provider: only `base_url` changes.
 Whatever a client sends, the answer is a reply or the dialect's error JSON: a
 request that is not what the endpoint takes (not JSON, the wrong shape, nested
 too deep, numbers JSON has no spelling for) is a 400, a body over
-`MAX_BODY_BYTES` a 413, and only a bug in the policy a 500. Everything after
+`MAX_BODY_BYTES` a 413, and only a bug in the policy a 500. The persona to play
+comes with each request, in its `x-looplab-persona` header (none: `careful`; an
+unknown one: a 400 naming the personas). Everything after
 the body is read runs in a daemon thread that a stopping server abandons, so
 neither a slow policy nor a slow client holds up shutdown beyond the graceful
 bound uvicorn is given (`GRACEFUL_SHUTDOWN_S`).
@@ -15,6 +17,7 @@ bound uvicorn is given (`GRACEFUL_SHUTDOWN_S`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -37,6 +40,7 @@ from adapters.base import ModelServerUrls
 from scenarios.scripted import fields, wire
 from scenarios.scripted.conversation import (
     MAX_NESTING,
+    PERSONA_HEADER,
     ChatRequest,
     Conversation,
     MalformedRequest,
@@ -46,6 +50,7 @@ from scenarios.scripted.conversation import (
     from_messages,
     from_responses,
     nested_deeper_than,
+    persona_named,
 )
 from scenarios.scripted.policy import Decision, Investigator
 from shared_tools.daemon import DaemonPool
@@ -207,13 +212,18 @@ def create_app(policy: Policy | None = None) -> Starlette:
         events: Callable[[wire.Reply, Any, dict[str, Any]], Iterator[wire.Event]],
         fielded: Callable[[Any], fields.FieldRequest | None] = lambda req: None,
     ) -> Callable[[Request], Any]:
-        def answer(raw: bytes) -> Response | list[ServerSentEvent]:
+        def answer(raw: bytes, persona_header: str | None) -> Response | list[ServerSentEvent]:
             """The reply to a body (the events, for a stream): parsing, reading and deciding can each take a while
             on a large request, and a policy may be slow on purpose (a stand-in for a slow model)."""
             try:
+                persona = persona_named(persona_header)
                 req, data = _parse(model, raw)
                 field_request = fielded(req)  # DSPy's text-field protocol: the decision goes back as fields
-                conv = field_request.conversation() if field_request else read(req)
+                if field_request:
+                    field_request = dataclasses.replace(field_request, persona=persona)
+                    conv = field_request.conversation()
+                else:
+                    conv = dataclasses.replace(read(req), persona=persona)
             except (BadRequest, MalformedRequest) as exc:
                 return _error(dialect, str(exc))
             decision = fields.reply(field_request, decide) if field_request else decide(conv)
@@ -225,8 +235,9 @@ def create_app(policy: Policy | None = None) -> Starlette:
                 raw = await _body(request)
             except TooLarge:
                 return _error(dialect, f"request body is larger than {MAX_BODY_BYTES} bytes", 413)
+            persona_header = request.headers.get(PERSONA_HEADER)
             try:
-                reply = await _in_daemon_thread(answer, raw)
+                reply = await _in_daemon_thread(lambda body: answer(body, persona_header), raw)
             except Exception as exc:  # a bug in the policy or the server, not in the request
                 log.exception("scripted model failed on %s", request.url.path)
                 return _error(dialect, f"the scripted model failed: {type(exc).__name__}: {exc}", 500)

@@ -1,0 +1,105 @@
+"""The scorecard: every cell read off a measurement, "not measured" where there is none."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from looplab import caps, harness, results, scorecard
+from scenarios.cases import load_cases
+from shared_tools import Guard
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+COMMITTED_CAPS = scorecard.load_caps(DOCS / "iteration-caps.json")
+
+
+def _eval(runners: list[str], case_ids: list[str]) -> results.Document:
+    from looplab import evaluation
+
+    cases = [load_cases()[c] for c in case_ids]
+    with harness.endpoint(harness.ModelChoice()) as where:
+        outcomes = evaluation.run_matrix(runners, cases, where)
+    return results.build(outcomes, model="scripted", api=None, runners=runners, cases=cases)
+
+
+def test_without_measurements_every_behaviour_cell_says_not_measured() -> None:
+    card = scorecard.build(["handrolled"])
+    cells = card.cards[0].cells
+    assert set(cells) == {r.key for r in scorecard.ROWS}
+    assert {k for k, c in cells.items() if c.text != scorecard.NOT_MEASURED} == {"apis"}
+    assert all(not c.measured for k, c in cells.items() if k != "apis")
+
+
+def test_a_runner_that_stops_recovering_changes_its_malformed_arguments_cell(monkeypatch) -> None:
+    before = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["sloppy-calls"])))
+    assert before.cards[0].cells["malformed"].text == "recovers"
+    assert before.cards[0].cells["malformed"].evidence == "eval: sloppy-calls"
+
+    real_call = Guard.call
+
+    def no_recovery(self: Guard, name, args, call_id=None):  # the loop now dies on the first bad call
+        record = real_call(self, name, args, call_id)
+        if "InvalidArguments" in record.result:
+            raise RuntimeError("this runner gives up on malformed arguments")
+        return record
+
+    monkeypatch.setattr(Guard, "call", no_recovery)
+    after = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["sloppy-calls"])))
+    assert after.cards[0].cells["malformed"].text == "stops: error"
+
+
+@pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
+def test_the_cap_cells_follow_the_caps_measurement() -> None:
+    doc = COMMITTED_CAPS.model_copy(deep=True)
+    card = scorecard.build(["openai_agents"], caps=doc).cards[0].cells
+    assert card["at_cap"].text == "raises MaxTurnsExceeded" and card["default_cap"].text.startswith("10 (")
+    report = next(r for r in doc.runners if r.runner == "openai_agents")
+    report.knobs[0].rows[0].ending = caps.Ending(how="returns silently (no exception, no answer)")
+    changed = scorecard.build(["openai_agents"], caps=doc).cards[0].cells
+    assert changed["at_cap"].text == "returns silently"
+
+
+@pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
+def test_every_markdown_cap_link_names_a_section_of_the_caps_doc() -> None:
+    runners = [r.runner for r in COMMITTED_CAPS.runners]
+    text = scorecard.markdown(scorecard.build(runners, caps=COMMITTED_CAPS))
+    headings = re.findall(r"^## (.+)$", (DOCS / "iteration-caps.md").read_text(encoding="utf-8"), re.M)
+    anchors = {
+        "".join(ch for ch in h.lower().replace("`", "") if ch.isalnum() or ch in " -_").replace(" ", "-")
+        for h in headings
+    }
+    links = re.findall(r"\]\(iteration-caps\.md#([^)]+)\)", text)
+    assert links and set(links) <= anchors
+
+
+words = st.text(st.characters(categories=("L", "N"), max_codepoint=0x7F), min_size=1, max_size=30)
+
+
+@settings(max_examples=25, deadline=None)
+@given(width=st.sampled_from([80, 160]), texts=st.lists(st.lists(words, min_size=1, max_size=6), min_size=1))
+def test_the_terminal_scorecard_fits_its_width_and_cuts_nothing(width: int, texts: list[list[str]]) -> None:
+    cards = [
+        scorecard.RunnerCard(
+            runner=f"runner_with_a_long_name_{i}",
+            version="1.0",
+            cells={r.key: scorecard.Cell(text=" ".join(t), evidence="x") for r in scorecard.ROWS},
+        )
+        for i, t in enumerate(texts[:14])
+    ]
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=False, color_system=None)
+    scorecard.print_terminal(scorecard.Scorecard(cards=cards, sources={"eval": "e.json"}), console)
+    printed = out.getvalue()
+    assert max(len(line) for line in printed.splitlines()) <= width
+    assert "…" not in printed
+    # wrapped, never cut: every character of every cell is printed somewhere
+    texts_shown = [c.runner for c in cards] + [cell.text for c in cards for cell in c.cells.values()]
+    wanted = Counter(ch for text in texts_shown for ch in text if ch.isalnum())
+    assert not wanted - Counter(ch for ch in printed if ch.isalnum())
