@@ -13,6 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared_tools.records import ToolCallRecord
 
+#: The wire API (as `--api` names it) each recorded endpoint belongs to.
+API_OF_ENDPOINT = {"chat.completions": "chat", "responses": "responses", "messages": "messages"}
+
+
+def api_of(endpoint: str) -> str:
+    """The wire API a recorded endpoint belongs to (an unknown endpoint names itself)."""
+    return API_OF_ENDPOINT.get(endpoint, endpoint)
+
 
 class Attempt(BaseModel):
     """One HTTP attempt at the model that got no answer: an error status, a broken connection, a timeout."""
@@ -96,6 +104,12 @@ class Trace(BaseModel):
     @property
     def tool_calls(self) -> list[ToolCallRecord]:
         return [call for step in self.steps for call in step.tool_calls] + self.orphan_tool_calls
+
+    @property
+    def apis(self) -> list[str]:
+        """The wire APIs the model calls went through (answered or not), in order of first use."""
+        endpoints = [s.model_call.endpoint for s in self.steps] + [a.endpoint for a in self.unanswered]
+        return list(dict.fromkeys(map(api_of, endpoints)))
 
     def trajectory(self) -> list[str]:
         """Tool names in order, with the step's first argument: 'read_file(tests/x.py)'."""

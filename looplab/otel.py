@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from adapters.base import LooplabError, RunResult, StopReason, installed_version
-from adapters.trace import Attempt, ModelCall
+from adapters.trace import Attempt, ModelCall, api_of
 from shared_tools.records import ToolCallRecord
 
 if TYPE_CHECKING:
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 #: What a collector gets to answer, retries included, before the export is given up with a warning.
 SEND_TIMEOUT_S = 10.0
-#: The wire API each recorded endpoint belongs to (`adapters.base.Api`).
-API_OF_ENDPOINT = {"chat.completions": "chat", "responses": "responses", "messages": "messages"}
 #: The event a failed attempt at a model call is recorded as, on its `chat` span.
 FAILED_ATTEMPT_EVENT = "looplab.model.failed_attempt"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -287,7 +285,7 @@ class _Run:
             "looplab.case.id": r.case,
             "looplab.stop_detail": r.stop_detail,
             "looplab.native_cap.value": _attribute_value(r.native_cap.value),
-            "looplab.wire_api": next(iter(self.apis()), None),
+            "looplab.wire_api": next(iter(r.trace.apis), None),
             "looplab.cost_usd": totals.cost_usd,
             "gen_ai.usage.cache_read.input_tokens": totals.cached_input_tokens or None,
         }
@@ -299,13 +297,6 @@ class _Run:
                 "looplab.max_repeats": r.limits.max_repeats,
             }
         return attributes | {k: v for k, v in optional.items() if v is not None}
-
-    def apis(self) -> list[str]:
-        """The wire APIs the run's model calls used, in order of first use."""
-        endpoints = [s.model_call.endpoint for s in self.result.trace.steps] + [
-            a.endpoint for a in self.result.trace.unanswered
-        ]
-        return list(dict.fromkeys(API_OF_ENDPOINT.get(e, e) for e in endpoints))
 
     def chat_span(self, attempts: Sequence[Attempt], call: ModelCall | None, parent: Any) -> Span:
         """A model call's span, covering its failed attempts and its answer (`call` None: it got none).
@@ -321,7 +312,7 @@ class _Run:
         first = call or attempts[0]
         attributes = {
             **self.common("chat"),
-            "looplab.wire_api": API_OF_ENDPOINT.get(first.endpoint, first.endpoint),
+            "looplab.wire_api": api_of(first.endpoint),
             "looplab.failed_attempts": len(attempts),
         }
         if call is not None:

@@ -44,7 +44,6 @@ SHORT_STOP = {
     "error": "error",
 }
 #: The wire APIs as `--api` names them, from the endpoint a model call went to.
-API_OF_ENDPOINT = {"chat.completions": "chat", "responses": "responses", "messages": "messages"}
 #: Narrowest a prose column is made while it stays in its row (narrower, it reads as a column of word stubs).
 PROSE_MIN = 24
 #: Indent of what a row folds onto lines of its own, and of the blocks of the last-resort layout.
@@ -342,10 +341,13 @@ def _failed_attempts(attempts: Iterable[Attempt], out: Console) -> None:
 
 def wire_api(result: RunResult) -> str:
     """The wire API(s) a run's model calls went through, as `--api` names them ("—": it made none)."""
-    endpoints = [s.model_call.endpoint for s in result.trace.steps] + [a.endpoint for a in result.trace.unanswered]
-    apis = dict.fromkeys(API_OF_ENDPOINT.get(e, e) for e in endpoints)
-    return "+".join(apis) or "—"
+    return "+".join(result.trace.apis) or "—"
 
+
+#: Columns more than one table shows, laid out the same way in each.
+TOKENS_IN = Col("tok in", short="in", means="input tokens", right=True)
+TOKENS_OUT = Col("tok out", short="out", means="output tokens", right=True)
+WALL_S = Col("wall s", short="s", means="wall seconds", right=True)
 
 #: The run table's columns: the wire API goes under the runner's name when the row is too wide for it.
 RUN_COLUMNS = (
@@ -355,9 +357,9 @@ RUN_COLUMNS = (
     Col("checks", right=True),
     Col("calls", right=True),
     Col("tools", right=True),
-    Col("tok in", short="in", means="input tokens", right=True),
-    Col("tok out", short="out", means="output tokens", right=True),
-    Col("wall s", short="s", means="wall seconds", right=True),
+    TOKENS_IN,
+    TOKENS_OUT,
+    WALL_S,
 )
 
 

@@ -808,6 +808,7 @@ def write_html(doc: Any, path: Path, *, source: str = "") -> Path:
 
 def print_headline(doc: Any, *, out: Console | None = None) -> None:
     """A results document's per-runner headline: what each runner did and spent, then its native cap."""
+    from looplab import render
     from looplab.render import Col, print_table
 
     rows = headline(runs_from(doc))
@@ -833,10 +834,10 @@ def print_headline(doc: Any, *, out: Console | None = None) -> None:
         Col("passed", right=True),
         Col("calls", right=True),
         Col("tools", right=True),
-        Col("tok in", short="in", means="input tokens", right=True),
-        Col("tok out", short="out", means="output tokens", right=True),
+        render.TOKENS_IN,
+        render.TOKENS_OUT,
         Col("cost $", short="$", means="dollars", right=True),
-        Col("wall s", short="s", means="wall seconds", right=True),
+        render.WALL_S,
         Col("req1 B", short="B1", means="req1 B (below)", right=True),
     )
     notes = [

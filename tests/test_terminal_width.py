@@ -24,6 +24,7 @@ from rich.console import Console
 import adapters
 from adapters.base import StopReason
 from adapters.noise import framework_noise
+from adapters.trace import api_of
 from looplab import bench, evaluation, harness, render, report, results
 from looplab.cli import main
 from scenarios.cases import CheckResult, load_cases
@@ -248,7 +249,7 @@ def test_the_run_table_fits_with_every_runners_api_and_full_headers(width: int, 
     for n, o in enumerate(outcomes):
         if o.result is None:
             continue
-        api = render.API_OF_ENDPOINT[ENDPOINTS[n % len(ENDPOINTS)]]
+        api = api_of(ENDPOINTS[n % len(ENDPOINTS)])
         at = next(k for k, line in enumerate(lines) if line.startswith(o.runner + " "))
         assert api in lines[at] or lines[at + 1].strip() == api, (o.runner, lines[at : at + 2])
 
