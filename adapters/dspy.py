@@ -1,10 +1,10 @@
 """DSPy: `dspy.ReAct` over the Guard's tools, the model's next step written as text fields.
 
 DSPy asks the model for `next_thought`, `next_tool_name` and `next_tool_args` as `[[ ## field ## ]]`
-text (ChatAdapter; after a reply it cannot parse it asks once more in JSON, JSONAdapter), not as
-native tool calls: one tool a step. DSPy builds its own HTTP client and takes no client object, so
-the model is reached through the run's recording proxy (`ModelProxy`): Chat Completions
-(`openai/<model>`) or Anthropic Messages (`anthropic/<model>`).
+text (ChatAdapter; after a reply it cannot parse it asks once more in JSON, JSONAdapter), not as native
+tool calls: one tool a step (the recorder reads the tool a reply names from its text). DSPy builds its
+own HTTP client and takes no client object, so the model is reached through the run's recording proxy
+(`ModelProxy`): Chat Completions (`openai/<model>`) or Anthropic Messages (`anthropic/<model>`).
 
 `max_iters=max_steps`. A `finish` step's thought is the answer (the instructions ask for that), so no
 *extract* call restates it, and the extract call ReAct makes after the cap is refused at the model
@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,17 +28,14 @@ from adapters._litellm import offline_price_map
 
 offline_price_map()  # before DSPy imports LiteLLM, which would read its model price map from GitHub
 import dspy  # noqa: E402
-from dspy.utils.callback import BaseCallback  # noqa: E402
 
 from adapters.bare import BareTool  # noqa: E402
 from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession  # noqa: E402
 from adapters.proxy import ModelProxy  # noqa: E402
+from adapters.recorder import TEXT_PROTOCOL_ANSWER  # noqa: E402
 from shared_tools import Tool  # noqa: E402
 
 KNOB = "dspy.ReAct(max_iters=)"
-FINISH = "finish"
-#: The tool a reply names, in the field format or in the JSON one.
-TOOL_NAMED = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_tool_name"\s*:\s*"([^"]*)"')
 
 
 class _ReAct(dspy.ReAct):
@@ -47,7 +43,7 @@ class _ReAct(dspy.ReAct):
 
     def _call_with_potential_trajectory_truncation(self, module: Any, trajectory: dict[str, Any], **inputs: Any) -> Any:
         last = len(trajectory) // 4 - 1  # each step: thought, tool_name, tool_args, observation
-        if module is self.extract and trajectory.get(f"tool_name_{last}") == FINISH:
+        if module is self.extract and trajectory.get(f"tool_name_{last}") == TEXT_PROTOCOL_ANSWER:
             return dspy.Prediction(answer=trajectory[f"thought_{last}"])
         return super()._call_with_potential_trajectory_truncation(module, trajectory, **inputs)
 
@@ -57,31 +53,6 @@ class _RawTool(dspy.Tool):
 
     def _validate_and_parse_args(self, **kwargs: Any) -> dict[str, Any]:
         return kwargs
-
-
-class _ToolNames(BaseCallback):
-    """Puts on each recorded model call the tool its reply named (`finish` is the answer, not a tool).
-
-    DSPy's tool requests are text, which the recorder does not read as tool calls. An LM call's span on
-    the run's clock pairs its reply with its record (the proxy writes the record after replying).
-    """
-
-    def __init__(self, session: RunSession) -> None:
-        self.session, self.started, self.replies = session, dict[str, float](), list[tuple[float, float, str]]()
-
-    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        self.started[call_id] = self.session.clock()
-
-    def on_lm_end(self, call_id: str, outputs: Any, exception: BaseException | None = None) -> None:
-        start = self.started.pop(call_id, None)
-        if start is not None and outputs and (named := TOOL_NAMED.search(str(outputs[0]))):
-            self.replies.append((start, self.session.clock(), named[1] or named[2]))
-
-    def name_tools(self) -> None:
-        for start, end, tool in self.replies:
-            for call in self.session.recorder.calls:
-                if start <= call.started_at <= end and tool != FINISH:
-                    call.tool_calls_requested = [tool]
 
 
 def react_agent(tools: list[dspy.Tool], max_iters: int | None, *, system_prompt: str) -> _ReAct:
@@ -113,7 +84,6 @@ class DSPy(Adapter):
         provider = "anthropic" if self.api_for(session.model) == "messages" else "openai"
         ids = itertools.count(1)
         tools = [_guarded(t, session, ids) for t in session.tools.tools]
-        names = _ToolNames(session)
         _agent = functools.partial(react_agent, system_prompt=session.system_prompt)  # this run's agent builder
         with ModelProxy(session) as proxy:
             # Per LM: no response cache (disk or memory); the run's retries and deadline; DSPy's own HTTP
@@ -126,7 +96,6 @@ class DSPy(Adapter):
                 num_retries=session.model.retries,
                 timeout=session.limits.max_seconds,
                 engine="lm15",
-                callbacks=[names],
             )
             # cap:begin
             agent = _agent(tools, max_iters=session.cap)
@@ -140,7 +109,6 @@ class DSPy(Adapter):
                 raise
             finally:
                 lm.close()
-                names.name_tools()
         return session.conclude(prediction.answer)
 
 

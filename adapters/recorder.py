@@ -9,6 +9,7 @@ an `httpx` client; the two share an API, so one wrapper is built per module.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -338,6 +339,15 @@ class ExchangeInfo:
     finish_reason: str | None = None
     tool_calls_requested: list[str] = field(default_factory=list)
     usage_estimated: bool = False
+    #: The reply's text (Chat Completions and Messages): where a text protocol names its tool.
+    text: str = ""
+
+
+#: A tool named in a reply's text rather than as a tool call: DSPy's `next_tool_name` field, in its field
+#: format or its JSON one (the text protocol a ReAct loop without native tool calls speaks).
+TOOL_NAMED_IN_TEXT = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_tool_name"\s*:\s*"([^"]*)"')
+#: The name that protocol gives the answer: no tool.
+TEXT_PROTOCOL_ANSWER = "finish"
 
 
 def parse_exchange(endpoint: str, request_body: bytes, response_body: bytes) -> ExchangeInfo:
@@ -355,6 +365,9 @@ def parse_exchange(endpoint: str, request_body: bytes, response_body: bytes) -> 
     for event in events:
         if isinstance(event, dict):
             reader(event, info)
+    if not info.tool_calls_requested and (named := TOOL_NAMED_IN_TEXT.search(info.text)):
+        if (tool := named[1] or named[2]) != TEXT_PROTOCOL_ANSWER:
+            info.tool_calls_requested.append(tool)
     return info
 
 
@@ -383,6 +396,8 @@ def _read_chat(event: dict[str, Any], info: ExchangeInfo) -> None:
         info.cached_input_tokens = _count((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
     for choice in event.get("choices") or []:
         message = choice.get("message") or choice.get("delta") or {}
+        if isinstance(content := message.get("content"), str):
+            info.text += content
         for call in message.get("tool_calls") or []:
             if name := (call.get("function") or {}).get("name"):
                 info.tool_calls_requested.append(name)
@@ -419,8 +434,12 @@ def _read_messages(event: dict[str, Any], info: ExchangeInfo) -> None:
         for block in message.get("content") or []:
             if block.get("type") == "tool_use":
                 info.tool_calls_requested.append(block.get("name"))
+            elif block.get("type") == "text" and isinstance(block.get("text"), str):
+                info.text += block["text"]
     elif kind == "content_block_start" and (event.get("content_block") or {}).get("type") == "tool_use":
         info.tool_calls_requested.append(event["content_block"].get("name"))
+    elif kind == "content_block_delta" and isinstance(text := (event.get("delta") or {}).get("text"), str):
+        info.text += text
     elif kind == "message_delta":
         info.finish_reason = (event.get("delta") or {}).get("stop_reason") or info.finish_reason
         info.output_tokens = (event.get("usage") or {}).get("output_tokens") or info.output_tokens

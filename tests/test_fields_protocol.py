@@ -143,3 +143,39 @@ def test_several_calls_in_one_decision_go_out_one_a_reply() -> None:
 
 def test_a_request_without_the_field_protocol_is_not_read_as_one() -> None:
     assert fields.read([("system", "You are helpful."), ("user", "Why does tests/x.py fail?")], "m") is None
+
+
+tool_names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=tool_names, json_form=st.booleans(), streamed=st.booleans(), api=st.sampled_from(["chat", "messages"]))
+def test_the_recorder_reads_the_tool_a_text_reply_names(name: str, json_form: bool, streamed: bool, api: str) -> None:
+    """DSPy's tool requests are text: the model boundary puts the named tool (not `finish`) on the call."""
+    import json
+
+    from adapters.recorder import TEXT_PROTOCOL_ANSWER, parse_exchange
+
+    text = (
+        json.dumps({"next_thought": "t", "next_tool_name": name, "next_tool_args": {}})
+        if json_form
+        else f"[[ ## next_thought ## ]]\nt\n\n[[ ## next_tool_name ## ]]\n{name}\n\n[[ ## completed ## ]]"
+    )
+    half = len(text) // 2
+    if api == "chat":
+        events = [{"choices": [{"delta": {"content": part}}]} for part in (text[:half], text[half:])]
+        whole = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}
+        endpoint = "chat.completions"
+    else:
+        events = [
+            {"type": "content_block_delta", "delta": {"type": "text_delta", "text": p}}
+            for p in (text[:half], text[half:])
+        ]
+        whole = {"type": "message", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
+        endpoint = "messages"
+    if streamed:
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+        info = parse_exchange(endpoint, b'{"stream": true}', body)
+    else:
+        info = parse_exchange(endpoint, b"{}", json.dumps(whole).encode())
+    assert info.tool_calls_requested == ([] if name == TEXT_PROTOCOL_ANSWER else [name])
