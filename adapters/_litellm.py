@@ -1,6 +1,6 @@
 """LiteLLM, offline and quiet, for the runners whose framework imports it (DSPy) or reaches Anthropic Messages
-through it (the OpenAI Agents SDK, smolagents). It builds its own HTTP client: those runs go through the run's
-recording proxy (`adapters/proxy.py`).
+through it (the OpenAI Agents SDK, smolagents). LiteLLM builds its own HTTP client: the runs that send through it
+go through the run's recording proxy (`adapters/proxy.py`).
 """
 
 from __future__ import annotations

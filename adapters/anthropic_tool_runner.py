@@ -18,7 +18,7 @@ import anthropic
 from anthropic.lib.tools import BetaFunctionTool, ToolError
 
 from adapters.bare import BareTool, plain_http_client
-from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, signature_default
 from shared_tools import Tool
 
 MAX_TOKENS = 4096
@@ -39,9 +39,8 @@ class AnthropicToolRunner(Adapter):
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """The signature's default for `max_iterations` (the SDK's `omit` sentinel means no limit)."""
-        default = inspect.signature(anthropic.resources.beta.messages.Messages.tool_runner).parameters["max_iterations"]
-        value = default.default if isinstance(default.default, int) else None
-        return {self.knobs[0]: KnobDefault(value=value, source="anthropic Messages.tool_runner(max_iterations=...)")}
+        runner = anthropic.resources.beta.messages.Messages.tool_runner
+        return {self.knobs[0]: signature_default(runner, "max_iterations")}
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the SDK's tool runner to its end and conclude from its last message."""

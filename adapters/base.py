@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import importlib.metadata
+import inspect
 import os
 import time
 from abc import ABC, abstractmethod
@@ -270,6 +271,19 @@ def read_default(*candidates: tuple[str, str]) -> KnobDefault:
             continue
         return KnobDefault(value=None if value is None else int(value), source=f"{module}.{attribute}")
     raise LooplabError(f"default not found in the installed library: {candidates}")
+
+
+def signature_default(func: Any, param: str) -> KnobDefault:
+    """`param`'s default in `func`'s signature (a class: its constructor's), read from the installed library.
+
+    A default that is not an int (None, or a sentinel such as the Anthropic SDK's `omit`) means "unset": no
+    limit from that knob.
+    """
+    default = inspect.signature(func).parameters[param].default
+    value = default if isinstance(default, int) and not isinstance(default, bool) else None
+    # A sentinel's repr carries a memory address: name its type instead, so the caps doc is stable.
+    shown = repr(default) if default is None or value is not None else type(default).__name__
+    return KnobDefault(value=value, source=f"{func.__module__}.{func.__qualname__}({param}={shown}) signature")
 
 
 class Probe(BaseModel):

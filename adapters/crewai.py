@@ -1,19 +1,17 @@
 """CrewAI: one `Agent` with one `Task` in a `Crew` of one, capped by `Agent(max_iter=)`.
 
-CrewAI's native providers build their own SDK clients from a base URL and a key (its OpenAI one
-builds a sync and an async client from the same options, so no one client object fits), so the
-model is reached through the run's recording `ModelProxy`. Chat Completions (its default) and
-Responses go through its OpenAI provider; Anthropic Messages through its Anthropic one, which needs
-`crewai[anthropic]`.
+CrewAI's native providers build their own SDK clients from a base URL and a key (its OpenAI one builds a sync and an
+async client from them: no one client object fits), so the model is reached through the run's recording `ModelProxy`:
+Chat Completions (its default) and Responses via its OpenAI provider, Anthropic Messages via its Anthropic one.
 
-`max_iter=max_steps`: CrewAI's wrap-up call after `max_iter` tool-using calls (no tools offered, "give
-your best final answer") is refused at the model boundary, so every call is offered the tools, an
-answer on the last is final, and a run that still wants tools ends `max_steps` (CrewAI raises the
-SDK's 403 error, which carries no history). What the knobs count: docs/iteration-caps.md.
+`max_iter=max_steps`: CrewAI's wrap-up call after `max_iter` tool-using calls (no tools, "give your best final answer")
+is refused at the model boundary, so every call is offered the tools, an answer on the last is final, and a run still
+wanting tools ends `max_steps` (CrewAI raises the SDK's 403 error, without history). See docs/iteration-caps.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from collections.abc import Callable, Sequence
@@ -34,13 +32,12 @@ os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
 from crewai import LLM, Agent, Crew, Task  # noqa: E402
 from crewai.agents.agent_executor import AgentExecutor  # noqa: E402
 from crewai.tools import BaseTool  # noqa: E402
+from crewai.tools.base_tool import Tool as CrewTool  # noqa: E402
 from crewai.utilities.agent_utils import extract_tool_call_info  # noqa: E402
 
 KNOB = "Agent(max_iter=)"
 #: Each knob's `Agent` field.
 FIELDS = {KNOB: "max_iter", "Agent(max_execution_time=)": "max_execution_time"}
-#: A Task must say what its output is; the system prompt's own words for the answer.
-EXPECTED_OUTPUT = "the function, the file and the cause"
 
 _call_id: ContextVar[str | None] = ContextVar("looplab_crewai_call_id", default=None)
 
@@ -61,31 +58,17 @@ class _Executor(AgentExecutor):
 _Executor._flow_definition = AgentExecutor.flow_definition()
 
 
-def raw_schema(parameters: dict[str, Any]) -> type[BaseModel]:
-    """An args schema that shows the model `parameters` as given and has no fields, so CrewAI validates nothing."""
+def crew_tool(tool: Tool | BareTool, fn: Callable[..., str]) -> BaseTool:
+    """`tool` for CrewAI, body `fn`: the model sees its JSON schema as given; no fields, so CrewAI validates nothing."""
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="allow")
 
         @classmethod
         def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            return dict(parameters)
+            return dict(tool.parameters)
 
-    return Args
-
-
-class FnTool(BaseTool):
-    """A CrewAI tool whose body is `fn`, given the arguments as CrewAI parsed them from the model's JSON."""
-
-    fn: Any
-
-    def _run(self, **kwargs: Any) -> str:
-        return self.fn(**kwargs)
-
-
-def crew_tool(tool: Tool | BareTool, fn: Callable[..., str]) -> BaseTool:
-    """`tool` for CrewAI: its own name, description and JSON schema (`raw_schema`), its body `fn`."""
-    return FnTool(name=tool.name, description=tool.description, args_schema=raw_schema(tool.parameters), fn=fn)
+    return CrewTool(name=tool.name, description=tool.description, args_schema=Args, func=fn)
 
 
 def _guarded(session: RunSession, name: str) -> Callable[..., str]:
@@ -103,21 +86,16 @@ def build_llm(api: Api, model: str, base_url: str, key: str, **options: Any) -> 
     return LLM(model=model, provider="openai", api=kind, base_url=base_url, api_key=key, **options)
 
 
-def crew_of_one(task: str, system_prompt: str, llm: Any, tools: list[BaseTool], **options: Any) -> Crew:
-    """The system prompt as the agent's backstory (role and goal are required: the agent's name, the task)."""
+def crew_of_one(task: str, backstory: str, llm: Any, tools: list[BaseTool], **options: Any) -> Crew:
+    """The system prompt as the agent's `backstory` (role and goal are required: the agent's name, the task)."""
+    # cache=False: a cached result would answer a repeated call without the tool (or the Guard) seeing it.
+    # max_retry_limit=0: else a failed run re-runs the whole task; the SDK client's retries suffice.
     agent = Agent(
-        role="looplab",
-        goal=task,
-        backstory=system_prompt,
-        llm=llm,
-        tools=tools,
-        verbose=False,
-        cache=False,  # a cached result would answer a repeated call without the tool (or the Guard) seeing it
-        max_retry_limit=0,  # else a failed run re-runs the whole task; the SDK client's retries suffice
-        **options,
+        role="looplab", goal=task, backstory=backstory, llm=llm, tools=tools, cache=False, max_retry_limit=0, **options
     )
-    job = Task(description=task, expected_output=EXPECTED_OUTPUT, agent=agent)
-    return Crew(agents=[agent], tasks=[job], verbose=False, tracing=False)
+    # A Task must say what its output is: the system prompt's own words for the answer.
+    job = Task(description=task, expected_output="the function, the file and the cause", agent=agent)
+    return Crew(agents=[agent], tasks=[job], tracing=False)
 
 
 class CrewAI(Adapter):
@@ -165,10 +143,8 @@ def bare_run(
     """
     llm = build_llm("chat", model, urls["openai"], "not-needed")
     plain = [crew_tool(t, t.fn) for t in tools]
-    try:
+    with contextlib.suppress(Exception):  # e.g. a wrap-up reply still asking for tools fails CrewAI's validation
         crew_of_one(task, system_prompt, llm, plain, max_iter=max(1, max_steps - 1)).kickoff()
-    except Exception:  # e.g. a wrap-up reply that still asks for tools fails CrewAI's output validation
-        pass
     return llm.get_token_usage_summary().successful_requests
 
 

@@ -2,9 +2,9 @@
 
 DSPy asks the model for `next_thought`, `next_tool_name` and `next_tool_args` as `[[ ## field ## ]]`
 text (ChatAdapter; after a reply it cannot parse it asks once more in JSON, JSONAdapter), not as native
-tool calls: one tool a step (the recorder reads the tool a reply names from its text). DSPy builds its
-own HTTP client and takes no client object, so the model is reached through the run's recording proxy
-(`ModelProxy`): Chat Completions (`openai/<model>`) or Anthropic Messages (`anthropic/<model>`).
+tool calls: one tool a step (the recorder reads the tool a reply names from its text). DSPy takes an
+engine object: its own lm15 engine, on an HTTP transport whose every request passes the run's recorder
+(adapters/_lm15.py), speaking Chat Completions (`openai/<model>`) or Anthropic Messages (`anthropic/<model>`).
 
 `max_iters=max_steps`. A `finish` step's thought is the answer (the instructions ask for that), so no
 *extract* call restates it, and the extract call ReAct makes after the cap is refused at the model
@@ -19,7 +19,6 @@ run (`error`).
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -29,9 +28,9 @@ from adapters._litellm import offline_price_map
 offline_price_map()  # before DSPy imports LiteLLM, which would read its model price map from GitHub
 import dspy  # noqa: E402
 
+from adapters._lm15 import RecordedTransport, engine  # noqa: E402
 from adapters.bare import BareTool  # noqa: E402
-from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession  # noqa: E402
-from adapters.proxy import ModelProxy  # noqa: E402
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, signature_default  # noqa: E402
 from adapters.recorder import TEXT_PROTOCOL_ANSWER  # noqa: E402
 from shared_tools import Tool  # noqa: E402
 
@@ -76,8 +75,7 @@ class DSPy(Adapter):
         return NativeCap(knob=KNOB, value=limits.max_steps)
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
-        default = inspect.signature(dspy.ReAct.__init__).parameters["max_iters"].default
-        return {KNOB: KnobDefault(value=default, source="dspy.ReAct.__init__(max_iters=) default")}
+        return {KNOB: signature_default(dspy.ReAct.__init__, "max_iters")}
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; a refused model call (the cap, a Guard stop) propagates as the LM's error."""
@@ -85,17 +83,10 @@ class DSPy(Adapter):
         ids = itertools.count(1)
         tools = [_guarded(t, session, ids) for t in session.tools.tools]
         _agent = functools.partial(react_agent, system_prompt=session.system_prompt)  # this run's agent builder
-        with ModelProxy(session) as proxy:
-            # Per LM: no response cache (disk or memory); the run's retries and deadline; DSPy's own HTTP
-            # engine (lm15) whatever OPENAI_BASE_URL says (under "auto" that variable switches to LiteLLM).
+        recorded = engine(provider, session.model.base_url, session.model.key(), RecordedTransport(session))
+        with recorded as lm15:  # no response cache (disk or memory); the run's retries
             lm = dspy.LM(
-                f"{provider}/{session.model.name}",
-                api_base=proxy.anthropic_base_url if provider == "anthropic" else proxy.openai_base_url,
-                api_key=proxy.token,
-                cache=False,
-                num_retries=session.model.retries,
-                timeout=session.limits.max_seconds,
-                engine="lm15",
+                f"{provider}/{session.model.name}", engine=lm15, cache=False, num_retries=session.model.retries
             )
             # cap:begin
             agent = _agent(tools, max_iters=session.cap)
@@ -107,8 +98,6 @@ class DSPy(Adapter):
                 if session.stop:  # the refused call surfaced as the LM's error; the refusal is what ended it
                     raise session.stop from None
                 raise
-            finally:
-                lm.close()
         return session.conclude(prediction.answer)
 
 
@@ -127,13 +116,11 @@ def bare_run(
     task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
 ) -> int:
     """The same agent on a plain LM and plain tool functions; returns the model requests it made."""
-    lm = dspy.LM(f"openai/{model}", api_base=urls["openai"], api_key="not-needed", cache=False, engine="lm15")
     plain = [dspy.Tool(t.fn, name=t.name, desc=t.description, args=t.parameters.get("properties", {})) for t in tools]
-    try:
+    with engine("openai", urls["openai"], "not-needed") as lm15:
+        lm = dspy.LM(f"openai/{model}", engine=lm15, cache=False)
         with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
             react_agent(plain, max_steps, system_prompt=system_prompt)(task=task)
-    finally:
-        lm.close()
     return len(lm.history)
 
 

@@ -7,7 +7,6 @@ default), Responses or Anthropic Messages; the model and the tools come from
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +18,7 @@ from langchain_openai import ChatOpenAI
 
 from adapters._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
 from adapters.bare import BareTool
-from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, signature_default
 
 
 def recursion_backstop(model_calls: int) -> int:
@@ -55,13 +54,12 @@ class LangChainAgent(Adapter):
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """The middlewares' `run_limit` defaults, and the `recursion_limit` create_agent binds to its graph."""
-        model_calls = inspect.signature(ModelCallLimitMiddleware).parameters["run_limit"].default
-        tool_calls = inspect.signature(ToolCallLimitMiddleware).parameters["run_limit"].default
+        model_calls = signature_default(ModelCallLimitMiddleware, "run_limit")
         probe = create_agent(ChatOpenAI(api_key="unused", model="unused"), [])  # built offline: nothing is sent
         return {
-            MODEL_CALLS: KnobDefault(value=model_calls, source="ModelCallLimitMiddleware(run_limit=...) signature"),
-            MODEL_CALLS_END: KnobDefault(value=model_calls, source="ModelCallLimitMiddleware(run_limit=...) signature"),
-            TOOL_CALLS: KnobDefault(value=tool_calls, source="ToolCallLimitMiddleware(run_limit=...) signature"),
+            MODEL_CALLS: model_calls,
+            MODEL_CALLS_END: model_calls,
+            TOOL_CALLS: signature_default(ToolCallLimitMiddleware, "run_limit"),
             RECURSION: KnobDefault(value=probe.config["recursion_limit"], source="create_agent(...).config"),
         }
 

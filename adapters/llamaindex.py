@@ -1,21 +1,20 @@
 """LlamaIndex: a `FunctionAgent` workflow, run once with `agent.run(user_msg=task, max_iterations=...)`.
 
-Speaks OpenAI Chat Completions by default (LlamaIndex's `OpenAI` LLM) and the Responses API
-(`OpenAIResponses`), both on the run's recorded `AsyncOpenAI` client; Anthropic Messages through its
-`Anthropic` LLM, which builds its own client from a base URL, so it is pointed at the run's recording
-proxy. The agent streams every model call (its default).
+Speaks OpenAI Chat Completions by default (LlamaIndex's `OpenAI` LLM) and the Responses API (`OpenAIResponses`), both on
+the run's recorded `AsyncOpenAI` client; Anthropic Messages through its `Anthropic` LLM, which builds its own client
+from a base URL, so it is pointed at the run's recording proxy. The agent streams every model call (its default).
 
-The agent raises `WorkflowRuntimeError` on receiving reply `max_iterations`, unread (measured:
-docs/iteration-caps.md), so `max_steps=N` sets N+1: reply N is read (an answer is final, its tools
-run) and the model boundary refuses call N+1.
+The agent raises `WorkflowRuntimeError` on receiving reply `max_iterations`, unread (measured: docs/iteration-caps.md),
+so `max_steps=N` sets N+1: reply N is read (an answer is final, its tools run) and the model boundary refuses call N+1.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from llama_index.core.agent.workflow import AgentOutput, FunctionAgent
@@ -101,12 +100,8 @@ class _SchemaMetadata(ToolMetadata):
 def schema_tool(tool: Tool | BareTool, fn: Callable[..., str]) -> FunctionTool:
     """A LlamaIndex tool with exactly `tool`'s name, description and JSON schema, running `fn` on a thread, so
     that one reply's calls (concurrent workflow steps) really overlap."""
-
-    async def call(**kwargs: Any) -> str:
-        return await asyncio.to_thread(fn, **kwargs)
-
     metadata = _SchemaMetadata(description=tool.description, name=tool.name, schema=tool.parameters)
-    return FunctionTool(async_fn=call, metadata=metadata)
+    return FunctionTool(async_fn=partial(asyncio.to_thread, fn), metadata=metadata)
 
 
 def guarded_tool(tool: Tool, session: RunSession) -> FunctionTool:
@@ -115,10 +110,8 @@ def guarded_tool(tool: Tool, session: RunSession) -> FunctionTool:
 
 
 def offline_memory(llm: FunctionCallingLLM) -> ChatMemoryBuffer:
-    """The agent's default memory with a tokenizer that needs no download (tiktoken's may come from the network).
-
-    Bytes over-count tokens; in a run this memory holds only the task (the turns stay in the scratchpad).
-    """
+    """The agent's default memory with a tokenizer that loads nothing (tiktoken's: 0.2 s, from a file or the network);
+    bytes over-count tokens, but in a run this memory holds only the task (the turns stay in the scratchpad)."""
     return ChatMemoryBuffer.from_defaults(llm=llm, tokenizer_fn=str.encode)
 
 
@@ -181,18 +174,14 @@ def bare_run(
     """The same agent and cap with none of looplab's boundaries; a runaway makes `max_steps + 1` requests here."""
 
     async def main() -> int:
-        client = plain_openai_client(urls["openai"])
-        llm = _PlainChatLLM(model=model, api_key="not-needed", async_openai_client=client, max_retries=0)
-        agent = FunctionAgent(llm=llm, tools=[schema_tool(t, t.fn) for t in tools], system_prompt=system_prompt)
-        handler, replies = agent.run(user_msg=task, max_iterations=max_steps + 1, memory=offline_memory(llm)), 0
-        try:
-            async for event in handler.stream_events():
-                replies += isinstance(event, AgentOutput)  # one per model reply
-            await handler
-        except WorkflowRuntimeError:  # the cap: the last reply was received and not read
-            pass
-        finally:
-            await client.close()
+        async with plain_openai_client(urls["openai"]) as client:
+            llm = _PlainChatLLM(model=model, api_key="not-needed", async_openai_client=client, max_retries=0)
+            agent = FunctionAgent(llm=llm, tools=[schema_tool(t, t.fn) for t in tools], system_prompt=system_prompt)
+            handler, replies = agent.run(user_msg=task, max_iterations=max_steps + 1, memory=offline_memory(llm)), 0
+            with suppress(WorkflowRuntimeError):  # the cap: the last reply was received and not read
+                async for event in handler.stream_events():
+                    replies += isinstance(event, AgentOutput)  # one per model reply
+                await handler
         return replies
 
     return asyncio.run(main())

@@ -213,49 +213,55 @@ def http_module_for(sdk: ModuleType) -> ModuleType:
     raise RuntimeError(f"cannot tell which HTTP client {sdk.__name__} uses")
 
 
+class ReplyTee:
+    """A reply's body passing through, kept, and reported once: when it ends, breaks off or is closed.
+
+    What every recording transport shares (the httpx ones here, DSPy's in adapters/_lm15.py): `done(body, error)`
+    is called once, with the bytes so far and the error that broke the body off, if one did.
+    """
+
+    def __init__(self, inner: Any, done: Callable[[bytes, Exception | None], None]) -> None:
+        self.inner, self.done, self.chunks, self.finished = inner, done, [], False
+
+    def finish(self, error: Exception | None = None) -> None:
+        """Report the body as it stands, unless it was reported already."""
+        if not self.finished:
+            self.finished = True
+            self.done(b"".join(self.chunks), error)
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self.inner:
+                self.chunks.append(chunk)
+                yield chunk
+        except Exception as exc:  # the reply broke off: an attempt that got no answer
+            self.finish(exc)
+            raise
+        self.finish()
+
+
 @cache
 def _transport_classes(http: ModuleType) -> tuple[type, type]:
     """Recording transport classes for one HTTP module, built once."""
 
-    class _Collect:
-        """Keeps the bytes passing through and reports them once, when the body ends or closes."""
-
-        def __init__(self, inner: Any, done: Callable[[bytes, Exception | None], None]) -> None:
-            self.inner, self.done, self.chunks, self.finished = inner, done, [], False
-
-        def _finish(self, error: Exception | None = None) -> None:
-            if not self.finished:
-                self.finished = True
-                self.done(b"".join(self.chunks), error)
-
-    class _Tee(_Collect, http.SyncByteStream):
-        def __iter__(self) -> Iterator[bytes]:
-            try:
-                for chunk in self.inner:
-                    self.chunks.append(chunk)
-                    yield chunk
-            except Exception as exc:  # the reply broke off: an attempt that got no answer
-                self._finish(exc)
-                raise
-            self._finish()
-
+    class _Tee(ReplyTee, http.SyncByteStream):
         def close(self) -> None:
-            self._finish()
+            self.finish()
             self.inner.close()
 
-    class _AsyncTee(_Collect, http.AsyncByteStream):
+    class _AsyncTee(ReplyTee, http.AsyncByteStream):
         async def __aiter__(self) -> Any:
             try:
                 async for chunk in self.inner:
                     self.chunks.append(chunk)
                     yield chunk
             except Exception as exc:
-                self._finish(exc)
+                self.finish(exc)
                 raise
-            self._finish()
+            self.finish()
 
         async def aclose(self) -> None:
-            self._finish()
+            self.finish()
             await self.inner.aclose()
 
     def _error_response(recorder: ModelRecorder, request: Any, response: Any, body: bytes, started: float) -> Any:

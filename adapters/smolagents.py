@@ -1,18 +1,16 @@
 """smolagents: a `ToolCallingAgent` (native tool calls; `CodeAgent` is out of scope) and `agent.run(task)`.
 
-OpenAI Chat Completions goes through `OpenAIModel(client=...)` on the session's recorded client;
-Anthropic Messages through `LiteLLMModel`, which builds its own HTTP client, pointed at the run's
-recording proxy. smolagents sends its history as text, not as tool messages: each step is an
-assistant message "Calling tools: [...]" and a user message "Observation: ..." (one for all the
-step's calls). `max_steps=N` allows N action steps; the wrap-up call smolagents makes after them
-is refused at the model boundary, and the run ends `max_steps` (measured: docs/iteration-caps.md).
+OpenAI Chat Completions goes through `OpenAIModel(client=...)` on the session's recorded client; Anthropic Messages
+through `LiteLLMModel`, which builds its own HTTP client, pointed at the run's recording proxy. smolagents sends its
+history as text, not as tool messages: each step is an assistant message "Calling tools: [...]" and a user message
+"Observation: ..." (one for all the step's calls). `max_steps=N` allows N action steps; the wrap-up call smolagents
+makes after them is refused at the model boundary, and the run ends `max_steps` (measured: docs/iteration-caps.md).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import nullcontext
 from typing import Any
 
 from smolagents import LiteLLMModel, LogLevel, OpenAIModel, Tool, ToolCallingAgent
@@ -22,7 +20,7 @@ from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolC
 
 from adapters._litellm import ViaLiteLLM, import_litellm
 from adapters.bare import BareTool, plain_openai_client
-from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, ToolBoundary
+from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, ToolBoundary, signature_default
 from adapters.proxy import ModelProxy
 from shared_tools import Tool as GuardTool
 
@@ -30,13 +28,10 @@ KNOB = "ToolCallingAgent(max_steps=)"
 
 
 class TextAnswers:
-    """Mixed into a smolagents model: a reply without tool calls is the answer, as every other runner takes it.
-
-    smolagents wants a `final_answer` call and would make a plain reply an error step that costs another call;
-    `parse_tool_calls`, what it calls on a reply without tool calls, makes the reply `final_answer(text)`.
-    """
+    """Mixed into a smolagents model: a reply without tool calls is the answer, as every other runner takes it."""
 
     def parse_tool_calls(self, message: ChatMessage) -> ChatMessage:
+        # Called on a reply without tool calls, which smolagents would make an error step costing another call.
         call = ChatMessageToolCallFunction(name="final_answer", arguments={"answer": message.content or ""})
         message.tool_calls = [ChatMessageToolCall(function=call, id="text-reply", type="function")]
         return message
@@ -49,17 +44,14 @@ class _MessagesModel(TextAnswers, LiteLLMModel): ...  # Anthropic Messages throu
 
 
 class SchemaTool(Tool):
-    """A tool as smolagents declares it: the Guard's name and description, `inputs` from its JSON schema.
-
-    smolagents rebuilds the schema it sends from `inputs`: `additionalProperties` does not survive.
-    """
+    """A tool as smolagents declares it: the Guard's name and description, `inputs` from its JSON schema."""
 
     skip_forward_signature_validation = True  # `forward` takes **kwargs: the schema is the Guard's, not a signature
 
     def __init__(self, tool: GuardTool | BareTool, fn: Callable[..., str]) -> None:
         self.name, self.description, self.output_type, self.fn = tool.name, tool.description, "string", fn
         schema, required = tool.parameters, set(tool.parameters.get("required", ()))
-        self.inputs = {
+        self.inputs = {  # the schema smolagents sends is rebuilt from these: `additionalProperties` does not survive
             key: {"description": key, "type": "any", **prop} | ({} if key in required else {"nullable": True})
             for key, prop in schema.get("properties", {}).items()
         }
@@ -70,10 +62,7 @@ class SchemaTool(Tool):
 
 
 class GuardedAgent(ToolCallingAgent):
-    """A `ToolCallingAgent` whose tool calls, all but its own `final_answer`, go to the Guard untouched.
-
-    smolagents would check a call (the tool exists, argument names and types) and make a bad one an error step.
-    """
+    """A `ToolCallingAgent` whose tool calls, all but its own `final_answer`, go to the Guard untouched."""
 
     def __init__(self, boundary: ToolBoundary, **kwargs: Any) -> None:
         self.boundary, self._ids = boundary, {}
@@ -87,6 +76,7 @@ class GuardedAgent(ToolCallingAgent):
     def execute_tool_call(self, tool_name: str, arguments: Any) -> Any:
         if tool_name == "final_answer":
             return super().execute_tool_call(tool_name, arguments)
+        # No smolagents checks (the tool exists, argument names and types): they make a bad call an error step.
         # A dict when the model's arguments were JSON, else its text. No is_error in its history: the text says it.
         return self.boundary.call(tool_name, arguments, self._ids.get(id(arguments))).result
 
@@ -106,18 +96,19 @@ class Smolagents(ViaLiteLLM, Adapter):
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """`ToolCallingAgent` passes `max_steps` on to `MultiStepAgent.__init__`, whose default it is."""
-        default = inspect.signature(MultiStepAgent.__init__).parameters["max_steps"].default
-        return {KNOB: KnobDefault(value=default, source="smolagents.agents.MultiStepAgent.__init__(max_steps=)")}
+        return {KNOB: signature_default(MultiStepAgent.__init__, "max_steps")}
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent; the `StopRun` that refuses the wrap-up call propagates to `Adapter.run`."""
-        with ExitStack() as stack:
-            if self.api_for(session.model) == "messages":
-                proxy = stack.enter_context(ModelProxy(session))
-                model: Any = _messages_model(session, proxy)
-            else:
-                # retry=False: smolagents' own retry of rate-limit errors (60 s waits) would add to the SDK's
-                model = _ChatModel(session.model.name, client=session.openai_client(is_async=False), retry=False)
+        with ModelProxy(session) if self.api_for(session.model) == "messages" else nullcontext() as proxy:
+            # retry=False: smolagents' own retry of rate-limit errors (60 s waits) would add to the SDK's
+            if proxy is None:
+                model: Any = _ChatModel(session.model.name, client=session.openai_client(is_async=False), retry=False)
+            else:  # LiteLLM on the run's proxy, offline and quiet (`adapters/_litellm.py`)
+                import_litellm(self.name, self.extra)
+                # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
+                name, url, retries = f"anthropic/{session.model.name}", proxy.anthropic_base_url, session.model.retries
+                model = _MessagesModel(name, api_base=url, api_key=proxy.token, retry=False, num_retries=retries)
             # cap:begin
             cap = {} if session.cap is None else {"max_steps": session.cap}  # unset: MultiStepAgent's default
             # cap:end
@@ -139,14 +130,6 @@ class Smolagents(ViaLiteLLM, Adapter):
 def _guarded(boundary: ToolBoundary, name: str) -> Callable[..., str]:
     """A tool body that calls the Guard (`GuardedAgent` calls it itself, with the model's arguments as sent)."""
     return lambda **kwargs: boundary.call(name, kwargs).result
-
-
-def _messages_model(session: RunSession, proxy: ModelProxy) -> _MessagesModel:
-    """LiteLLM on the run's proxy, offline and quiet (`adapters/_litellm.py`)."""
-    import_litellm("smolagents", "smolagents")
-    # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
-    name, url, retries = f"anthropic/{session.model.name}", proxy.anthropic_base_url, session.model.retries
-    return _MessagesModel(name, api_base=url, api_key=proxy.token, retry=False, num_retries=retries)
 
 
 def bare_run(

@@ -1,18 +1,16 @@
 """Strands Agents: `Agent(...).invoke_async(task, limits={"turns": max_steps})`.
 
 Speaks Chat Completions by default (`OpenAIModel` on the session's recorded `AsyncOpenAI`, not streamed), the
-Responses API (`OpenAIResponsesModel`, which opens a fresh `AsyncOpenAI` per request and closes it: each gets a
-fresh recording HTTP client) and Anthropic Messages (`AnthropicModel`, built from `client_args`). Those two
-always stream: a reply that breaks off mid-stream is not retried (the SDK retries only until a response
-starts), and the run ends `error`. `limits={"turns": N}` allows exactly N model calls, then the agent returns
-normally (`stop_reason="limit_turns"`); unset, nothing bounds the loop (measured: docs/iteration-caps.md).
+Responses API (`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`), both built from `client_args` and
+always streamed: a reply that breaks off mid-stream is not retried (the SDK retries only until a response starts),
+and the run ends `error`. `limits={"turns": N}` allows exactly N model calls, then the agent returns normally
+(`stop_reason="limit_turns"`); unset, nothing bounds the loop (measured: docs/iteration-caps.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anthropic
@@ -26,7 +24,7 @@ from strands.tools.tools import PythonAgentTool
 from strands.types.tools import ToolResult, ToolSpec, ToolUse
 
 from adapters.bare import BareTool, plain_openai_client
-from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession
+from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession, signature_default
 
 MAX_TOKENS = 4096  # AnthropicModel requires one; the same as looplab's other Messages runners
 TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
@@ -48,9 +46,8 @@ def build_model(api: Api, session: RunSession) -> Any:
         replies.append(reply)
 
     class Recorded(OpenAIResponsesModel):
-        """Strands opens an `AsyncOpenAI` per request and closes it (and its HTTP client) after: a fresh one each
-        time. It also stops reading the stream at `response.completed` and leaves it open, which would record the
-        call only when the garbage collector closes it: the reply is closed here, before the tools run."""
+        """Strands opens an `AsyncOpenAI` per request and closes it, HTTP client included: each gets a fresh one. It
+        stops reading at `response.completed`, leaving the reply open (unrecorded): closed here, before tools run."""
 
         def _resolve_client_args(self) -> dict[str, Any]:
             http = session.http_client(openai, is_async=True)
@@ -68,15 +65,8 @@ def build_model(api: Api, session: RunSession) -> Any:
     return Recorded(model_id=name)
 
 
-def guarded_tool(name: str, description: str, schema: dict[str, Any], session: RunSession) -> PythonAgentTool:
-    """A Strands tool with the Guard's name, description and schema; the body is the Guard."""
-
-    def call(tool_use: ToolUse, **_: Any) -> ToolResult:  # sync: Strands runs it on a thread, so calls overlap
-        # `input` is already a dict: Strands parses the JSON itself and replaces text that is not JSON with {}.
-        record = session.tools.call(tool_use["name"], tool_use["input"], tool_use["toolUseId"])
-        status = "error" if record.is_error else "success"
-        return {"toolUseId": tool_use["toolUseId"], "status": status, "content": [{"text": record.result}]}
-
+def agent_tool(name: str, description: str, schema: dict[str, Any], call: Callable[..., ToolResult]) -> PythonAgentTool:
+    """A Strands tool with this name, description and JSON schema; `call(tool_use)` answers it."""
     spec: ToolSpec = {"name": name, "description": description, "inputSchema": {"json": schema}}
     return PythonAgentTool(name, spec, call)
 
@@ -96,24 +86,21 @@ class Strands(Adapter):
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """Both unset by default: `invoke_async(limits=None)`, and `Agent(hooks=None)` registers no counter."""
-        limits = inspect.signature(Agent.invoke_async).parameters["limits"].default
-        hooks = inspect.signature(Agent.__init__).parameters["hooks"].default
-        return {
-            TURNS: KnobDefault(value=limits, source=f"strands.Agent.invoke_async(limits={limits!r}) signature"),
-            HOOK: KnobDefault(value=hooks, source=f"strands.Agent(hooks={hooks!r}) signature"),
-        }
+        return {TURNS: signature_default(Agent.invoke_async, "limits"), HOOK: signature_default(Agent, "hooks")}
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; `StopRun` from the model boundary propagates to `Adapter.run`."""
-        return session.run_async(self._run(task, session))
 
-    async def _run(self, task: str, session: RunSession) -> Finished:
-        tools = [guarded_tool(t.name, t.description, t.parameters, session) for t in session.tools.tools]
+        def guard(tool_use: ToolUse, **_: Any) -> ToolResult:  # sync: Strands runs it on a thread, so calls overlap
+            # `input` is already a dict: Strands parses the JSON itself and replaces text that is not JSON with {}.
+            record = session.tools.call(tool_use["name"], tool_use["input"], tool_use["toolUseId"])
+            status = "error" if record.is_error else "success"
+            return {"toolUseId": tool_use["toolUseId"], "status": status, "content": [{"text": record.result}]}
 
         def unknown_to_guard(event: BeforeToolCallEvent) -> None:
             # Strands answers an unknown name itself ("Unknown tool: ..."); the Guard should see and record it.
             if event.selected_tool is None:
-                event.selected_tool = guarded_tool(event.tool_use["name"], "", {"type": "object"}, session)
+                event.selected_tool = agent_tool(event.tool_use["name"], "", {"type": "object"}, guard)
 
         hooks: list[Any] = [unknown_to_guard]
         # cap:begin
@@ -130,14 +117,14 @@ class Strands(Adapter):
         # cap:end
         agent = Agent(
             model=build_model(self.api_for(session.model), session),
-            tools=tools,  # run concurrently by its default ConcurrentToolExecutor
+            tools=[agent_tool(t.name, t.description, t.parameters, guard) for t in session.tools.tools],
             system_prompt=session.system_prompt,
             callback_handler=None,  # the default prints the streamed text to stdout
             retry_strategy=None,  # its own throttling retries (4 s to 240 s apart) on top of the SDK's: only the SDK's
             hooks=hooks,
         )
         # No OpenTelemetry export: Strands only uses the global tracer provider, a no-op unless the process sets one.
-        result = await agent.invoke_async(task, limits=limits)
+        result = session.run_async(agent.invoke_async(task, limits=limits))
         # The reply's text blocks (`str(result)` ends each with a newline).
         text = "".join(block["text"] for block in result.message.get("content", []) if "text" in block)
         return session.conclude(text if result.stop_reason == "end_turn" else None)
@@ -147,25 +134,21 @@ def bare_run(
     task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
 ) -> int:
     """The same agent with none of looplab's boundaries: plain client, plain tools, Chat Completions."""
+    fns = {t.name: t.fn for t in tools}
 
-    def plain(tool: BareTool) -> PythonAgentTool:
-        def call(tool_use: ToolUse, **_: Any) -> ToolResult:
-            text = tool.fn(**tool_use["input"])
-            return {"toolUseId": tool_use["toolUseId"], "status": "success", "content": [{"text": text}]}
-
-        spec: ToolSpec = {"name": tool.name, "description": tool.description, "inputSchema": {"json": tool.parameters}}
-        return PythonAgentTool(tool.name, spec, call)
+    def plain(tool_use: ToolUse, **_: Any) -> ToolResult:
+        text = fns[tool_use["name"]](**tool_use["input"])
+        return {"toolUseId": tool_use["toolUseId"], "status": "success", "content": [{"text": text}]}
 
     async def run() -> int:
-        client = plain_openai_client(urls["openai"])
-        agent = Agent(
-            model=OpenAIModel(client=client, model_id=model, stream=False),
-            tools=[plain(t) for t in tools],
-            system_prompt=system_prompt,
-            callback_handler=None,
-            retry_strategy=None,
-        )
-        async with client:
+        async with plain_openai_client(urls["openai"]) as client:
+            agent = Agent(
+                model=OpenAIModel(client=client, model_id=model, stream=False),
+                tools=[agent_tool(t.name, t.description, t.parameters, plain) for t in tools],
+                system_prompt=system_prompt,
+                callback_handler=None,
+                retry_strategy=None,
+            )
             result = await agent.invoke_async(task, limits={"turns": max_steps})
         return len(result.metrics.latest_agent_invocation.cycles)
 

@@ -16,8 +16,9 @@ from scenarios.scripted.conversation import PERSONA_HEADER
 from scenarios.scripted.server import ScriptedModelServer
 
 CASES = load_cases()
-#: One runner on the in-process recording transport, one that reaches the model only through the loopback proxy.
-RUNNERS = {"handrolled": "in-process transport", "dspy": "loopback proxy"}
+#: One runner on the in-process recording transport; one that reaches the model through the loopback proxy (the
+#: OpenAI Agents SDK speaks Anthropic Messages through LiteLLM, which builds its own client).
+RUNNERS = {"handrolled": ("in-process transport", None), "openai_agents": ("loopback proxy", "messages")}
 
 
 @dataclass
@@ -43,7 +44,7 @@ class _Seen:
         await self.app(scope, keep, send)
 
 
-@pytest.mark.parametrize("runner", list(RUNNERS), ids=list(RUNNERS.values()))
+@pytest.mark.parametrize("runner", list(RUNNERS), ids=[how for how, _ in RUNNERS.values()])
 @pytest.mark.parametrize(("case_id", "stop"), [("injected-instruction", "rejected"), ("sloppy-calls", None)])
 def test_a_cases_persona_reaches_the_model_with_every_request(runner: str, case_id: str, stop: str | None) -> None:
     """A gullible model asks to write (the gate rejects it), a sloppy one botches calls: the case's checks hold only
@@ -54,7 +55,7 @@ def test_a_cases_persona_reaches_the_model_with_every_request(runner: str, case_
     wrapped: list[_Seen] = []
     with ScriptedModelServer(wrap=lambda app: wrapped.append(_Seen(app)) or wrapped[0]) as server:
         urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
-        outcome = run_one(runner, case, Endpoint(ModelChoice(), urls))
+        outcome = run_one(runner, case, Endpoint(ModelChoice(api=RUNNERS[runner][1]), urls))
     assert outcome.result is not None, outcome.error
     assert outcome.passed, [f"{c.name}: {c.detail}" for c in outcome.checks if not c.passed]
     if stop:

@@ -1,0 +1,78 @@
+"""DSPy's HTTP layer, lm15 (vendored in DSPy), with the run's model boundary in its transport.
+
+`dspy.LM` takes an engine object: `engine()` builds lm15's own, for one provider and endpoint, and a run
+gives it a `RecordedTransport`, whose every request passes the run's recorder as the SDK clients'
+transports do (adapters/recorder.py): gated before it is sent, recorded with its reply. A bare loop gets
+the same engine on lm15's plain transport. Given an engine, DSPy does not choose one on every call, as it
+does for `engine="lm15"` or `"auto"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dspy._vendor.lm15.transports import StdlibTransport, TransportRequest, TransportResponse
+from dspy.clients.engines.lm15_engine import LM15Engine
+from dspy.lm15 import RouterConfig
+
+from adapters.base import RunSession
+from adapters.recorder import ReplyTee
+
+
+@contextmanager
+def engine(
+    provider: str, base_url: str | None, api_key: str, transport: StdlibTransport | None = None
+) -> Iterator[LM15Engine]:
+    """lm15's chat engine for `provider` ("openai": Chat Completions, "anthropic": Messages) at `base_url`.
+
+    DSPy only borrows an engine (`LM.close` leaves it open): it is closed here, with its transport.
+    """
+    # lm15's name for the provider's chat endpoint, as DSPy resolves a "provider/model" string: e.g. openai-chat.
+    wire = LM15Engine(RouterConfig(env={}), model_type="chat").resolve(f"{provider}/model").provider
+    urls = {wire: base_url} if base_url else None
+    built = LM15Engine(RouterConfig(api_keys={wire: api_key}, base_urls=urls, transport=transport), model_type="chat")
+    try:
+        yield built
+    finally:
+        built.close()  # closes the transport lm15 built; one given stays the giver's
+        if transport is not None:
+            transport.close()
+
+
+class RecordedTransport(StdlibTransport):
+    """lm15's HTTP transport with every request through `session`'s recorder, bounded by the run's deadline."""
+
+    def __init__(self, session: RunSession) -> None:
+        seconds = session.limits.max_seconds
+        connect = min(10.0, seconds)
+        super().__init__(connect_timeout=connect, read_timeout=seconds, write_timeout=seconds, pool_timeout=seconds)
+        self.recorder = session.recorder
+
+    def stream(self, request: TransportRequest) -> TransportResponse:
+        """Send `request` unless the gate refuses it (`StopRun`); its reply is recorded when its body ends."""
+        recorder, url, body = self.recorder, request.url, request.body
+        request.headers = list(recorder.outgoing(dict(request.headers)).items())
+        started = recorder.sending(url, body)
+        try:
+            response = super().stream(request)
+        except Exception as exc:
+            recorder.unanswered(url, body, exc, started)
+            raise
+        headers = dict(response.headers)
+        reply = ReplyTee(
+            response, lambda data, error: recorder.answered(url, body, response.status, headers, data, started, error)
+        )
+
+        def release(_consumed: bool) -> None:  # lm15 closes a response it stops reading: record what came
+            reply.finish()
+            response.close()
+
+        return TransportResponse(
+            status=response.status,
+            reason=response.reason,
+            headers=response.headers,
+            http_version=response.http_version,
+            chunks=iter(reply),
+            release=release,
+        )
