@@ -25,15 +25,18 @@ written bare (plain SDK client, plain tool functions timed as they run, the
 framework's own cap at the case's `max_steps`, no recorder, Guard or
 RunSession; the runner's first wire API, the same scripted model) with the
 runner through looplab: each bare run goes right beside its looplab twin, and
-the tax is the median of the pairs' ratios of the time outside the tool calls
-(the tools, pytest included, vary by more than the harness costs; the
-whole-run ratio is shown beside it). A runner whose framework runs in another
+the tax is the median of the pairs' ratios of the time outside the tool
+functions, timed the same way in both (the tools, pytest included, vary by
+more than the harness costs; the Guard's checks and its hand-off to a worker
+thread around each call are looplab's time; the whole-run ratio is shown
+beside it). The verdict needs `MIN_VERDICT_PAIRS` pairs. A runner whose framework runs in another
 process (the ts_ runners, in node) has no bare loop and no tax; the table says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import http.client
 import importlib
@@ -48,6 +51,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +63,7 @@ from rich.console import Console
 from looplab.results import MergeBench, bench_line, bench_merge
 
 if TYPE_CHECKING:
-    from adapters.bare import BareRun
+    from adapters.bare import BareRun, BareTool
     from adapters.trace import Trace
     from shared_tools import Tool
 
@@ -75,6 +79,9 @@ NO_BARE_LOOP = "no bare loop"
 TAX_TARGET = 0.05
 #: Resamples for the bootstrap interval of the tax.
 BOOTSTRAP_RESAMPLES = 2000
+#: Pairs below which the tax gets no verdict: a percentile bootstrap of a median from a handful of pairs is
+#: about as wide as the pairs themselves, and three pairs that all fall under the target prove nothing.
+MIN_VERDICT_PAIRS = 20
 
 
 class RunnerBench(BaseModel):
@@ -113,12 +120,14 @@ class HarnessTax(BaseModel):
     added_ms_per_turn: float
     #: The 95 % bootstrap interval of `tax_outside_tools` (the median of the paired ratios); None under 2 pairs.
     tax_interval: tuple[float, float] | None = None
+    #: The paired runs behind the tax and its interval.
+    pairs: int = 0
 
     @property
     def verdict(self) -> str:
         """Whether the tax is under `TAX_TARGET`, over it, or not decided by this many pairs (the interval spans it)."""
-        if self.tax_interval is None:
-            return "undecided: too few pairs"
+        if self.tax_interval is None or self.pairs < MIN_VERDICT_PAIRS:
+            return f"undecided: {self.pairs} pairs, a verdict needs {MIN_VERDICT_PAIRS}"
         low, high = self.tax_interval
         if high < TAX_TARGET:
             return f"under {TAX_TARGET:.0%}"
@@ -203,6 +212,8 @@ class Sample(BaseModel):
     """One timed run: wall time, time in tools and in the model, and the per-turn overheads."""
 
     wall_s: float
+    #: Time inside the tool functions themselves: the Guard's checks and its hand-off to a worker thread around
+    #: them are looplab's time, as a bare loop's tools have neither.
     tools_s: float
     model_s: float
     turns: int
@@ -216,7 +227,11 @@ def timed_run(runner: str, case: Any, where: Any) -> Sample:
     from shared_tools import Guard, Workspace, default_tools, with_faults
 
     adapter = adapters.load(runner)
-    tools = with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
+    watch = _Stopwatch()
+    tools = [
+        replace(t, fn=watch.timed(t.fn))
+        for t in with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
+    ]
     spec = where.spec_for(adapter, case.model)
     with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
         origin = [0.0]
@@ -231,7 +246,7 @@ def timed_run(runner: str, case: Any, where: Any) -> Sample:
     steps = result.trace.steps
     return Sample(
         wall_s=end,
-        tools_s=sum(c.duration_s for c in result.trace.tool_calls),
+        tools_s=watch.spent,
         model_s=sum(s.model_call.latency_s for s in steps),
         turns=len(steps),
         turn_overheads_s=turn_overheads(result.trace, end),
@@ -276,27 +291,42 @@ def bare_loop(runner: str) -> BareRun | None:
     return getattr(importlib.import_module(adapters.RUNNERS[runner].module), "bare_run", None)
 
 
-class _BareTools:
-    """The tool functions called directly on a workspace, as `BareTool`s, timed; a failure is an error string."""
+class _Stopwatch:
+    """Seconds spent inside the functions it wraps, summed over every thread that calls them (a framework may run
+    one turn's tool calls on threads)."""
 
-    def __init__(self, ws: Any, tools: list[Tool]) -> None:
-        from adapters.bare import BareTool
+    def __init__(self) -> None:
+        self.spent, self._lock = 0.0, threading.Lock()
 
-        self.ws, self.spent, self.lock = ws, 0.0, threading.Lock()
-        self.tools = [BareTool(t.name, t.description, t.parameters, self._timed(t.fn)) for t in tools]
+    def timed(self, fn: Callable[..., str]) -> Callable[..., str]:
+        """`fn`, timed; its signature kept (the Guard reads a tool's own timeout from it)."""
 
-    def _timed(self, fn: Callable[..., str]) -> Callable[..., str]:
-        def call(**kwargs: Any) -> str:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> str:
             started = time.perf_counter()
             try:
-                return fn(self.ws, **kwargs)
-            except Exception as exc:
-                return f"{type(exc).__name__}: {exc}"
+                return fn(*args, **kwargs)
             finally:
-                with self.lock:  # a framework may run a turn's calls on threads
+                with self._lock:
                     self.spent += time.perf_counter() - started
 
         return call
+
+
+def _bare_tools(ws: Any, tools: list[Tool], watch: _Stopwatch) -> list[BareTool]:
+    """The tool functions called directly on a workspace, as `BareTool`s, timed; a failure is an error string."""
+    from adapters.bare import BareTool
+
+    def plain(fn: Callable[..., str]) -> Callable[..., str]:
+        def call(**kwargs: Any) -> str:
+            try:
+                return fn(ws, **kwargs)
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}"
+
+        return call
+
+    return [BareTool(t.name, t.description, t.parameters, watch.timed(plain(t.fn))) for t in tools]
 
 
 def timed_bare(runner: str, loop: BareRun, case: Any, where: Any) -> BareSample:
@@ -306,13 +336,14 @@ def timed_bare(runner: str, loop: BareRun, case: Any, where: Any) -> BareSample:
 
     model = where.spec_for(adapters.load(runner), case.model).name
     with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
-        tools = _BareTools(ws, default_tools(allow_writes=case.allow_writes))
+        watch = _Stopwatch()
+        tools = _bare_tools(ws, default_tools(allow_writes=case.allow_writes), watch)
         gc.collect()
         started = time.perf_counter()
         turns = loop(
-            case.task, tools.tools, where.scripted_urls, model, case.limits.max_steps, system_prompt=case.system_prompt
+            case.task, tools, where.scripted_urls, model, case.limits.max_steps, system_prompt=case.system_prompt
         )
-        return BareSample(wall_s=time.perf_counter() - started, tools_s=tools.spent, turns=turns)
+        return BareSample(wall_s=time.perf_counter() - started, tools_s=watch.spent, turns=turns)
 
 
 # --- fresh interpreters: import time and peak memory ---------------------------------
@@ -591,6 +622,7 @@ def _tax(runner: str, bare: list[BareSample], looplab: list[Sample]) -> HarnessT
         tax_outside_tools=round(median(taxes), 4),
         added_ms_per_turn=round(median([_inside(lab) - _inside(b) for b, lab in pairs]) / turns * 1000, 3),
         tax_interval=None if (ci := median_interval(taxes)) is None else (round(ci[0], 4), round(ci[1], 4)),
+        pairs=len(pairs),
     )
 
 

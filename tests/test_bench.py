@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import statistics
+import time
 from typing import Any
 
 import pytest
@@ -15,11 +16,12 @@ from hypothesis import strategies as st
 import adapters
 from adapters.base import Limits, LooplabError
 from adapters.trace import ModelCall, Step, Trace
-from looplab import bench
+from looplab import bench, harness
 from looplab.cli import main
 from scenarios.cases import load_cases
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Workspace, default_tools
+from shared_tools import guard as guard_module
 from shared_tools.records import ToolCallRecord
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS, run_runner
@@ -175,12 +177,33 @@ def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> N
         twin, counter.paths = counter.paths, []
         for max_steps, made in ((12, {5}), (2, {2, 3})):
             with Workspace(FIXTURE_REPO) as ws:
-                tools = bench._BareTools(ws, default_tools())
-                reported = loop(TASK, tools.tools, urls, "scripted", max_steps, system_prompt=SYSTEM_PROMPT)
-            assert reported == len(counter.paths) and reported in made and tools.spent > 0
+                watch = bench._Stopwatch()
+                tools = bench._bare_tools(ws, default_tools(), watch)
+                reported = loop(TASK, tools, urls, "scripted", max_steps, system_prompt=SYSTEM_PROMPT)
+            assert reported == len(counter.paths) and reported in made and watch.spent > 0
             assert set(counter.paths) == {API_PATH[api]}
             counter.paths.clear()
     assert twin == [API_PATH[api]] * 5
+
+
+def test_the_guards_own_time_is_looplab_time_not_tool_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tax compares time outside the tool functions: the Guard's checks around a call are looplab's cost.
+
+    A Guard made slow by 50 ms a call must show in the looplab run's time outside the tools (a bare loop has no
+    Guard); were the Guard's time counted as tool time, it would vanish from the tax.
+    """
+    slow_s, parse = 0.05, guard_module._parse_args
+
+    def slow_parse(*args: Any) -> Any:
+        time.sleep(slow_s)
+        return parse(*args)
+
+    monkeypatch.setattr(guard_module, "_parse_args", slow_parse)
+    with harness.endpoint(harness.ModelChoice()) as where:
+        sample = bench.timed_run("handrolled", load_cases()["vip-compound"], where)
+    assert sample.stop_reason == "final_answer" and sample.turns == 5  # one tool call in each of four turns
+    assert sample.wall_s - sample.tools_s >= 4 * slow_s
+    assert sample.tools_s > 0
 
 
 def test_turn_overheads_subtract_the_model_call_and_the_turns_tools() -> None:
@@ -258,9 +281,11 @@ def test_the_tax_interval_holds_the_median_and_decides_only_when_it_clears_the_t
     tax = bench.HarnessTax(
         runner="r", turns_bare=1, turns_looplab=1, bare_wall_ms=1, looplab_wall_ms=1, tax_wall=0,
         bare_outside_tools_ms=1, looplab_outside_tools_ms=1, tax_outside_tools=statistics.median(taxes),
-        added_ms_per_turn=0, tax_interval=(low, high),
+        added_ms_per_turn=0, tax_interval=(low, high), pairs=len(taxes),
     )  # fmt: skip
-    if high < bench.TAX_TARGET:
+    if len(taxes) < bench.MIN_VERDICT_PAIRS:  # however the few pairs fell
+        assert tax.verdict.startswith("undecided") and str(bench.MIN_VERDICT_PAIRS) in tax.verdict
+    elif high < bench.TAX_TARGET:
         assert tax.verdict == "under 5%"
     elif low > bench.TAX_TARGET:
         assert tax.verdict == "over 5%"
