@@ -40,7 +40,8 @@ class Fault(BaseModel):
             time.sleep(self.seconds)
             return inner(ws, *args, **kwargs)
 
-        return dataclasses.replace(tool, fn=faulty)
+        # A slow fault sleeps before the tool sees its `timeout_s`: the Guard must bound it, not trust it to stop.
+        return dataclasses.replace(tool, fn=faulty, honours_timeout=tool.honours_timeout and self.kind != "slow")
 
 
 def with_faults(tools: Iterable[Tool], faults: Iterable[Fault]) -> list[Tool]:

@@ -26,8 +26,6 @@ from shared_tools.workspace import PathRefused, Workspace
 
 #: Tool arguments longer than this (as JSON text) are refused before they are parsed.
 MAX_ARGS_CHARS = 1_000_000
-#: How long past the deadline the Guard waits for a tool that was handed the deadline as `timeout_s`.
-SELF_BOUND_GRACE_S = 0.5
 #: How much of an invalid call's arguments its record keeps.
 RECORDED_ARGS_CHARS = 2_000
 
@@ -44,6 +42,8 @@ class Tool:
     description: str
     args_model: type[BaseModel]
     effect: bool = False
+    #: False for a wrapper that may outlast the `timeout_s` it passes on (a fault that sleeps first).
+    honours_timeout: bool = True
 
     @classmethod
     def from_function(cls, fn: Callable[..., str], *, effect: bool = False) -> Tool:
@@ -67,6 +67,12 @@ class Tool:
         """The default of the function's keyword-only `timeout_s`, if it takes one: its own bound."""
         param = inspect.signature(self.fn).parameters.get("timeout_s")
         return None if param is None else param.default
+
+    @property
+    def bounds_itself(self) -> bool:
+        """Whether the function stops at the `timeout_s` it takes (run_tests kills pytest there, search_code stops
+        searching): the Guard then runs it on the calling thread, with no worker to hand it to and wait on."""
+        return self.honours_timeout and self.timeout_default is not None
 
     @functools.cached_property
     def parameters(self) -> dict[str, Any]:
@@ -214,9 +220,7 @@ class Guard:
             kwargs["timeout_s"] = min(remaining, tool.timeout_default)
         try:
             run = functools.partial(tool.fn, self.workspace, **kwargs)
-            # A tool that takes the deadline itself (run_tests kills pytest there) gets a moment to do so.
-            grace = SELF_BOUND_GRACE_S if "timeout_s" in kwargs else 0.0
-            return "ok", self._bounded(name, run, remaining, grace)
+            return "ok", self._bounded(name, run, remaining, inline=tool.bounds_itself)
         except PathRefused as exc:
             return "refused", f"PathRefused: {exc}"
         except TimeoutError as exc:
@@ -227,15 +231,19 @@ class Guard:
         except Exception as exc:  # a tool failure is an observation, never a crash
             return "error", f"{type(exc).__name__}: {exc}"
 
-    def _bounded(self, name: str, run: Callable[[], str], remaining: float | None, grace: float = 0.0) -> str:
-        """`run()`, waited for until the run's deadline (+ `grace`) at most; without a deadline, on this thread."""
-        if remaining is None:
-            return run()
-        if remaining <= 0:
+    def _bounded(self, name: str, run: Callable[[], str], remaining: float | None, *, inline: bool) -> str:
+        """`run()`, waited for until the run's deadline at most.
+
+        On this thread without a deadline, or when the tool stops itself at it (`inline`); otherwise on a worker
+        thread, which the run stops waiting for at its deadline (a hand-off that costs about 0.2 ms a call).
+        """
+        if remaining is not None and remaining <= 0:
             raise TimeoutError(f"the run's deadline had passed; {name} did not start")
+        if remaining is None or inline:
+            return run()
         job = _Job(run)
         _pool.submit(job)
-        if not job.done.wait(remaining + grace):  # the tool goes on in its (daemon) thread; the run does not wait
+        if not job.done.wait(remaining):  # the tool goes on in its (daemon) thread; the run does not wait
             raise TimeoutError(f"{name} was still running at the run's deadline; its result is not awaited")
         if job.error is not None:
             raise job.error

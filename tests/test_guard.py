@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import threading
 import time
+import typing
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared_tools import Guard, Workspace, default_tools
+from shared_tools import Guard, Workspace, default_tools, with_faults
+from shared_tools.faults import Fault
+from shared_tools.guard import Tool
+
+KINDS = typing.get_args(Fault.model_fields["kind"].annotation)
 
 
 def test_every_default_tool_has_a_schema_and_a_description(guard: Guard) -> None:
@@ -114,6 +121,35 @@ def test_the_run_deadline_bounds_run_tests_and_signals_timeout(tmp_path) -> None
         record = guard.call("run_tests", {"target": "tests/test_slow.py"})
         assert time.monotonic() - started < 3
     assert record.outcome == "timeout" and guard.stop is not None and guard.stop.reason == "timeout"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(faults=st.dictionaries(st.sampled_from(["run_tests", "read_file", "search_code"]), st.sampled_from(KINDS)))
+def test_only_a_tool_that_stops_itself_at_the_deadline_runs_on_the_calling_thread(
+    workspace: Workspace, faults: dict[str, str]
+) -> None:
+    """run_tests and search_code take the deadline as `timeout_s` and stop there; read_file does not, and a slow
+    fault sleeps before its tool sees the deadline: those the Guard hands to a worker thread it can stop waiting for."""
+    threads: dict[str, int] = {}
+
+    def watched(tool: Tool) -> Tool:
+        @functools.wraps(tool.fn)
+        def fn(*args: object, **kwargs: object) -> str:
+            threads[tool.name] = threading.get_ident()
+            return tool.fn(*args, **kwargs)
+
+        return dataclasses.replace(tool, fn=fn)
+
+    injected = [Fault(tool=name, kind=kind, seconds=0.01) for name, kind in faults.items()]
+    guard = Guard(workspace, tools=[watched(t) for t in with_faults(default_tools(), injected)])
+    guard.deadline = guard.clock() + 60
+    guard.call("run_tests", {"target": "tests/test_invoice.py"})
+    guard.call("read_file", {"path": "billing/money.py"})
+    guard.call("search_code", {"query": "def apply_discount"})
+    here = threading.get_ident()
+    for name in ("run_tests", "read_file", "search_code"):
+        stops_itself = name != "read_file" and faults.get(name) != "slow"
+        assert (threads.get(name, here) == here) == stops_itself, (name, faults)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
