@@ -26,6 +26,10 @@ from shared_tools.workspace import TEXT_SUFFIXES, ToolError, Workspace
 RUN_TESTS_TIMEOUT_S = 60.0
 RUN_TESTS_MAX_CHARS = 8_000
 READ_FILE_MAX_CHARS = 20_000
+#: read_file's own bound: counting what is cut from a huge file stops there.
+READ_FILE_TIMEOUT_S = 5.0
+#: Characters read at a time while counting the rest of a truncated file.
+READ_FILE_CHUNK_CHARS = 1 << 20
 SEARCH_MAX_HITS = 40
 SEARCH_TIMEOUT_S = 5.0
 SEARCH_MAX_QUERY_CHARS = 1_000
@@ -141,15 +145,25 @@ def read_file(
     path: Annotated[
         str, Field(description="File path relative to the repo root, e.g. 'billing/invoice.py'."), RepoPath
     ],
+    *,
+    timeout_s: float = READ_FILE_TIMEOUT_S,
 ) -> str:
     """Return the text of a source or text file in the repository.
 
     Use it to read a test body or the module a search hit points to.
     """
+    deadline = time.monotonic() + timeout_s
     with ws.text_file(path).open(encoding="utf-8", errors="replace") as fh:
         text = fh.read(READ_FILE_MAX_CHARS + 1)
         if len(text) > READ_FILE_MAX_CHARS:
-            rest = len(fh.read())
+            rest = 0
+            while chunk := fh.read(READ_FILE_CHUNK_CHARS):  # only counted, a chunk at a time, until the bound
+                rest += len(chunk)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"read_file {path}: counting past its first {READ_FILE_MAX_CHARS} characters "
+                        f"took over {timeout_s:g}s"
+                    )
             cut = len(text) - READ_FILE_MAX_CHARS + rest
             text = text[:READ_FILE_MAX_CHARS] + f"\n[... truncated: {cut} more characters not shown ...]"
     return text

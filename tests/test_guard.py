@@ -128,8 +128,8 @@ def test_the_run_deadline_bounds_run_tests_and_signals_timeout(tmp_path) -> None
 def test_only_a_tool_that_stops_itself_at_the_deadline_runs_on_the_calling_thread(
     workspace: Workspace, faults: dict[str, str]
 ) -> None:
-    """run_tests and search_code take the deadline as `timeout_s` and stop there; read_file does not, and a slow
-    fault sleeps before its tool sees the deadline: those the Guard hands to a worker thread it can stop waiting for."""
+    """The default tools take the deadline as `timeout_s` and stop there; a slow fault sleeps before its tool sees
+    the deadline, so the Guard hands that tool to a worker thread it can stop waiting for."""
     threads: dict[str, int] = {}
 
     def watched(tool: Tool) -> Tool:
@@ -148,7 +148,7 @@ def test_only_a_tool_that_stops_itself_at_the_deadline_runs_on_the_calling_threa
     guard.call("search_code", {"query": "def apply_discount"})
     here = threading.get_ident()
     for name in ("run_tests", "read_file", "search_code"):
-        stops_itself = name != "read_file" and faults.get(name) != "slow"
+        stops_itself = faults.get(name) != "slow"
         assert (threads.get(name, here) == here) == stops_itself, (name, faults)
 
 

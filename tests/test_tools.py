@@ -80,6 +80,15 @@ def test_read_file_truncates_long_files_with_a_marker(workspace: Workspace) -> N
     assert len(text) < 20_100
 
 
+def test_read_file_stops_counting_a_huge_file_at_its_bound(workspace: Workspace) -> None:
+    """What is cut is only counted, and counting stops at `timeout_s`: read_file bounds itself, as the Guard
+    trusts it to (it runs on the calling thread)."""
+    (workspace.root / "huge.txt").write_text("x" * (tools.READ_FILE_MAX_CHARS + 3 * tools.READ_FILE_CHUNK_CHARS))
+    with pytest.raises(TimeoutError, match="huge.txt"):
+        tools.read_file(workspace, "huge.txt", timeout_s=0.0)
+    assert "truncated" in tools.read_file(workspace, "huge.txt")  # with time to count, the marker as before
+
+
 def test_read_file_refuses_binary_suffixes(workspace: Workspace) -> None:
     (workspace.root / "blob.bin").write_bytes(b"\0\1")
     with pytest.raises(tools.ToolError, match="only source and text files"):
