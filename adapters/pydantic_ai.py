@@ -60,8 +60,8 @@ def raw_args_hooks() -> Hooks[None]:
     """
     hooks: Hooks[None] = Hooks()
 
-    @hooks.on.before_tool_validate
-    def wrap_raw(ctx: RunContext[None], /, *, call: ToolCallPart, tool_def: ToolDefinition, args: Any) -> dict:
+    @hooks.on.before_tool_validate  # async: Pydantic AI runs a sync hook on a worker thread, a hand-off a call
+    async def wrap_raw(ctx: RunContext[None], /, *, call: ToolCallPart, tool_def: ToolDefinition, args: Any) -> dict:
         return {"raw": args}  # the tool body's one keyword: the JSON string or dict as the model sent it
 
     return hooks
