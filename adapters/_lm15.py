@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 
 from dspy._vendor.lm15.transports import StdlibTransport, TransportRequest, TransportResponse
 from dspy.clients.engines.lm15_engine import LM15Engine
 from dspy.lm15 import RouterConfig
 
 from adapters.base import RunSession
-from adapters.recorder import ReplyTee
 
 
 @contextmanager
@@ -28,8 +28,7 @@ def engine(
 
     DSPy only borrows an engine (`LM.close` leaves it open): it is closed here, with its transport.
     """
-    # lm15's name for the provider's chat endpoint, as DSPy resolves a "provider/model" string: e.g. openai-chat.
-    wire = LM15Engine(RouterConfig(env={}), model_type="chat").resolve(f"{provider}/model").provider
+    wire = _wire(provider)
     urls = {wire: base_url} if base_url else None
     built = LM15Engine(RouterConfig(api_keys={wire: api_key}, base_urls=urls, transport=transport), model_type="chat")
     try:
@@ -38,6 +37,12 @@ def engine(
         built.close()  # closes the transport lm15 built; one given stays the giver's
         if transport is not None:
             transport.close()
+
+
+@cache
+def _wire(provider: str) -> str:
+    """lm15's name for `provider`'s chat endpoint, as DSPy resolves a "provider/model" string: e.g. openai-chat."""
+    return LM15Engine(RouterConfig(env={}), model_type="chat").resolve(f"{provider}/model").provider
 
 
 class RecordedTransport(StdlibTransport):
@@ -53,16 +58,9 @@ class RecordedTransport(StdlibTransport):
         """Send `request` unless the gate refuses it (`StopRun`); its reply is recorded when its body ends."""
         recorder, url, body = self.recorder, request.url, request.body
         request.headers = list(recorder.outgoing(dict(request.headers)).items())
-        started = recorder.sending(url, body)
-        try:
+        with recorder.exchange(url, body) as exchange:
             response = super().stream(request)
-        except Exception as exc:
-            recorder.unanswered(url, body, exc, started)
-            raise
-        headers = dict(response.headers)
-        reply = ReplyTee(
-            response, lambda data, error: recorder.answered(url, body, response.status, headers, data, started, error)
-        )
+        reply = exchange.tee(response.status, dict(response.headers), response)
 
         def release(_consumed: bool) -> None:  # lm15 closes a response it stops reading: record what came
             reply.finish()

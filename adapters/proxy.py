@@ -130,31 +130,27 @@ class ModelProxy(ModelServerUrls):
         if handler.command != "POST" or (target := self._target(handler.path)) is None:
             asked, model = f"{handler.command} {handler.path}", self.session.model.label
             return handler.send_json(*_error(404, f"looplab: this run's model is {model}; {asked} is not its endpoint"))
-        recorder = self.session.recorder
         try:
-            started = recorder.sending(target, body)
+            exchange = self.session.recorder.exchange(target, body)
         except StopRun as stop:  # the gate refused it: nothing was forwarded
             return handler.send_json(*_error(403, f"looplab refused the request: {stop.detail}", kind="looplab_limit"))
         upstream = handler.upstream = handler.upstream or self._connect()
         path = urlsplit(target).path + _query(handler.path)
         try:
-            upstream.request("POST", path, body=body, headers=self._headers(incoming))
-            reply = upstream.getresponse()
+            with exchange:
+                upstream.request("POST", path, body=body, headers=self._headers(incoming))
+                reply = upstream.getresponse()
         except (OSError, http.client.HTTPException) as exc:  # a failed attempt; the child sees a gateway error
             handler.drop_upstream()
-            recorder.unanswered(target, body, exc, started)
             return handler.send_json(*_error(502, f"looplab could not reach the model: {type(exc).__name__}: {exc}"))
         headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in DROPPED_RESPONSE]
         received: list[bytes] = []
         error: Exception | None = None
-        recorded = False
 
         def record() -> None:
             # Before the child sees the reply end: it may call a tool at once, and the Guard's cutoff must
-            # already count this model call.
-            nonlocal recorded
-            recorded = True
-            recorder.answered(target, body, reply.status, reply.headers, b"".join(received), started, error)
+            # already count this model call. Only the first record counts.
+            exchange.whole(reply.status, reply.headers, b"".join(received), error)
 
         try:
             if reply.getheader("content-type", "").startswith("text/event-stream"):
@@ -174,8 +170,7 @@ class ModelProxy(ModelServerUrls):
         finally:
             if error is not None or not reply.isclosed():
                 handler.drop_upstream()
-            if not recorded:
-                record()
+            record()
 
     def _connect(self) -> http.client.HTTPConnection:
         """A keep-alive connection to the upstream, for one child connection's requests in turn."""

@@ -87,33 +87,9 @@ class ModelRecorder:
         replaced = {name.lower() for name in self.headers}
         return {k: v for k, v in headers.items() if k.lower() not in replaced} | dict(self.headers)
 
-    # The three moments of one exchange, for a transport here or a relay elsewhere (adapters/proxy.py).
-
-    def sending(self, url: str, body: bytes) -> float:
-        """Gate a request about to go out (the gate may raise to refuse it); the clock when it went."""
-        if self.gate is not None and _endpoint(url) is not None:
-            self.gate(len(body))
-        return self.clock()
-
-    def answered(
-        self,
-        url: str,
-        body: bytes,
-        status: int,
-        headers: Any,
-        response_body: bytes,
-        started: float,
-        error: Exception | None = None,
-    ) -> None:
-        """A response, whole (or broken off with `error`): recorded, and a 429's retry-after told to the pacer."""
-        self._record(url, body, status, response_body, started, error)
-        if status == 429 and self.pacer is not None and (wait := retry_after_s(headers)) is not None:
-            self.pacer.hold(wait)
-
-    def unanswered(self, url: str, body: bytes, exc: Exception, started: float) -> None:
-        """A request that got no response at all (connection refused or reset, a timeout)."""
-        if (endpoint := _endpoint(url)) is not None:
-            self._failed(endpoint, None, f"{type(exc).__name__}: {exc}", len(body), 0, started)
+    def exchange(self, url: str, body: bytes) -> Exchange:
+        """A request about to go out to `url`, gated now (the gate may raise to refuse it): see `Exchange`."""
+        return Exchange(self, url, body)
 
     def _record(
         self,
@@ -214,20 +190,18 @@ def http_module_for(sdk: ModuleType) -> ModuleType:
 
 
 class ReplyTee:
-    """A reply's body passing through, kept, and reported once: when it ends, breaks off or is closed.
+    """A reply's body passing through, kept, and reported when it ends, breaks off or is closed.
 
     What every recording transport shares (the httpx ones here, DSPy's in adapters/_lm15.py): `done(body, error)`
-    is called once, with the bytes so far and the error that broke the body off, if one did.
+    is called with the bytes so far and the error that broke the body off, if one did (`Exchange` keeps the first).
     """
 
     def __init__(self, inner: Any, done: Callable[[bytes, Exception | None], None]) -> None:
-        self.inner, self.done, self.chunks, self.finished = inner, done, [], False
+        self.inner, self.done, self.chunks = inner, done, []
 
     def finish(self, error: Exception | None = None) -> None:
-        """Report the body as it stands, unless it was reported already."""
-        if not self.finished:
-            self.finished = True
-            self.done(b"".join(self.chunks), error)
+        """Report the body as it stands."""
+        self.done(b"".join(self.chunks), error)
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -238,6 +212,44 @@ class ReplyTee:
             self.finish(exc)
             raise
         self.finish()
+
+
+class Exchange:
+    """One model request through the recorder, the sequence every transport and the relay (adapters/proxy.py) follow.
+
+    Made just before the request goes out, which gates it: the gate may raise to refuse it. Sent inside
+    `with exchange:`, a failure with no response is recorded as an attempt that got no answer, and raised on.
+    Its reply is then recorded once, whichever comes first: `whole()` for a body read whole (or broken off),
+    or the end of a `tee()` the body passes through.
+    """
+
+    def __init__(self, recorder: ModelRecorder, url: str, body: bytes) -> None:
+        if recorder.gate is not None and _endpoint(url) is not None:
+            recorder.gate(len(body))
+        self.recorder, self.url, self.body, self.started = recorder, url, body, recorder.clock()
+        self.recorded = False
+
+    def __enter__(self) -> Exchange:
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
+        if isinstance(error, Exception) and (endpoint := _endpoint(self.url)) is not None:
+            self.recorded = True
+            message = f"{type(error).__name__}: {error}"
+            self.recorder._failed(endpoint, None, message, len(self.body), 0, self.started)
+
+    def whole(self, status: int, headers: Any, body: bytes, error: Exception | None = None) -> None:
+        """The reply (or what came before `error` broke it off): recorded, and a 429's retry-after told to the pacer."""
+        if self.recorded:
+            return
+        self.recorded = True
+        self.recorder._record(self.url, self.body, status, body, self.started, error)
+        if status == 429 and self.recorder.pacer is not None and (wait := retry_after_s(headers)) is not None:
+            self.recorder.pacer.hold(wait)
+
+    def tee(self, status: int, headers: Any, chunks: Any, kind: type[ReplyTee] = ReplyTee) -> ReplyTee:
+        """The reply's body passing through `kind`, recorded when it ends, breaks off or is closed."""
+        return kind(chunks, lambda body, error: self.whole(status, headers, body, error))
 
 
 @cache
@@ -264,30 +276,20 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self.finish()
             await self.inner.aclose()
 
-    def _error_response(recorder: ModelRecorder, request: Any, response: Any, body: bytes, started: float) -> Any:
-        """An error response, already read (an SDK may close it unread before retrying), recorded now."""
-        recorder.answered(str(request.url), request.content, response.status_code, response.headers, body, started)
+    def _reply(exchange: Exchange, request: Any, response: Any, tee: type[ReplyTee], error_body: bytes | None) -> Any:
+        """The response handed on: an error one already read and recorded (an SDK may close it unread before
+        retrying), any other with its body recorded as it passes."""
+        if error_body is not None:
+            exchange.whole(response.status_code, response.headers, error_body)
+            body: dict[str, Any] = {"content": error_body}
+        else:
+            body = {"stream": exchange.tee(response.status_code, response.headers, response.stream, tee)}
         return http.Response(
             status_code=response.status_code,
             headers=response.headers,
-            content=body,
             extensions=response.extensions,
             request=request,
-        )
-
-    def _wrap(recorder: ModelRecorder, request: Any, response: Any, started: float, tee: type) -> Any:
-        body = request.content
-        url = str(request.url)
-
-        def done(data: bytes, error: Exception | None) -> None:
-            recorder._record(url, body, response.status_code, data, started, error)
-
-        return http.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            stream=tee(response.stream, done),
-            extensions=response.extensions,
-            request=request,
+            **body,
         )
 
     class RecordingTransport(http.BaseTransport):
@@ -297,15 +299,10 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
         def handle_request(self, request: Any) -> Any:
             request.read()
             _prepare(self.recorder, request)
-            started = self.recorder.sending(str(request.url), request.content)
-            try:
+            with self.recorder.exchange(str(request.url), request.content) as exchange:
                 response = self.inner.handle_request(request)
-            except Exception as exc:
-                self.recorder.unanswered(str(request.url), request.content, exc, started)
-                raise
-            if not 200 <= response.status_code < 300:
-                return _error_response(self.recorder, request, response, response.read(), started)
-            return _wrap(self.recorder, request, response, started, _Tee)
+            error_body = None if 200 <= response.status_code < 300 else response.read()
+            return _reply(exchange, request, response, _Tee, error_body)
 
         def close(self) -> None:
             self.inner.close()
@@ -317,15 +314,10 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
         async def handle_async_request(self, request: Any) -> Any:
             await request.aread()
             _prepare(self.recorder, request)
-            started = self.recorder.sending(str(request.url), request.content)
-            try:
+            with self.recorder.exchange(str(request.url), request.content) as exchange:
                 response = await self.inner.handle_async_request(request)
-            except Exception as exc:
-                self.recorder.unanswered(str(request.url), request.content, exc, started)
-                raise
-            if not 200 <= response.status_code < 300:
-                return _error_response(self.recorder, request, response, await response.aread(), started)
-            return _wrap(self.recorder, request, response, started, _AsyncTee)
+            error_body = None if 200 <= response.status_code < 300 else await response.aread()
+            return _reply(exchange, request, response, _AsyncTee, error_body)
 
         async def aclose(self) -> None:
             await self.inner.aclose()
