@@ -74,14 +74,20 @@ class Tool:
         searching): the Guard then runs it on the calling thread, with no worker to hand it to and wait on."""
         return self.honours_timeout and self.timeout_default is not None
 
-    @functools.cached_property
+    @property
     def parameters(self) -> dict[str, Any]:
-        """JSON Schema of the arguments, as the providers' tool definitions take it (built once)."""
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return schema
+        """JSON Schema of the arguments, as the providers' tool definitions take it (built once per argument model,
+        so a copy of the tool with another function, as a fault makes, shares it)."""
+        return _schema(self.args_model)
+
+
+@functools.cache
+def _schema(args_model: type[BaseModel]) -> dict[str, Any]:
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema
 
 
 def run_clock() -> Callable[[], float]:

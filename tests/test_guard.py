@@ -152,6 +152,18 @@ def test_only_a_tool_that_stops_itself_at_the_deadline_runs_on_the_calling_threa
         assert (threads.get(name, here) == here) == stops_itself, (name, faults)
 
 
+@given(kind=st.sampled_from(KINDS), text=st.text(max_size=20), seconds=st.floats(0, 1))
+def test_a_faulted_copy_of_a_tool_shares_its_schema_which_still_says_what_the_signature_says(
+    kind: str, text: str, seconds: float
+) -> None:
+    """The schema is built once per argument model, so a fault's copy (made for every run of its case) does not
+    build it again; what the model is told stays what the signature says."""
+    for tool in default_tools(allow_writes=True):
+        faulted = with_faults([tool], [Fault(tool=tool.name, kind=kind, text=text, seconds=seconds)])[0]
+        assert faulted.fn is not tool.fn and faulted.parameters is tool.parameters
+        assert faulted.parameters == Tool.from_function(tool.fn).parameters
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     calls=st.lists(st.sampled_from(["read_file", "search_code", "write_file", "no_such_tool"]), max_size=8),
