@@ -110,7 +110,7 @@ class ModelRecorder:
                 message = f"the reply broke off after {len(response_body)} bytes: {type(error).__name__}: {error}"
             self._failed(endpoint, status, message, len(request_body), len(response_body), started)
             return
-        info = parse_exchange(endpoint, request_body, response_body)
+        info = parse_exchange(endpoint, response_body)
         # What the model sent is text from outside: it must still serialize (no lone surrogates).
         info.tool_calls_requested = [clean(str(name)) for name in info.tool_calls_requested]
         info.finish_reason = clean(str(info.finish_reason)) if info.finish_reason is not None else None
@@ -341,6 +341,9 @@ class ExchangeInfo:
     text: str = ""
 
 
+#: How a server-sent-events body begins: a field or a comment line (a JSON body begins with "{").
+SSE_START = re.compile(rb"\s*(?:event|data|id|retry)?:")
+
 #: A tool named in a reply's text rather than as a tool call: DSPy's `next_tool_name` field, in its field
 #: format or its JSON one (the text protocol a ReAct loop without native tool calls speaks).
 TOOL_NAMED_IN_TEXT = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_tool_name"\s*:\s*"([^"]*)"')
@@ -348,16 +351,11 @@ TOOL_NAMED_IN_TEXT = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_t
 TEXT_PROTOCOL_ANSWER = "finish"
 
 
-def parse_exchange(endpoint: str, request_body: bytes, response_body: bytes) -> ExchangeInfo:
+def parse_exchange(endpoint: str, response_body: bytes) -> ExchangeInfo:
     """Tokens, finish reason and requested tools from a response, streamed (SSE) or not."""
-    info = ExchangeInfo()
-    # Parsing the whole request (the conversation so far) only to read one flag costs more than the rest of the
-    # record: a body that does not name it is not streamed.
-    if b'"stream"' in request_body:
-        try:
-            info.streamed = bool(json.loads(request_body).get("stream"))
-        except (ValueError, AttributeError):
-            pass
+    # Told from the reply's first bytes, which say what came on the wire: reading the request's "stream" flag
+    # means scanning (or parsing) the whole conversation so far, which costs more than the rest of the record.
+    info = ExchangeInfo(streamed=SSE_START.match(response_body) is not None)
     events = list(_sse_events(response_body)) if info.streamed else [_json(response_body)]
     reader = {"chat.completions": _read_chat, "responses": _read_responses, "messages": _read_messages}[endpoint]
     for event in events:

@@ -175,7 +175,7 @@ def test_the_recorder_reads_the_tool_a_text_reply_names(name: str, json_form: bo
         endpoint = "messages"
     if streamed:
         body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
-        info = parse_exchange(endpoint, b'{"stream": true}', body)
+        info = parse_exchange(endpoint, body)
     else:
-        info = parse_exchange(endpoint, b"{}", json.dumps(whole).encode())
+        info = parse_exchange(endpoint, json.dumps(whole).encode())
     assert info.tool_calls_requested == ([] if name == TEXT_PROTOCOL_ANSWER else [name])

@@ -102,7 +102,7 @@ def test_cached_input_tokens_are_read_from_every_wire_format(endpoint: str, usag
         "responses": {"object": "response", "status": "completed", "output": [], "usage": usage},
         "messages": {"type": "message", "content": [], "stop_reason": "end_turn", "usage": usage},
     }[endpoint]
-    info = parse_exchange(endpoint, b"{}", json.dumps(body).encode())
+    info = parse_exchange(endpoint, json.dumps(body).encode())
     assert (info.input_tokens, info.cached_input_tokens, info.output_tokens) == (1200, 1024, 50)
 
 

@@ -8,8 +8,10 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from adapters.recorder import ModelRecorder, http_module_for
+from adapters.recorder import ModelRecorder, http_module_for, parse_exchange
 from scenarios.scripted.conversation import PERSONA_HEADER
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import run_clock
@@ -49,6 +51,24 @@ def _only_call(recorder: ModelRecorder, endpoint: str, streamed: bool):
     assert (call.endpoint, call.streamed, call.status) == (endpoint, streamed, 200)
     assert call.input_tokens > 0 and call.output_tokens > 0 and call.request_bytes > 0 and call.response_bytes > 0
     return call
+
+
+@given(
+    events=st.lists(st.dictionaries(st.sampled_from(["type", "id", "x"]), st.text(max_size=8)), min_size=1, max_size=4),
+    lead=st.sampled_from(["", " ", "\n", "\r\n  "]),
+    named=st.booleans(),
+    comment=st.booleans(),
+    endpoint=st.sampled_from(["chat.completions", "responses", "messages"]),
+)
+def test_a_reply_is_streamed_when_its_body_is_server_sent_events(
+    events: list[dict[str, str]], lead: str, named: bool, comment: bool, endpoint: str
+) -> None:
+    """Told from the reply's own first bytes (not the request's flag): what came on the wire."""
+    sse = (": keep-alive\n\n" if comment else "") + "".join(
+        (f"event: {e.get('type', 'x')}\n" if named else "") + f"data: {json.dumps(e)}\n\n" for e in events
+    )
+    assert parse_exchange(endpoint, (lead + sse).encode()).streamed
+    assert not parse_exchange(endpoint, (lead + json.dumps(events[0])).encode()).streamed
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
