@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from types import ModuleType
 from typing import Any
 
@@ -175,6 +175,7 @@ def _error_message(body: bytes) -> str:
     return preview(" ".join(text.split()), ERROR_CHARS)
 
 
+@lru_cache(maxsize=256)
 def _endpoint(url: str) -> str | None:
     path = url.split("?")[0]
     return next((kind for suffix, kind in ENDPOINTS.items() if path.endswith(suffix)), None)
@@ -276,21 +277,14 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self.finish()
             await self.inner.aclose()
 
-    def _reply(exchange: Exchange, request: Any, response: Any, tee: type[ReplyTee], error_body: bytes | None) -> Any:
+    def _reply(exchange: Exchange, response: Any, tee: type[ReplyTee], error_body: bytes | None) -> Any:
         """The response handed on: an error one already read and recorded (an SDK may close it unread before
         retrying), any other with its body recorded as it passes."""
         if error_body is not None:
             exchange.whole(response.status_code, response.headers, error_body)
-            body: dict[str, Any] = {"content": error_body}
         else:
-            body = {"stream": exchange.tee(response.status_code, response.headers, response.stream, tee)}
-        return http.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            extensions=response.extensions,
-            request=request,
-            **body,
-        )
+            response.stream = exchange.tee(response.status_code, response.headers, response.stream, tee)
+        return response
 
     class RecordingTransport(http.BaseTransport):
         def __init__(self, recorder: ModelRecorder, inner: Any) -> None:
@@ -302,7 +296,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             with self.recorder.exchange(str(request.url), request.content) as exchange:
                 response = self.inner.handle_request(request)
             error_body = None if 200 <= response.status_code < 300 else response.read()
-            return _reply(exchange, request, response, _Tee, error_body)
+            return _reply(exchange, response, _Tee, error_body)
 
         def close(self) -> None:
             self.inner.close()
@@ -317,7 +311,7 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             with self.recorder.exchange(str(request.url), request.content) as exchange:
                 response = await self.inner.handle_async_request(request)
             error_body = None if 200 <= response.status_code < 300 else await response.aread()
-            return _reply(exchange, request, response, _AsyncTee, error_body)
+            return _reply(exchange, response, _AsyncTee, error_body)
 
         async def aclose(self) -> None:
             await self.inner.aclose()
