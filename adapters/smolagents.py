@@ -17,6 +17,7 @@ from smolagents import LiteLLMModel, LogLevel, OpenAIModel, Tool, ToolCallingAge
 from smolagents.agents import MultiStepAgent
 from smolagents.memory import ActionStep
 from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction
+from smolagents.utils import AgentMaxStepsError
 
 from adapters._litellm import ViaLiteLLM, import_litellm
 from adapters.bare import BareTool, plain_openai_client
@@ -120,11 +121,13 @@ class Smolagents(ViaLiteLLM, Adapter):
                 verbosity_level=LogLevel.OFF,  # its rich panels would go to the terminal
                 **cap,
             )
-            result = agent.run(task, return_full_result=True)
-        if result.state == "max_steps_error" and agent.memory.steps[-1].token_usage is None:
+            # The output alone: a full result serializes the whole memory, every step, after the run.
+            output = agent.run(task)
+        last = agent.memory.steps[-1]
+        if isinstance(getattr(last, "error", None), AgentMaxStepsError) and last.token_usage is None:
             # The wrap-up call failed (the proxy's 403 when the gate refused it): smolagents returned the error as text.
             return session.conclude(None, session.stop)
-        return session.conclude(None if result.output is None else str(result.output))
+        return session.conclude(None if output is None else str(output))
 
 
 def _guarded(boundary: ToolBoundary, name: str) -> Callable[..., str]:
