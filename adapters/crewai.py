@@ -1,12 +1,13 @@
 """CrewAI: one `Agent` with one `Task` in a `Crew` of one, capped by `Agent(max_iter=)`.
 
-CrewAI's native providers build their own SDK clients from a base URL and a key (its OpenAI one builds a sync and an
-async client from them: no one client object fits), so the model is reached through the run's recording `ModelProxy`:
-Chat Completions (its default) and Responses via its OpenAI provider, Anthropic Messages via its Anthropic one.
+CrewAI's native providers build their own SDK clients from a base URL and a key when the LLM is made (its OpenAI one
+a sync and an async client), and keep them in two private attributes: the run puts its recorded clients there, so
+every request passes the model boundary in process. Chat Completions (its default) and Responses go through its OpenAI
+provider, Anthropic Messages through its Anthropic one.
 
 `max_iter=max_steps`: CrewAI's wrap-up call after `max_iter` tool-using calls (no tools, "give your best final answer")
 is refused at the model boundary, so every call is offered the tools, an answer on the last is final, and a run still
-wanting tools ends `max_steps` (CrewAI raises the SDK's 403 error, without history). See docs/iteration-caps.md.
+wanting tools ends `max_steps`. See docs/iteration-caps.md.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.bare import BareTool
+from adapters.bare import BareTool, plain_openai_client
 from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, MissingExtra, NativeCap, RunSession
-from adapters.proxy import ModelProxy
 from shared_tools import Tool
 
 # CrewAI's anonymous telemetry has no per-run switch, only this variable; set before the import, which
@@ -76,14 +77,21 @@ def _guarded(session: RunSession, name: str) -> Callable[..., str]:
     return lambda **kwargs: session.tools.call(name, kwargs, _call_id.get()).result
 
 
-def build_llm(api: Api, model: str, base_url: str, key: str, **options: Any) -> Any:
+def build_llm(api: Api, model: str, base_url: str | None, key: str) -> Any:
     """CrewAI's native provider for `api` (OpenAI's, or Anthropic's for `messages`), pointed at `base_url`."""
     if api == "messages":
         if importlib.util.find_spec("anthropic") is None:  # CrewAI's Anthropic provider needs crewai[anthropic]
             raise MissingExtra("crewai", "crewai", "anthropic")
-        return LLM(model=model, provider="anthropic", base_url=base_url, api_key=key, **options)
+        return LLM(model=model, provider="anthropic", base_url=base_url, api_key=key)
     kind = "responses" if api == "responses" else "completions"
-    return LLM(model=model, provider="openai", api=kind, base_url=base_url, api_key=key, **options)
+    return LLM(model=model, provider="openai", api=kind, base_url=base_url, api_key=key)
+
+
+def on_clients(llm: Any, clients: Callable[..., Any]) -> Any:
+    """`llm` sending through `clients(is_async=...)`'s SDK clients, in place of the ones it built when it was made
+    (CrewAI keeps them in `_client` and `_async_client`, on 1.15.29 and 1.15.30)."""
+    llm._client, llm._async_client = clients(is_async=False), clients(is_async=True)
+    return llm
 
 
 def crew_of_one(task: str, backstory: str, llm: Any, tools: list[BaseTool], **options: Any) -> Crew:
@@ -119,29 +127,28 @@ class CrewAI(Adapter):
         }
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Kick off the crew; an error CrewAI raises (the proxy's refusal at the cap) propagates to `Adapter.run`."""
+        """Kick off the crew; the model boundary's refusal at the cap, or an error CrewAI raises, ends the run."""
         api = self.api_for(session.model)
-        with ModelProxy(session) as proxy:
-            url = proxy.anthropic_base_url if api == "messages" else proxy.openai_base_url
-            options = {"max_retries": session.model.retries, "timeout": session.limits.max_seconds}
-            llm = build_llm(api, session.model.name, url, proxy.token, **options)
-            tools = [crew_tool(t, _guarded(session, t.name)) for t in session.tools.tools]
-            # cap:begin
-            # max_iter=max_steps; the wrap-up call CrewAI makes after it is refused at the model boundary
-            cap = {} if session.cap is None else {FIELDS[session.knob]: session.cap}
-            # cap:end
-            output = crew_of_one(task, session.system_prompt, llm, tools, executor_class=_Executor, **cap).kickoff()
+        llm = build_llm(api, session.model.name, session.model.base_url, session.model.key())
+        llm = on_clients(llm, session.anthropic_client if api == "messages" else session.openai_client)
+        tools = [crew_tool(t, _guarded(session, t.name)) for t in session.tools.tools]
+        # cap:begin
+        # max_iter=max_steps; the wrap-up call CrewAI makes after it is refused at the model boundary
+        cap = {} if session.cap is None else {FIELDS[session.knob]: session.cap}
+        # cap:end
+        output = crew_of_one(task, session.system_prompt, llm, tools, executor_class=_Executor, **cap).kickoff()
         return session.conclude(output.raw)
 
 
 def bare_run(
     task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
 ) -> int:
-    """The same crew on Chat Completions with plain tools and CrewAI's own client; the requests made (its count).
+    """The same crew on Chat Completions with plain tools and plain SDK clients; the requests made (its count).
 
     No boundary refuses the wrap-up call: `max_iter=max_steps - 1` makes at most `max_steps` (`max_iter=0` fails).
     """
-    llm = build_llm("chat", model, urls["openai"], "not-needed")
+    url = urls["openai"]
+    llm = on_clients(build_llm("chat", model, url, "not-needed"), partial(plain_openai_client, url))
     plain = [crew_tool(t, t.fn) for t in tools]
     with contextlib.suppress(Exception):  # e.g. a wrap-up reply still asking for tools fails CrewAI's validation
         crew_of_one(task, system_prompt, llm, plain, max_iter=max(1, max_steps - 1)).kickoff()

@@ -47,9 +47,9 @@ DROPPED_REQUEST = frozenset(
 DROPPED_RESPONSE = frozenset({"content-length", "connection", "keep-alive", "transfer-encoding", "content-encoding"})
 #: The largest request body relayed; a model request is kilobytes to a few megabytes.
 MAX_REQUEST_BYTES = 64 * 2**20
-#: How often the serving thread looks up to see whether it should stop: a run that ends waits for it, and runners
-#: that reach the model only through the proxy (CrewAI) start and stop one per run. 200 idle wake-ups a
-#: second cost less than the 25 ms a stop waited on average at 0.05 s.
+#: How often the serving thread looks up to see whether it should stop: a run that ends waits for it, and every run
+#: reaching the model through the proxy (a child process, some runners on Messages) starts and stops one. 200 idle
+#: wake-ups a second cost less than the 25 ms a stop waited on average at 0.05 s.
 POLL_S = 0.005
 #: Seconds an idle keep-alive connection is held open for the child's next request.
 IDLE_TIMEOUT_S = 30.0
