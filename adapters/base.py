@@ -196,7 +196,9 @@ class RunResult(BaseModel):
     totals: Totals
     trace: Trace
     warnings: list[str] = Field(
-        default_factory=list, description="What the framework warned or logged (WARNING and up) during the run."
+        default_factory=list,
+        description="What the framework warned, logged (WARNING and up) or printed during the run; a warning or "
+        "log record said again is kept once, ending '(N times)'.",
     )
     native_end: NativeEnd | None = None
     tool_transport: ToolTransport = Field(

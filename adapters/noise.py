@@ -40,7 +40,24 @@ class _RunNoise:
         self.prints = 0
         self.prints_dropped = 0
         self._pending: dict[str, str] = {}  # per stream: the text of a line not ended yet
+        self._said: dict[str, list[int]] = {}  # a warning's or log record's text: [its index, how many came]
         self._lock = threading.Lock()  # a run's executor threads may print at once
+
+    def said(self, text: str) -> None:
+        """A warning or log record of the run: kept once, in the order first said, counting the repeats
+        (LlamaIndex warns the same four Pydantic deprecations 31 times a run)."""
+        with self._lock:
+            if (seen := self._said.get(text)) is not None:
+                seen[1] += 1
+                return
+            self._said[text] = [len(self.messages), 1]
+            self.messages.append(text)
+
+    def count_repeats(self) -> None:
+        """Each message said more than once says how many times."""
+        for index, times in self._said.values():
+            if times > 1:
+                self.messages[index] += f" ({times} times)"
 
     def printed(self, stream: str, text: str) -> None:
         """Text the run wrote to `stream`: each write that ends a line is kept as one message."""
@@ -147,11 +164,11 @@ class _Router(logging.Handler):
     def _deliver(self, text: str) -> None:
         text = text[:MESSAGE_CHARS]
         if (run := _owner.get()) is not None:
-            run.messages.append(text)
+            run.said(text)
             return
         with self._guard:  # a thread that did not copy a run's context
             if len(self.runs) == 1:
-                self.runs[0].messages.append(text)  # the only run in flight: it is that run's
+                self.runs[0].said(text)  # the only run in flight: it is that run's
             else:
                 for other in self.runs:
                     other.unowned += 1
@@ -195,6 +212,8 @@ _router = _Router()
 def framework_noise() -> Iterator[list[str]]:
     """Collects what the framework warns, logs (WARNING and up) or prints during the block, for this run alone.
 
+    A warning or log record said again is kept once, and says at the end how many times it came.
+
     The list is filled as messages come (a print as `stdout: ...` or `stderr: ...` once its line
     ends); a note at the end says how many warnings or log records came from a thread no run owns
     while other runs were in flight (given to none of them rather than to the wrong one).
@@ -208,6 +227,7 @@ def framework_noise() -> Iterator[list[str]]:
         _router.leave(run)
         _owner.reset(token)
         run.flush()
+        run.count_repeats()
         if run.prints_dropped:
             run.messages.append(f"looplab: {run.prints_dropped} more printed line(s) not kept")
         if run.unowned:

@@ -326,7 +326,7 @@ def run_detail(outcome: RunOutcome, *, out: Console | None = None) -> None:
         out.print(Text(f"answer: {r.answer}"))
     if r.warnings:
         first = r.warnings[0].splitlines()[0][:100]
-        out.print(Text(f"the framework warned {len(r.warnings)} times (kept in the record): {first}", "dim"))
+        out.print(Text(f"the framework left {len(r.warnings)} message(s) in the record: {first}", "dim"))
     for c in outcome.checks:
         out.print(Text.assemble("  ", ("✓", "green") if c.passed else ("✗", "red"), f" {c.name} ", (c.detail, "dim")))
 

@@ -226,6 +226,28 @@ def test_an_object_collected_during_a_run_does_not_warn_into_its_record() -> Non
     assert messages == ["UserWarning: said during the run"]
 
 
+@settings(max_examples=40, deadline=None)
+@given(said=st.lists(st.tuples(st.sampled_from(["warn", "log", "print"]), st.integers(0, 3)), max_size=40))
+def test_a_warning_or_log_record_said_again_is_kept_once_saying_how_many_times(said: list[tuple[str, int]]) -> None:
+    text = {"warn": "UserWarning: warning {}", "log": "repeats: record {}", "print": "stdout: line {}"}
+    with framework_noise() as messages:
+        for kind, n in said:
+            if kind == "warn":
+                warnings.warn(f"warning {n}", UserWarning, stacklevel=1)
+            elif kind == "log":
+                logging.getLogger("repeats").warning("record %d", n)
+            else:
+                print(f"line {n}")
+    expected: list[str] = []
+    times: dict[str, int] = {}
+    for kind, n in said:
+        message = text[kind].format(n)
+        if kind == "print" or message not in times:  # every printed line is kept
+            expected.append(message)
+        times[message] = times.get(message, 0) + 1
+    assert messages == [m if m.startswith("stdout") or times[m] == 1 else f"{m} ({times[m]} times)" for m in expected]
+
+
 def test_the_process_warning_settings_come_back_after_the_last_run() -> None:
     before = (warnings.showwarning, list(warnings.filters), list(logging.getLogger().handlers))
     with framework_noise():
