@@ -86,18 +86,12 @@ class HandRolled(Adapter):
             messages.append({"role": "assistant", "content": content})
             if reply.stop_reason != "tool_use":
                 return session.conclude("".join(b.text for b in reply.content if b.type == "text"))
-            results = []
-            for block in reply.content:
-                if block.type == "tool_use":
-                    record = session.tools.call(block.name, block.input, block.id)
-                    results.append(
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": block.id,
-                            "content": record.result,
-                            "is_error": record.is_error,
-                        }
-                    )
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            records = [session.tools.call(b.name, b.input, b.id) for b in calls]  # one at a time, in order
+            results = [
+                {"type": "tool_result", "tool_use_id": b.id, "content": r.result, "is_error": r.is_error}
+                for b, r in zip(calls, records, strict=True)
+            ]
             messages.append({"role": "user", "content": results})
             if stop := session.tool_stop():
                 return Finished.stopped(stop)
