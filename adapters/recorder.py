@@ -18,6 +18,8 @@ from functools import cache, lru_cache
 from types import ModuleType
 from typing import Any
 
+import pydantic_core
+
 from adapters.pacing import Pacer, retry_after_s
 from adapters.pricing import Pricing
 from adapters.trace import Attempt, ModelCall
@@ -168,7 +170,7 @@ def _prepare(recorder: ModelRecorder, request: Any) -> None:
 
 def _error_message(body: bytes) -> str:
     """The server's message from an error body (`{"error": {"message": ...}}` in both dialects), trimmed."""
-    data = _json(body)
+    data = read_json(body)
     error = data.get("error") if isinstance(data, dict) else None
     message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
     text = message if isinstance(message, str) else body.decode("utf-8", errors="replace")
@@ -350,7 +352,7 @@ def parse_exchange(endpoint: str, response_body: bytes) -> ExchangeInfo:
     # Told from the reply's first bytes, which say what came on the wire: reading the request's "stream" flag
     # means scanning (or parsing) the whole conversation so far, which costs more than the rest of the record.
     info = ExchangeInfo(streamed=SSE_START.match(response_body) is not None)
-    events = list(_sse_events(response_body)) if info.streamed else [_json(response_body)]
+    events = list(_sse_events(response_body)) if info.streamed else [read_json(response_body)]
     reader = {"chat.completions": _read_chat, "responses": _read_responses, "messages": _read_messages}[endpoint]
     for event in events:
         if isinstance(event, dict):
@@ -366,7 +368,17 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _json(body: bytes) -> Any:
+def read_json(body: bytes) -> Any:
+    """`body` as the standard `json` module reads it, or None where it reads nothing.
+
+    pydantic-core's parser goes first: it reads a reply about three times as fast, and where it reads
+    anything, it reads what `json` does. It refuses some text `json` takes (an escaped lone surrogate,
+    a byte-order mark, nesting past 200 levels); `json` then decides.
+    """
+    try:
+        return pydantic_core.from_json(body)
+    except ValueError:
+        pass
     try:
         return json.loads(body)
     except ValueError:
@@ -375,8 +387,8 @@ def _json(body: bytes) -> Any:
 
 def _sse_events(body: bytes) -> Iterator[Any]:
     for line in body.decode("utf-8", errors="replace").splitlines():
-        if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
-            yield _json(line[5:].strip().encode())
+        if line.startswith("data:") and (payload := line[5:].strip()) not in ("", "[DONE]"):
+            yield read_json(payload.encode())
 
 
 def _read_chat(event: dict[str, Any], info: ExchangeInfo) -> None:
