@@ -19,9 +19,7 @@ from langchain_openai import ChatOpenAI
 from langsmith import tracing_context
 
 from adapters.bare import BareTool, plain_http_client
-from adapters.base import Api, RunSession, ToolBoundary
-
-MAX_TOKENS = 4096
+from adapters.base import MESSAGES_MAX_TOKENS, Api, RunSession, ToolBoundary
 
 
 def chat_model(api: Api, session: RunSession) -> BaseChatModel:
@@ -32,7 +30,7 @@ def chat_model(api: Api, session: RunSession) -> BaseChatModel:
             model=name,
             api_key=session.model.key(),
             base_url=session.model.base_url,
-            max_tokens=MAX_TOKENS,
+            max_tokens=MESSAGES_MAX_TOKENS,
         )
         # ChatAnthropic has no field for a prebuilt client: it makes its SDK clients lazily, in the cached
         # properties `_client`/`_async_client`. Filling that cache first hands it the recorded clients.

@@ -22,7 +22,7 @@ from llama_index.llms.anthropic import Anthropic
 from llama_index.llms.openai import OpenAI, OpenAIResponses
 
 from adapters.bare import BareTool
-from adapters.base import RunSession
+from adapters.base import MESSAGES_MAX_TOKENS, RunSession
 from adapters.proxy import ModelProxy
 from shared_tools import Tool
 
@@ -82,8 +82,9 @@ def llm_for(api: str, session: RunSession, stack: ExitStack) -> FunctionCallingL
     name, key = session.model.name, session.model.key()
     if api == "messages":  # llama-index-llms-anthropic 0.12 fails at run time on anthropic>=1 (measured)
         proxy = stack.enter_context(ModelProxy(session))
-        options = {"max_tokens": 4096, "max_retries": session.model.retries, "timeout": session.limits.max_seconds}
-        return _AnthropicLLM(model=name, base_url=proxy.anthropic_base_url, api_key=proxy.token, **options)
+        options = {"max_tokens": MESSAGES_MAX_TOKENS, "max_retries": session.model.retries}
+        url, timeout = proxy.anthropic_base_url, session.limits.max_seconds
+        return _AnthropicLLM(model=name, base_url=url, api_key=proxy.token, timeout=timeout, **options)
     # max_retries=0: LlamaIndex's own retry loop would wrap the SDK client's, which retries as every client does.
     given = {"model": name, "api_key": key, "async_openai_client": session.openai_client(), "max_retries": 0}
     if api == "responses":

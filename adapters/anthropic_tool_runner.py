@@ -18,10 +18,17 @@ import anthropic
 from anthropic.lib.tools import BetaFunctionTool, ToolError
 
 from adapters.bare import BareTool, plain_http_client
-from adapters.base import Adapter, Finished, KnobDefault, Limits, NativeCap, RunSession, signature_default
+from adapters.base import (
+    MESSAGES_MAX_TOKENS,
+    Adapter,
+    Finished,
+    KnobDefault,
+    Limits,
+    NativeCap,
+    RunSession,
+    signature_default,
+)
 from shared_tools import Tool
-
-MAX_TOKENS = 4096
 
 
 class AnthropicToolRunner(Adapter):
@@ -55,7 +62,7 @@ class AnthropicToolRunner(Adapter):
         # cap:end
         runner = client.beta.messages.tool_runner(
             model=session.model.name,
-            max_tokens=MAX_TOKENS,
+            max_tokens=MESSAGES_MAX_TOKENS,
             system=session.system_prompt,
             messages=[{"role": "user", "content": task}],
             tools=[self._tool(t, session, call_ids) for t in session.tools.tools],
@@ -109,7 +116,7 @@ def bare_run(
     ) as client:
         runner = client.beta.messages.tool_runner(
             model=model,
-            max_tokens=MAX_TOKENS,
+            max_tokens=MESSAGES_MAX_TOKENS,
             system=system_prompt,
             messages=[{"role": "user", "content": task}],
             tools=[

@@ -40,6 +40,9 @@ ToolTransport = Literal["in-process", "mcp"]
 T = TypeVar("T")
 #: Retries of a failed model request, with the SDK's own backoff (and its reading of retry-after).
 DEFAULT_RETRIES = 2
+#: The reply length every runner asks for on Anthropic Messages, which requires one (a framework's own default
+#: would make one runner's replies shorter than another's).
+MESSAGES_MAX_TOKENS = 4096
 PROVIDER_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 #: Whose wire format each API is.
 PROVIDER_OF_API: dict[str, str] = {"messages": "anthropic", "chat": "openai", "responses": "openai"}

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover
 
 from adapters.bare import BareTool, plain_http_client
 from adapters.base import (
+    MESSAGES_MAX_TOKENS,
     Adapter,
     Finished,
     KnobDefault,
@@ -32,8 +33,6 @@ from adapters.base import (
     RunSession,
     installed_version,
 )
-
-MAX_TOKENS = 4096
 
 
 class HandRolled(Adapter):
@@ -75,7 +74,7 @@ class HandRolled(Adapter):
                 return Finished.stopped(stop)
             reply = client.messages.create(
                 model=model.name,
-                max_tokens=MAX_TOKENS,
+                max_tokens=MESSAGES_MAX_TOKENS,
                 system=session.system_prompt,
                 tools=tools,
                 messages=messages,
@@ -146,7 +145,7 @@ def bare_run(
     ) as client:
         for step in range(1, max_steps + 1):
             reply = client.messages.create(
-                model=model, max_tokens=MAX_TOKENS, system=system_prompt, tools=defs, messages=messages
+                model=model, max_tokens=MESSAGES_MAX_TOKENS, system=system_prompt, tools=defs, messages=messages
             )
             content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
             messages.append({"role": "assistant", "content": content})

@@ -24,9 +24,9 @@ from strands.tools.tools import PythonAgentTool
 from strands.types.tools import ToolResult, ToolSpec, ToolUse
 
 from adapters.bare import BareTool, plain_openai_client
+from adapters.base import MESSAGES_MAX_TOKENS as MAX_TOKENS  # AnthropicModel requires one
 from adapters.base import Adapter, Api, Finished, KnobDefault, Limits, NativeCap, RunSession, signature_default
 
-MAX_TOKENS = 4096  # AnthropicModel requires one; the same as looplab's other Messages runners
 TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
 
 
