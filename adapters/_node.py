@@ -18,12 +18,12 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from adapters import files
 from adapters.base import PROVIDER_ENV, Limits, LooplabError, ModelSpec, RunResult, RunSession
 from adapters.child import ChildRunner, run_bounded
 from shared_tools import Guard
@@ -77,7 +77,8 @@ def ensure_installed() -> Path:
     """The install folder, with `npm ci` run there first if it never succeeded; the programs kept current."""
     folder = install_dir()
     if not is_installed(folder):
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        hint = f"point {CACHE_ENV} at a folder looplab may write"
+        files.make_folder(folder.parent, what="Node package cache", hint=hint)
         with locked(folder.parent / f"{folder.name}.lock"):
             if not is_installed(folder):  # another process may have installed it while this one waited
                 _install(folder)
@@ -194,10 +195,7 @@ def _sync_programs(folder: Path) -> None:
         with contextlib.suppress(OSError):
             if target.read_bytes() == text:
                 continue
-        handle, partial = tempfile.mkstemp(dir=folder, prefix=f".{source.name}.", suffix=".tmp")
-        with os.fdopen(handle, "wb") as out:
-            out.write(text)
-        os.replace(partial, target)
+        files.write_bytes(target, text)
 
 
 @contextlib.contextmanager

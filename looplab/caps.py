@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 import adapters
+from adapters import files
 from adapters.base import Adapter, Limits, LooplabError, NativeEnd, Probe, RunResult
 from looplab.harness import Endpoint, ModelChoice
 from scenarios.cases import load_cases
@@ -228,7 +229,7 @@ def measure_in_environment(runner: str) -> RunnerReport:
             how = "timed out" if code is None else f"exited {code}"
             last = stderr[-1] if stderr else "no output"
             raise LooplabError(f"measuring {runner} in its environment {env.path} {how}: {last}")
-        return RunnerReport.model_validate_json(out.read_text(encoding="utf-8"))
+        return RunnerReport.model_validate_json(files.read_text(out))
 
 
 def to_json(doc: CapsDoc) -> str:
@@ -364,4 +365,4 @@ def drift(fresh: CapsDoc, committed_json: str) -> str:
 
 if __name__ == "__main__":  # `python -m looplab.caps RUNNER OUT`: one runner measured here, its report to OUT
     _, _runner, _out = sys.argv
-    Path(_out).write_text(measure([_runner], isolate=False).runners[0].model_dump_json(), encoding="utf-8")
+    files.write_text(_out, measure([_runner], isolate=False).runners[0].model_dump_json())

@@ -208,19 +208,29 @@ def _otel_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _otel_ready(path: str | None) -> None:
-    """Before anything runs: with --otel, the `otel` extra is installed and PATH's folder exists."""
+    """Before anything runs: with --otel, the `otel` extra is installed and PATH may be written, its folder made."""
     if not path:
         return
-    from pathlib import Path
-
-    from adapters.base import LooplabError
     from looplab import otel
 
     otel.require()
+    _ready_to_write("--otel", path)
+
+
+def _ready_to_write(option: str, path: str | None) -> None:
+    """Before anything runs: `path` may be written by `adapters.files`' rule and its folder exists.
+
+    If not, one line naming `option` and the path.
+    """
+    if not path:
+        return
+    from adapters import files
+    from adapters.base import LooplabError
+
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LooplabError(f"--otel {path}: cannot create its folder ({exc.strerror or exc})") from None
+        files.ready_to_write(path)
+    except files.FileRefused as exc:
+        raise LooplabError(f"{option} {exc}") from None
 
 
 def _write_otel(path: str, doc: Any, *, announce: bool = True, anchor: Any = None) -> None:
@@ -346,10 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _scorecard(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from adapters import RUNNERS
+    from adapters import RUNNERS, files
     from adapters.base import LooplabError
     from looplab import evaluation, render, results, scorecard
 
+    _ready_to_write("--markdown", args.markdown)
     known = [n for n, info in RUNNERS.items() if info.by_default]
     unknown = [r for r in args.runner or [] if r not in RUNNERS]
     if unknown:
@@ -373,7 +384,7 @@ def _scorecard(args: argparse.Namespace) -> int:
     card = scorecard.build(runners, scorecard.observed(document), caps, bench, sources=sources)
     scorecard.print_terminal(card)
     if args.markdown:
-        Path(args.markdown).write_text(scorecard.markdown(card), encoding="utf-8")
+        files.write_text(args.markdown, scorecard.markdown(card))
         render.console().print(f"Markdown: {args.markdown}")
     return 0
 
@@ -415,8 +426,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _serve_tools(args: argparse.Namespace) -> int:
     """A fresh workspace of the case's repo and its Guard over MCP, until the client leaves or a signal comes."""
     import threading
-    from pathlib import Path
 
+    from adapters import files
     from adapters.base import LooplabError
     from adapters.tool_server import ToolServer, serve_stdio
     from looplab.harness import case_guard
@@ -428,11 +439,12 @@ def _serve_tools(args: argparse.Namespace) -> int:
     if args.case not in cases:
         raise LooplabError(f"unknown case {args.case!r}; known cases: {', '.join(cases)}")
     case = cases[args.case]
+    _ready_to_write("--records", args.records)
 
     def save(_: object = None) -> str:
         lines = "".join(record.model_dump_json() + "\n" for record in guard.records)
         if args.records:
-            Path(args.records).write_text(lines, encoding="utf-8")
+            files.write_text(args.records, lines)
         else:
             sys.stderr.write(lines)
         return f"{len(guard.records)} tool record{'s' * (len(guard.records) != 1)} in {args.records or 'stderr'}"
@@ -502,10 +514,13 @@ def _run(args: argparse.Namespace) -> int:
 
     runners, cases = _select(args, ["vip-compound"])
     _otel_ready(args.otel)
+    _ready_to_write("--json", args.json)
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_budgets(cases)
     runners, isolated = _environments(args, runners)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
+    for name in ("results.json", "traces.jsonl"):
+        _ready_to_write("--out", str(out_dir / name))
     outcomes: list[harness.RunOutcome] = []
     total = len(cases) * len(runners)
 
@@ -551,6 +566,7 @@ def _run(args: argparse.Namespace) -> int:
 def _caps(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from adapters import files
     from adapters.base import LooplabError
     from looplab import caps, render
 
@@ -558,21 +574,24 @@ def _caps(args: argparse.Namespace) -> int:
     runners, _ = _select(args, None, own_environments=True)
     docs = Path(args.docs)
     json_path, md_path = docs / "iteration-caps.json", docs / "iteration-caps.md"
+    if not args.check:
+        for path in (json_path, md_path):
+            _ready_to_write("--docs", str(path))
+    # Read before measuring: a FIFO or folder there is one line now, not a wait or a traceback after the runs.
+    committed_md = files.read_text(md_path) if md_path.exists() else ""
+    if args.check and not json_path.exists():
+        raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")
+    committed_json = files.read_text(json_path) if args.check else ""
     out = render.console()
     doc = caps.measure(
         runners, on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"), isolate=args.isolate or None
     )
     if args.check:
-        if not json_path.is_file():
-            raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")
-        changes = caps.drift(doc, json_path.read_text(encoding="utf-8"))
-        fresh_md = caps.to_markdown(
-            caps.CapsDoc.model_validate_json(json_path.read_text(encoding="utf-8")),
-            md_path.read_text(encoding="utf-8") if md_path.is_file() else "",
-        )
-        stale_md = md_path.is_file() and fresh_md != md_path.read_text(encoding="utf-8")
+        changes = caps.drift(doc, committed_json)
+        fresh_md = caps.to_markdown(caps.CapsDoc.model_validate_json(committed_json), committed_md)
+        stale_md = md_path.exists() and fresh_md != committed_md
         if changes or stale_md:
-            print(changes or caps.diff(md_path.read_text(encoding="utf-8"), fresh_md, "iteration-caps.md"))
+            print(changes or caps.diff(committed_md, fresh_md, "iteration-caps.md"))
             out.print(
                 "the measured caps differ from the committed docs: a library changed what its cap does "
                 "(the diff above is the news); run `looplab caps` to regenerate them",
@@ -581,10 +600,8 @@ def _caps(args: argparse.Namespace) -> int:
             return 1
         out.print(f"{json_path} and {md_path} match the installed libraries", style="green")
         return 0
-    docs.mkdir(parents=True, exist_ok=True)
-    existing = md_path.read_text(encoding="utf-8") if md_path.is_file() else ""
-    json_path.write_text(caps.to_json(doc), encoding="utf-8")
-    md_path.write_text(caps.to_markdown(doc, existing), encoding="utf-8")
+    files.write_text(json_path, caps.to_json(doc))
+    files.write_text(md_path, caps.to_markdown(doc, committed_md))
     out.print(f"wrote {json_path} and {md_path}")
     return 0
 
@@ -592,7 +609,6 @@ def _caps(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from adapters.base import LooplabError
     from looplab import evaluation, harness, interrupt, render, report, results
 
     runners, cases = _select(args, None)
@@ -605,12 +621,9 @@ def _eval(args: argparse.Namespace) -> int:
     earlier = results.read_for_resume(resume_path, cases) if resume_path else None
     json_path = Path(args.json) if args.json else resume_path  # --resume alone writes back to its file
     _otel_ready(args.otel)
-    for option, target in (("--json", args.json), ("--html", args.html)):
-        if target:  # the folder now, not after the whole matrix ran
-            try:
-                Path(target).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise LooplabError(f"{option} {target}: cannot create its folder ({exc.strerror or exc})") from None
+    # Now, not after the whole matrix ran: a target that is not a regular file, a folder that cannot be made.
+    _ready_to_write("--json" if args.json else "--resume", str(json_path) if json_path else None)
+    _ready_to_write("--html", args.html)
     done_before = results.finished(earlier) if earlier else set()
 
     def wanted(runner: str, case: str, repeat: int) -> bool:
@@ -694,14 +707,13 @@ def _merge(args: argparse.Namespace) -> int:
 
     if not args.output and not args.html:
         raise LooplabError("merge needs -o PATH (the merged results) and/or --html PATH (its report)")
+    _ready_to_write("-o", args.output)
+    _ready_to_write("--html", args.html)
     doc = results.merge_files([Path(p) for p in args.results])
-    try:
-        if args.output:
-            results.write(doc, Path(args.output))
-        if args.html:
-            report.write_html(doc, Path(args.html), source=", ".join(args.results))
-    except OSError as exc:
-        raise LooplabError(f"{exc.filename or args.output}: {exc.strerror or exc}") from None
+    if args.output:
+        results.write(doc, Path(args.output))
+    if args.html:
+        report.write_html(doc, Path(args.html), source=", ".join(args.results))
     environments = len(doc.environments)
     render.console().print(
         f"merged {len(args.results)} documents: {len(doc.cells)} cells, {len(doc.results)} results, "
@@ -761,27 +773,24 @@ def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from adapters.base import LooplabError
     from looplab import render, report
 
     source = Path(args.results)
     doc = report.read_document(source)  # a file that is not one, or holds no runs: one line naming it
     out_path = Path(args.output) if args.output else source.with_suffix(".html")
-    try:
-        out = report.write_html(doc, out_path, source=str(source))
-    except OSError as exc:  # an output path that cannot be written
-        raise LooplabError(f"{exc.filename or out_path}: {exc.strerror or exc}") from None
+    out = report.write_html(doc, out_path, source=str(source))  # the target checked before the charts are drawn
     report.print_headline(doc)
     render.console().print(f"HTML: {out}")
     return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
+    from adapters import files
     from adapters.base import LooplabError
     from looplab import bench
 
+    _ready_to_write("--json", args.json)
     if args.repeat < 1 or args.import_repeat < 1:
         raise LooplabError("--repeat and --import-repeat take a whole number of 1 or more")
     if args.concurrency:
@@ -794,7 +803,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.markdown:
         print(bench.markdown(result))
     if args.json:
-        Path(args.json).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        files.write_text(args.json, result.model_dump_json(indent=2) + "\n")
     return 0
 
 
@@ -811,8 +820,8 @@ def _bench_matrix(args: argparse.Namespace) -> int:
 
 def _bench_concurrency(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
+    from adapters import files
     from looplab import bench_concurrency, evaluation, render
 
     named = [args.case] if args.case else None  # the whole matrix unless a case was named
@@ -820,7 +829,7 @@ def _bench_concurrency(args: argparse.Namespace) -> int:
     rows = bench_concurrency.measure(runners, cases, args.concurrency, jobs=evaluation.default_jobs())
     render.markdown_lines(bench_concurrency.table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps([r.model_dump() for r in rows], indent=2) + "\n", encoding="utf-8")
+        files.write_text(args.json, json.dumps([r.model_dump() for r in rows], indent=2) + "\n")
     return 0
 
 

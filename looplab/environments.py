@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 
 import adapters
+from adapters import files
 from adapters._node import locked
 from adapters.base import LooplabError
 
@@ -94,6 +95,13 @@ class RunnerEnv:
 def cache_root() -> Path:
     """Where runner environments live: `$LOOPLAB_ENV_CACHE`, else `~/.cache/looplab/envs`."""
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "looplab" / "envs")
+
+
+def _make_cache(folder: Path) -> Path:
+    """`folder` (the cache, or a folder in it) created if missing; one line naming it and `LOOPLAB_ENV_CACHE` if not."""
+    return files.make_folder(
+        folder, what="runner environment cache", hint=f"point {CACHE_ENV} at a folder looplab may write"
+    )
 
 
 def parse_pins(texts: Sequence[str]) -> dict[str, list[str]]:
@@ -177,7 +185,7 @@ def ensure(spec: EnvSpec, cache: Path | None = None) -> RunnerEnv:
     path = (cache or cache_root()) / f"{spec.runner}-{spec.key}"
     if (found := _ready(spec, path)) is not None:
         return found
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_cache(path.parent)
     with locked(path.parent / f"{path.name}.lock"):
         if (found := _ready(spec, path)) is not None:  # another process built it while this one waited
             return found
@@ -185,7 +193,7 @@ def ensure(spec: EnvSpec, cache: Path | None = None) -> RunnerEnv:
         shutil.rmtree(path, ignore_errors=True)
         _create(spec, path)
         packages = _installed(path)
-        (path / MARKER).write_text(json.dumps({"requirements": spec.requirements, "packages": packages}, indent=1))
+        files.write_text(path / MARKER, json.dumps({"requirements": spec.requirements, "packages": packages}, indent=1))
         return RunnerEnv(spec, path, packages, created_s=round(time.monotonic() - started, 2))
 
 
@@ -205,18 +213,18 @@ def source_root() -> Path:
                 digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes())
     target = cache_root() / f"source-{digest.hexdigest()[:16]}"
     if not (target / MARKER).exists():
-        with locked(cache_root() / f"{target.name}.lock"):
+        with locked(_make_cache(cache_root()) / f"{target.name}.lock"):
             if not (target / MARKER).exists():
                 for package in SOURCE_PACKAGES:
                     shutil.copytree(root / package, target / package, dirs_exist_ok=True)
-                (target / MARKER).write_text("{}")
+                files.write_text(target / MARKER, "{}")
     return target
 
 
 def _ready(spec: EnvSpec, path: Path) -> RunnerEnv | None:
     try:
-        data = json.loads((path / MARKER).read_text())
-    except (OSError, ValueError):
+        data = json.loads(files.read_text(path / MARKER))
+    except (files.FileRefused, ValueError):
         return None
     return (
         RunnerEnv(spec, path, dict(data.get("packages") or {})) if (path / "bin").exists() or os.name == "nt" else None

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import adapters
-from adapters import pacing
+from adapters import files, pacing
 from adapters.base import (
     DEFAULT_RETRIES,
     PROVIDER_OF_API,
@@ -223,7 +223,7 @@ def write_outputs(doc: results.Document, out_dir: Path) -> tuple[Path, Path]:
     """`results.json` (the results document) and `traces.jsonl` (one line per step) in `out_dir`."""
     results_path = results.write(doc, out_dir / "results.json")
     traces_path = out_dir / "traces.jsonl"
-    with traces_path.open("w", encoding="utf-8") as fh:
+    with files.replacing(traces_path) as fh:  # the one rule for files looplab writes: atomic, regular files only
         for r in doc.run_results():
             for line in r.trace.jsonl():
                 fh.write(json.dumps({"runner": r.runner, "case": r.case, "model": r.model, **json.loads(line)}) + "\n")

@@ -39,6 +39,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from adapters import files
+
 #: The server binds here only: nothing off this machine ever reaches it.
 LOOPBACK = "127.0.0.1"
 #: llama-cpp-python's chat handler that turns `tools` into a grammar-constrained function call.
@@ -105,8 +107,8 @@ def start_server(cmd: Sequence[str], log: IO[bytes], env: dict[str, str] | None 
 def log_tail(path: Path, lines: int = 30) -> str:
     """The last `lines` lines of a log file (empty if it does not exist)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = files.read_bytes(path).decode("utf-8", errors="replace")
+    except files.FileRefused:
         return ""
     return "\n".join(text.splitlines()[-lines:])
 
@@ -273,6 +275,7 @@ class WireRecorder:
         self.upstream_port, self.log_path, self.timeout_s = upstream_port, log_path, timeout_s
         self._lock = threading.Lock()
         self._seq = 0
+        self._log_file: IO[str] | None = None
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -298,7 +301,7 @@ class WireRecorder:
         return int(self.server.server_address[1])
 
     def __enter__(self) -> WireRecorder:
-        self.log_path.write_text("", encoding="utf-8")
+        self._log_file = files.open_log(self.log_path)  # emptied; written a line a request as they come
         self._thread.start()
         return self
 
@@ -306,6 +309,10 @@ class WireRecorder:
         self.server.shutdown()  # returns once serve_forever's loop sees the flag (within 0.1 s)
         self.server.server_close()
         self._thread.join(timeout=5)
+        with self._lock:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
 
     def _forward(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
@@ -345,8 +352,9 @@ class WireRecorder:
                 "shape": request_shape(body),
                 "error": data.decode("utf-8", errors="replace")[:WIRE_ERROR_CHARS] if status >= 400 else None,
             }
-            with self.log_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record) + "\n")
+            if self._log_file is not None:  # None once closed: a request still in flight then is not logged
+                self._log_file.write(json.dumps(record) + "\n")
+                self._log_file.flush()
 
 
 def eval_bound_s(case_seconds: Sequence[float], runners: int) -> float:
@@ -408,8 +416,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Assemble the model, serve it, run the eval, stop the server, write the run record and the notes."""
+    """Assemble the model, serve it, run the eval, stop the server, write the run record and the notes.
+
+    A file that cannot be read or written (a FIFO or folder where a log or the notes go) is one line, exit 2.
+    """
     args = _parser().parse_args(argv)
+    try:
+        files.ready_to_write(args.notes)  # before the model is served, not after the eval
+        return _serve_and_evaluate(args)
+    except files.FileRefused as exc:
+        print(f"local-llm: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve_and_evaluate(args: argparse.Namespace) -> int:
     from looplab import real_model_notes
     from scenarios.cases import load_cases
 
@@ -434,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bound = eval_bound_s([known[c].limits.max_seconds for c in case_ids], len(runners))
     print(f"local-llm: serving {model_path.name} on {base_url} (log: {log_path})", flush=True)
     eval_rc: int | None = None
-    with log_path.open("wb") as log:
+    with files.open_log(log_path, binary=True) as log:
         server = start_server(cmd, log)
         try:
             try:
@@ -476,14 +496,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "timings": timings,
         "server_stop": stopped.describe(),
     }
-    info_path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    files.write_text(info_path, json.dumps(info, indent=2) + "\n")
     if not results_path.is_file():
         print(f"local-llm: looplab eval wrote no {results_path} (exit code {eval_rc})", file=sys.stderr)
         return 1
-    doc = json.loads(results_path.read_text(encoding="utf-8"))
-    args.notes.parent.mkdir(parents=True, exist_ok=True)
+    doc = json.loads(files.read_text(results_path))
     wire_log = real_model_notes.read_wire(wire_path)
-    args.notes.write_text(real_model_notes.render(doc, info, wire_log, source=str(results_path)), encoding="utf-8")
+    files.write_text(args.notes, real_model_notes.render(doc, info, wire_log, source=str(results_path)))
     print(f"local-llm: notes {args.notes}; report {out / 'report.html'}; run record {info_path}", flush=True)
     # eval exits 1 when a case's checks fail: with this model that is the expected finding, not a failure.
     # A run that left no record (a crash, a hang) or an eval that did not finish is one.

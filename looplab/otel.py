@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from adapters import files
 from adapters.base import LooplabError, RunResult, StopReason, installed_version
 from adapters.trace import Attempt, ModelCall, api_of
 from shared_tools.records import ToolCallRecord
@@ -122,12 +123,7 @@ def write(span_list: Sequence[ReadableSpan], path: Path) -> Path:
         for key in _ID_FIELDS:
             if holder.get(key):
                 holder[key] = base64.b64decode(holder[key]).hex()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise LooplabError(f"{path}: cannot write the traces ({exc.strerror or exc})") from None
-    return path
+    return files.write_text(path, json.dumps(data, indent=1) + "\n")  # `adapters.files`' rule; one line if refused
 
 
 def read(path: Path) -> ExportTraceServiceRequest:
@@ -136,7 +132,7 @@ def read(path: Path) -> ExportTraceServiceRequest:
     from google.protobuf.json_format import ParseDict
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(files.read_text(path))
     for holder in _id_holders(data):
         for key in _ID_FIELDS:
             if holder.get(key):  # the protobuf JSON mapping spells bytes in base64

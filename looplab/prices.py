@@ -15,6 +15,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters import files
+from adapters.base import LooplabError
 from adapters.pricing import PRICES_FILE
 
 PROVIDERS = ("openai", "anthropic")
@@ -73,8 +75,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m looplab.prices", description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out", type=Path, default=PRICES_FILE)
     args = parser.parse_args(argv)
-    table = snapshot()
-    args.out.write_text(dumps(table), encoding="utf-8")
+    try:
+        files.ready_to_write(args.out)
+        table = snapshot()
+        files.write_text(args.out, dumps(table))
+    except LooplabError as exc:
+        raise SystemExit(f"looplab.prices: {exc}") from None
     print(f"{len(table['models'])} models from {table['source']}, taken {table['taken']}: {args.out}")
 
 

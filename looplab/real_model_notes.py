@@ -25,7 +25,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.base import RunResult, StopReason
+from adapters import files
+from adapters.base import LooplabError, RunResult, StopReason
 from adapters.trace import Attempt, ModelCall
 from looplab.report import RunView, runs_from
 from shared_tools.records import ToolCallRecord
@@ -181,9 +182,9 @@ Exchange = tuple[ModelCall | Attempt, WireRecord]
 
 def read_wire(path: Path) -> list[WireRecord]:
     """The wire log's records, oldest first; none if there is no log."""
-    if not path.is_file():
+    if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in files.read_text(path).splitlines() if line.strip()]
 
 
 def attempts_in_order(result: RunResult) -> list[ModelCall | Attempt]:
@@ -552,12 +553,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--info", type=Path, help="the run record (default: run-info.json beside RESULTS, if any)")
     parser.add_argument("--wire", type=Path, help="the wire log (default: wire.jsonl beside RESULTS, if any)")
     args = parser.parse_args(argv)
-    doc = json.loads(args.results.read_text(encoding="utf-8"))
-    info_path = args.info or args.results.with_name("run-info.json")
-    info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else None
-    wire = read_wire(args.wire or args.results.with_name("wire.jsonl"))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(render(doc, info, wire, source=str(args.results)), encoding="utf-8")
+    try:
+        files.ready_to_write(args.output)
+        doc = json.loads(files.read_text(args.results))
+        info_path = args.info or args.results.with_name("run-info.json")
+        info = json.loads(files.read_text(info_path)) if info_path.exists() else None
+        wire = read_wire(args.wire or args.results.with_name("wire.jsonl"))
+        files.write_text(args.output, render(doc, info, wire, source=str(args.results)))
+    except LooplabError as exc:
+        raise SystemExit(f"looplab.real_model_notes: {exc}") from None
     print(f"wrote {args.output}")
     return 0
 

@@ -18,6 +18,7 @@ import html
 import io
 import json
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 from markupsafe import Markup
 from rich.console import Console
 
+from adapters import files
 from adapters.base import RunResult
 from adapters.pricing import format_cost, total_cost
 from looplab import results, scorecard
@@ -50,6 +52,10 @@ DASHES: tuple[tuple[float, ...] | None, ...] = (
     (4, 4), (10, 2, 4, 2), (3, 1), (12, 2, 2, 2, 2, 2), (2, 4), (8, 2, 1, 2, 1, 2),
 )  # fmt: skip
 ARGS_CHARS = 70
+#: How every chart draws text: as the characters given, nothing parsed. With mathtext on, a name with two `$`
+#: (`my$\frac$runner`) is parsed as a formula, and one that is not valid TeX stops the whole report; with
+#: usetex on (a user's matplotlibrc) every text goes through LaTeX. Tick labels are plain numbers either way.
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False, "axes.formatter.use_mathtext": False}
 
 
 @dataclass
@@ -355,45 +361,58 @@ def _chart(
     # A column is the handle, the gaps and the label (about 3.9 pt a character at 7 pt) of a 455 pt wide figure.
     columns = max(1, min(len(labels), int(455 // (50 + 3.9 * widest))))
     rows = -(-len(labels) // columns) if labels else 0
-    fig = Figure(figsize=(6.4, 2.7 + 0.16 * rows), layout="constrained")
-    ax = fig.subplots()
-    longest = 1
-    for k, line in enumerate(series):
-        style = styles[line.runners[0]]
-        xs = list(range(1, len(line.ys) + 1))
-        longest = max(longest, len(xs))
-        bold = bool(set(line.runners) & set(differs))
-        (drawn,) = ax.plot(
-            xs,
-            line.ys,
-            color=style.colour,
-            alpha=1.0 if bold or not differs else 0.6,
-            zorder=3 if bold else 2,
-            linewidth=2.0 if bold else 1.4,
-            linestyle="-" if style.dashes is None else (0, style.dashes),
-            marker=style.marker,
-            markersize=6,
-            markerfacecolor="none",
-            markeredgewidth=1.2,
-            label=line.label,
-        )
-        drawn.set_gid(f"series-{k}")  # names the line's SVG group, which gets a hover title below
-    ax.set_xlabel("model call (step)")
-    ax.set_ylabel("cumulative input tokens" if kind == "tokens" else "request bytes")
-    ax.set_xlim(0.5, longest + 0.5)  # whole steps only, even when every run made one call
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.grid(True, color="#e5e5e5", linewidth=0.8)
-    ax.spines[["top", "right"]].set_visible(False)
-    if labels:
-        # A long handle, so each dash pattern shows at least once in the legend.
-        legend = fig.legend(loc="outside lower center", ncols=columns, fontsize=7, frameon=False, handlelength=4.5)
-        for text, line in zip(legend.get_texts(), series, strict=True):
-            if set(line.runners) & set(differs):
-                text.set_fontweight("bold")
     buf = io.StringIO()
-    # Text stays text (smaller, selectable); a salt per chart keeps the clip-path ids unique within the page.
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"{kind}-{case}"}):
+    # Every text is made and drawn inside this context: text objects take `text.parse_math` and `text.usetex`
+    # when they are created, tick labels when the figure is drawn. Text stays text in the SVG (smaller,
+    # selectable); a salt per chart keeps the clip-path ids unique within the page.
+    with (
+        matplotlib.rc_context({**PLAIN_TEXT, "svg.fonttype": "none", "svg.hashsalt": f"{kind}-{case}"}),
+        warnings.catch_warnings(),
+    ):
+        # The SVG keeps text as text, which the browser draws in its own fonts: a glyph matplotlib's font lacks
+        # (a name in CJK) only makes its layout estimate a little off, not worth a warning on the terminal.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
+        fig = Figure(figsize=(6.4, 2.7 + 0.16 * rows), layout="constrained")
+        ax = fig.subplots()
+        longest = 1
+        handles = []
+        for k, line in enumerate(series):
+            style = styles[line.runners[0]]
+            xs = list(range(1, len(line.ys) + 1))
+            longest = max(longest, len(xs))
+            bold = bool(set(line.runners) & set(differs))
+            (drawn,) = ax.plot(
+                xs,
+                line.ys,
+                color=style.colour,
+                alpha=1.0 if bold or not differs else 0.6,
+                zorder=3 if bold else 2,
+                linewidth=2.0 if bold else 1.4,
+                linestyle="-" if style.dashes is None else (0, style.dashes),
+                marker=style.marker,
+                markersize=6,
+                markerfacecolor="none",
+                markeredgewidth=1.2,
+            )
+            drawn.set_gid(f"series-{k}")  # names the line's SVG group, which gets a hover title below
+            handles.append(drawn)
+        ax.set_xlabel("model call (step)")
+        ax.set_ylabel("cumulative input tokens" if kind == "tokens" else "request bytes")
+        ax.set_xlim(0.5, longest + 0.5)  # whole steps only, even when every run made one call
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.grid(True, color="#e5e5e5", linewidth=0.8)
+        ax.spines[["top", "right"]].set_visible(False)
+        if labels:
+            # Handles and labels given, not collected from the lines: collected, a label starting with `_`
+            # (a runner named `_mine`) would be left out of the legend as matplotlib's "no legend" mark.
+            # A long handle, so each dash pattern shows at least once in the legend.
+            legend = fig.legend(
+                handles, labels, loc="outside lower center", ncols=columns, fontsize=7, frameon=False, handlelength=4.5
+            )
+            for text, line in zip(legend.get_texts(), series, strict=True):
+                if set(line.runners) & set(differs):
+                    text.set_fontweight("bold")
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
@@ -800,10 +819,10 @@ def read_document(path: Path) -> results.Document:
 
 
 def write_html(doc: Any, path: Path, *, source: str = "") -> Path:
-    """Render the report for `doc` to `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(doc, source=source), encoding="utf-8")
-    return path
+    """Render the report for `doc` to `path`, by `adapters.files`' rule (atomic; a FIFO or folder at `path` refused
+    before anything is drawn)."""
+    files.ready_to_write(path)
+    return files.write_text(path, render_html(doc, source=source))
 
 
 def print_headline(doc: Any, *, out: Console | None = None) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
+import math
 import platform
 import re
 import sys
@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -42,11 +43,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
+from adapters import files
 from adapters.base import LooplabError, RunResult
 
 if TYPE_CHECKING:
+    from adapters.trace import Attempt
     from looplab.harness import RunOutcome
     from scenarios.cases import Case
+    from shared_tools.records import ToolCallRecord
 
 #: The shape this looplab writes. Bump it when a field changes meaning or a reader would need a new one.
 SCHEMA = 2
@@ -54,10 +58,15 @@ SCHEMA = 2
 UNVERSIONED = 1
 SCHEMA_KEY = "looplab_schema"
 NOT_RESULTS = "not a looplab results file"
+INVALID = "not a valid looplab results document"
 
 
 class ResultsError(LooplabError):
     """A results document that cannot be read, resumed from or merged; the message is one line naming the file."""
+
+    def __init__(self, message: str) -> None:
+        # A file name, a key or a value quoted from the file can hold a line break: the message stays one line.
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 class MergeRefused(ResultsError):
@@ -242,19 +251,46 @@ class Document(BaseModel):
 
 
 def parse_result(data: dict[str, Any] | RunResult) -> RunResult:
-    """A `RunResult` from its JSON; a tool call's full `result` is not in the JSON, its preview stands in."""
+    """A `RunResult` from its JSON; a tool call's full `result` is not in the JSON, its preview stands in.
+
+    Anything but a `RunResult`'s shape is a `ValidationError` whose first location names the field.
+    """
     if isinstance(data, RunResult):
         return data
-    trace = data.get("trace") or {}
-    steps = [
-        {**step, "tool_calls": [_with_result(c) for c in step.get("tool_calls", [])]} for step in trace.get("steps", [])
-    ]
-    orphans = [_with_result(c) for c in trace.get("orphan_tool_calls", [])]
-    return RunResult.model_validate({**data, "trace": {**trace, "steps": steps, "orphan_tool_calls": orphans}})
+    return RunResult.model_validate(_with_results(data))
 
 
-def _with_result(call: dict[str, Any]) -> dict[str, Any]:
-    return call if "result" in call else {**call, "result": call.get("result_preview", "")}
+def _with_results(data: Any) -> Any:
+    """`data` with each tool call's `result` filled in from its preview, where the shapes allow it.
+
+    Whatever is not the shape expected is passed on as it is, for validation to name it.
+    """
+    if not isinstance(data, dict):
+        return data
+    trace = data.get("trace")
+    if trace is None:  # a missing trace reads as an empty one, as it always has
+        trace = {}
+    if not isinstance(trace, dict):
+        return data
+    trace = dict(trace)
+    if isinstance(steps := trace.get("steps"), list):
+        trace["steps"] = [_step_with_results(step) for step in steps]
+    if isinstance(orphans := trace.get("orphan_tool_calls"), list):
+        trace["orphan_tool_calls"] = [_with_result(call) for call in orphans]
+    return {**data, "trace": trace}
+
+
+def _step_with_results(step: Any) -> Any:
+    if isinstance(step, dict) and isinstance(calls := step.get("tool_calls"), list):
+        return {**step, "tool_calls": [_with_result(call) for call in calls]}
+    return step
+
+
+def _with_result(call: Any) -> Any:
+    if not isinstance(call, dict) or "result" in call:
+        return call
+    preview = call.get("result_preview")
+    return {**call, "result": preview if isinstance(preview, str) else ""}
 
 
 # --- writing ---------------------------------------------------------------------------------------
@@ -339,17 +375,9 @@ def to_json(doc: Document) -> str:
 
 
 def write(doc: Document, path: Path) -> Path:
-    """Write `doc` to `path` atomically: a reader (or an interrupt mid-write) never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(to_json(doc))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write `doc` to `path` by `adapters.files`' rule: atomically (a reader, or an interrupt mid-write, never sees
+    half a file), a symlink replaced, anything but a regular file refused, the umask or the old file's mode kept."""
+    return files.write_text(path, to_json(doc))
 
 
 # --- reading and validating ------------------------------------------------------------------------
@@ -358,35 +386,56 @@ def write(doc: Document, path: Path) -> Path:
 def read(path: Path) -> Document:
     """A results file of any readable schema, validated; every problem is one `ResultsError` line naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such file") from None
+        text = files.read_bytes(path).decode("utf-8")  # a regular file only, bounded: never a FIFO that blocks
+    except files.FileRefused as exc:  # missing, a folder, a FIFO or device, too large, unreadable
+        raise ResultsError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise ResultsError(f"{path}: {NOT_RESULTS}: not JSON ({exc})") from None
-    except OSError as exc:  # a folder, no permission
-        raise ResultsError(f"{path}: {exc.strerror or exc}") from None
+    return load(parse_json(text, str(path)), source=str(path))
+
+
+#: The deepest nesting of arrays and objects a results document may hold (the document itself is level 1).
+#: Looplab writes about ten levels, a tool call's arguments below them; the bound keeps every reader and writer
+#: of a document (json, pydantic's serializer, which stops near 255 levels, deep copies, the report) inside its own.
+MAX_DEPTH = 200
+TOO_DEEP = f"arrays and objects nested more than {MAX_DEPTH} deep"
+#: The integers a document's counts, sizes and indices may hold: what a 64-bit counter holds, so their sums in
+#: reports and the float charts stay far from overflowing.
+INT_RANGE = range(-(2**63), 2**63)
+#: How much of a value or a path quoted from a document an error message shows.
+SHOWN_CHARS = 60
+
+
+def parse_json(text: str | bytes, source: str) -> Any:
+    """`text` as JSON, or one `ResultsError` line naming `source`: not JSON, or nested deeper than `MAX_DEPTH`."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: {NOT_RESULTS}: not JSON ({exc})") from None
-    return load(data, source=str(path))
+        return json.loads(text)
+    except RecursionError:  # json's parser recurses once a level: thousands of levels exhaust the stack
+        raise _too_deep(source, _deep_path_in_text(text)) from None
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer longer than Python converts
+        raise ResultsError(f"{source}: {NOT_RESULTS}: not JSON ({exc})") from None
 
 
 def load(data: Any, *, source: str = "results") -> Document:
-    """A document from parsed JSON (or a `Document`), validated; schema 1 shapes are converted."""
+    """A document from parsed JSON (or a `Document`), validated; schema 1 shapes are converted.
+
+    Every problem is one `ResultsError` line naming `source` and the field, before any of it is used.
+    """
     if isinstance(data, Document):
         return data
+    if (odd := _odd_place(data)) is not None:
+        raise ResultsError(f"{source}: {NOT_RESULTS}: {_field(odd[0])}: {odd[1]}")
     if isinstance(data, dict) and SCHEMA_KEY in data:
         version = data[SCHEMA_KEY]
-        if version != SCHEMA:
+        if type(version) is not int or version != SCHEMA:  # not True, 2.0 or "2": the writer writes the int
             raise ResultsError(
-                f"{source}: results schema {version!r}: this looplab reads schema {SCHEMA} "
+                f"{source}: results schema {_shown(version)}: this looplab reads schema {SCHEMA} "
                 f"(and unversioned files, as schema {UNVERSIONED})"
             )
         try:
             doc = Document.model_validate(data)
         except ValidationError as exc:
-            raise ResultsError(f"{source}: not a valid looplab results document: {_first_error(exc)}") from None
+            raise ResultsError(f"{source}: {INVALID}: {_problem(exc)}") from None
         validate(doc, source=source)
         return doc
     if isinstance(data, list) or (isinstance(data, dict) and "results" in data):
@@ -397,60 +446,165 @@ def load(data: Any, *, source: str = "results") -> Document:
     )
 
 
-def _first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    loc = ".".join(str(part) for part in first["loc"])
-    return f"{loc}: {first['msg']}" if loc else first["msg"]
+def _field(path: Sequence[Any]) -> str:
+    """A field's path as one short line: `results[0].trace.steps[2]`; an odd key quoted, a long path cut."""
+    out = ""
+    for part in path[:12]:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and re.fullmatch(r"[A-Za-z_][\w-]{0,40}", part, re.ASCII):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{_shown(part)}]"
+    return (out + ("…" if len(path) > 12 else "")) or "the document"
+
+
+def _shown(value: Any) -> str:
+    """A value quoted from a document, cut to `SHOWN_CHARS` (its depth is already bounded)."""
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+def _problem(exc: ValidationError, at: Sequence[str | int] = ()) -> str:
+    """The first error of a validation as `field: what is wrong`, the field's path starting at `at`."""
+    first = exc.errors(include_url=False, include_input=False)[0]
+    return f"{_field([*at, *first['loc']])}: {first['msg']}"
+
+
+def _too_deep(source: str, path: Sequence[str | int]) -> ResultsError:
+    return ResultsError(f"{source}: {NOT_RESULTS}: {_field(path)}: {TOO_DEEP}")
+
+
+def _odd_place(data: Any) -> tuple[list[str | int], str] | None:
+    """The path to the first thing in parsed JSON no reader should meet, and what it is; or None.
+
+    That is an array or object nested deeper than `MAX_DEPTH`, or a number that is not finite (NaN,
+    Infinity) or an integer outside `INT_RANGE`, except under an `args` key (a tool call's arguments,
+    as the model sent them). A walk with its own stack: the data may be nested as deep as json's parser went.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...], bool]] = [(data, (), True)]
+    while stack:
+        value, path, numbers_checked = stack.pop()
+        if len(path) >= MAX_DEPTH:
+            return list(path), TOO_DEEP
+        if isinstance(value, dict):
+            items: Iterable[tuple[str | int, Any]] = value.items()
+        elif isinstance(value, list):
+            items = enumerate(value)
+        else:
+            continue
+        for key, item in items:
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append((item, (*path, key), numbers_checked and key != "args"))
+            elif not numbers_checked:
+                continue
+            elif kind is float and not math.isfinite(item):
+                return [*path, key], f"{item} is not a finite number"
+            elif kind is int and item not in INT_RANGE:
+                return [*path, key], "the integer is outside the 64-bit range"
+    return None
+
+
+#: A JSON string (escapes included) or one of the characters that open, close or separate arrays and objects.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
+
+
+def _deep_path_in_text(text: str | bytes) -> list[str | int]:
+    """The path to the first array or object nested deeper than `MAX_DEPTH` in JSON text `json` could not read."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    open_: list[list[Any]] = []  # per open array or object: its bracket and the index or key now being read
+    key_next = False
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            if len(open_) >= MAX_DEPTH:
+                return [place for _, place in open_]
+            open_.append([token, 0 if token == "[" else None])
+            key_next = token == "{"
+        elif token in "]}":
+            if open_:
+                open_.pop()
+            key_next = False
+        elif token == ",":
+            if open_ and open_[-1][0] == "[":
+                open_[-1][1] += 1
+            key_next = bool(open_) and open_[-1][0] == "{"
+        elif key_next:  # a string where an object's key goes
+            try:
+                open_[-1][1] = json.loads(token)
+            except ValueError:
+                open_[-1][1] = token
+            key_next = False
+    return [place for _, place in open_]  # the parser gave up nearer the top than the bound: say where it was
 
 
 def validate(doc: Document, *, source: str = "results") -> None:
-    """Check what the field types cannot: every reference resolves, every result parses and matches its cell."""
+    """Check what the field types cannot: every result parses, every reference resolves and matches its cell."""
 
-    def bad(why: str) -> ResultsError:
-        return ResultsError(f"{source}: not a valid looplab results document: {why}")
+    def bad(field: str, why: str) -> ResultsError:
+        return ResultsError(f"{source}: {INVALID}: {field}: {why}")
 
+    parsed = [_run_at(raw, ("results", i), f"{source}: {INVALID}") for i, raw in enumerate(doc.results)]
     used: set[int] = set()
     for i, cell in enumerate(doc.cells):
-        where = f"cells.{i} ({cell.runner} on {cell.case})"
+        where = f"cells[{i}]"
         if cell.case not in doc.cases:
-            raise bad(f"{where}: case {cell.case!r} is not in 'cases'")
+            raise bad(f"{where}.case", f"{_shown(cell.case)} is not in 'cases'")
         if cell.environment is not None and cell.environment not in doc.environments:
-            raise bad(f"{where}: environment {cell.environment!r} is not in 'environments'")
+            raise bad(f"{where}.environment", f"{_shown(cell.environment)} is not in 'environments'")
         if cell.result is None:
             continue
-        if not 0 <= cell.result < len(doc.results) or cell.result in used:
-            raise bad(f"{where}: result {cell.result} is out of range or another cell's")
+        if not 0 <= cell.result < len(doc.results):
+            raise bad(f"{where}.result", f"{cell.result} is out of range: the document holds {len(doc.results)}")
+        if cell.result in used:
+            raise bad(f"{where}.result", f"results[{cell.result}] is another cell's")
         used.add(cell.result)
-        raw = doc.results[cell.result]
-        if (raw.get("runner"), raw.get("case")) != (cell.runner, cell.case):
-            raise bad(f"{where}: result {cell.result} is {raw.get('runner')} on {raw.get('case')}")
+        run = parsed[cell.result]
+        if (run.runner, run.case) != (cell.runner, cell.case):
+            raise bad(
+                f"{where}.result",
+                f"results[{cell.result}] is {_shown(run.runner)} on {_shown(run.case)}, "
+                f"the cell {_shown(cell.runner)} on {_shown(cell.case)}",
+            )
     if len(used) != len(doc.results):
-        raise bad(f"{len(doc.results) - len(used)} result(s) belong to no cell")
+        first = min(set(range(len(doc.results))) - used)
+        raise bad(f"results[{first}]", f"{len(doc.results) - len(used)} result(s) belong to no cell")
     for env_id, env in doc.environments.items():
         if env.id != env_id:
-            raise bad(f"environments.{env_id}: its id is not the hash of its content ({env.id})")
-    try:
-        doc.run_results()
-    except ValidationError as exc:
-        raise bad(f"a {exc.title} in it is not valid ({_first_error(exc)})") from None
+            raise bad(_field(["environments", env_id]), f"the id is not the hash of its content ({env.id})")
+    doc._parsed = parsed
 
 
 def _from_unversioned(data: Any, source: str) -> Document:
-    """A schema 1 file as a `Document`: cells paired with results as the old reader did, no hashes or environments."""
+    """A schema 1 file as a `Document`: cells paired with results as the old reader did, no hashes or environments.
+
+    Validated as strictly as schema 2: every run a `RunResult`, every cell a cell, before any is used.
+    """
+    at: tuple[str, ...] = () if isinstance(data, list) else ("results",)
     raw_results = data if isinstance(data, list) else data["results"]
     raw_cells = None if isinstance(data, list) else data.get("cells")
-    if not isinstance(raw_results, list) or not all(isinstance(r, dict) for r in raw_results):
+    if not isinstance(raw_results, list):
+        odd: str | None = f"{_field(at)} is {_kind(raw_results)}"
+    else:
+        odd = next(
+            (f"{_field([*at, i])} is {_kind(r)}" for i, r in enumerate(raw_results) if not isinstance(r, dict)), None
+        )
+    if odd:
         raise ResultsError(
             f"{source}: {NOT_RESULTS}: expected the list of runs `looplab run --json` writes "
-            "or the object with 'results' `looplab eval --json` writes"
+            f"or the object with 'results' `looplab eval --json` writes ({odd}, not a run)"
         )
     if raw_cells is not None and not isinstance(raw_cells, list):
-        raise ResultsError(f"{source}: {NOT_RESULTS}: 'cells' is not a list")
-    try:
-        results = [parse_result(r) for r in raw_results]
-        cells = [_OldCell.model_validate(c) for c in raw_cells or []]
-    except ValidationError as exc:
-        raise ResultsError(f"{source}: {NOT_RESULTS}: a {exc.title} in it is not valid ({_first_error(exc)})") from None
+        raise ResultsError(f"{source}: {NOT_RESULTS}: cells: expected a list of cells, found {_kind(raw_cells)}")
+    results = [_run_at(raw, (*at, i), f"{source}: {NOT_RESULTS}") for i, raw in enumerate(raw_results)]
+    cells: list[_OldCell] = []
+    for i, raw in enumerate(raw_cells or []):
+        try:
+            cells.append(_OldCell.model_validate(raw))
+        except ValidationError as exc:
+            raise ResultsError(f"{source}: {NOT_RESULTS}: {_problem(exc, ('cells', i))}") from None
     incomplete = data.get("incomplete") if isinstance(data, dict) else None
     doc = Document(looplab_schema=UNVERSIONED, incomplete=incomplete if isinstance(incomplete, str) else None)
     doc._parsed = []
@@ -494,6 +648,62 @@ def _from_unversioned(data: Any, source: str) -> Document:
                 add(runner, case, 0, i, None)
     doc.runners = list(dict.fromkeys(c.runner for c in doc.cells))
     return doc
+
+
+def _run_at(raw: Any, at: Sequence[str | int], refusal: str) -> RunResult:
+    """The run at `at` in a document, parsed and checked; else a `ResultsError` of `refusal` and the field."""
+    try:
+        run = parse_result(raw)
+    except ValidationError as exc:
+        raise ResultsError(f"{refusal}: {_problem(exc, at)}") from None
+    if (odd := _off_the_clock(run)) is not None:
+        raise ResultsError(f"{refusal}: {_field([*at, *odd[0]])}: {odd[1]}")
+    return run
+
+
+#: The longest a time on a run's clock may be (when a call started, how long it took, the run's wall time):
+#: about 31 years. With `STARTED_RANGE`, every instant a run records falls where OpenTelemetry's
+#: nanoseconds since 1970 (64 bits, to 2554) can hold it.
+MAX_SECONDS = 1e9
+#: When a run may have started (`RunResult.started_at`), in UTC.
+STARTED_RANGE = (datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC))
+
+
+def _off_the_clock(run: RunResult) -> tuple[list[str | int], str] | None:
+    """The first time `run` records outside its clock (below 0 s, above `MAX_SECONDS`, or a start outside
+    `STARTED_RANGE`), as (path, why); or None."""
+    times: list[tuple[list[str | int], float]] = [(["totals", "wall_s"], run.totals.wall_s)]
+
+    def calls(at: list[str | int], records: Sequence[ToolCallRecord]) -> None:
+        for k, call in enumerate(records):
+            times.extend([([*at, k, "started_at"], call.started_at), ([*at, k, "duration_s"], call.duration_s)])
+
+    def attempts(at: list[str | int], records: Sequence[Attempt]) -> None:
+        for k, attempt in enumerate(records):
+            times.extend([([*at, k, "started_at"], attempt.started_at), ([*at, k, "latency_s"], attempt.latency_s)])
+
+    for i, step in enumerate(run.trace.steps):
+        at: list[str | int] = ["trace", "steps", i]
+        model_call = step.model_call
+        times.append(([*at, "model_call", "started_at"], model_call.started_at))
+        times.append(([*at, "model_call", "latency_s"], model_call.latency_s))
+        attempts([*at, "model_call", "failed_attempts"], model_call.failed_attempts)
+        calls([*at, "tool_calls"], step.tool_calls)
+    calls(["trace", "orphan_tool_calls"], run.trace.orphan_tool_calls)
+    attempts(["trace", "unanswered"], run.trace.unanswered)
+    for path, seconds in times:
+        if not 0 <= seconds <= MAX_SECONDS:
+            return path, f"{seconds:g} s is not a time on a run's clock (0 to {MAX_SECONDS:g} s)"
+    started = run.started_at
+    if started is not None and not STARTED_RANGE[0] <= started.replace(tzinfo=started.tzinfo or UTC) < STARTED_RANGE[1]:
+        return ["started_at"], f"{started.isoformat()} is not when a run can have started (1970 to 2200)"
+    return None
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in words: `a string`, `an object`."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
 
 
 class _OldCell(BaseModel):

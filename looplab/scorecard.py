@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 import adapters
+from adapters import files
 from adapters.base import LooplabError, RunResult, StopReason
 from looplab import results
 from looplab.bench import BenchResult
@@ -109,17 +110,20 @@ def observed(document: results.Document) -> list[Observed]:
 
 
 def load_caps(path: Path = CAPS_PATH) -> CapsDoc | None:
-    """The committed caps measurement, if the file is there."""
-    if not path.is_file():
+    """The committed caps measurement, if the file is there; one that cannot be read is a one-line error."""
+    if not path.exists():
         return None
-    return CapsDoc.model_validate_json(path.read_text(encoding="utf-8"))
+    try:
+        return CapsDoc.model_validate_json(files.read_text(path))
+    except ValueError as exc:
+        raise LooplabError(f"{path}: not a looplab caps measurement: {str(exc).splitlines()[0]}") from None
 
 
 def load_bench(path: Path) -> BenchResult:
     """A `looplab bench --json` file; a bad one is a one-line error."""
     try:
-        return BenchResult.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return BenchResult.model_validate_json(files.read_text(path))
+    except ValueError as exc:
         raise LooplabError(f"{path}: not a looplab bench result: {str(exc).splitlines()[0]}") from None
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,74 @@ def test_json_that_is_not_a_results_file_is_refused_once(tmp_path: Path, capsys,
     line = _report(tmp_path, doc, capsys)
     assert line.startswith(f"{tmp_path / 'results.json'}: not a looplab results file: expected ")
     assert line.count("not a looplab results file") == 1
+
+
+# 5. Files: what looplab reads or writes is a regular file (`adapters.files`); anything else is one line at once.
+
+
+def _results_file(path: Path) -> Path:
+    """A schema-2 results document of one cell (a run that crashed: nothing to run to make it)."""
+    from looplab import results
+
+    doc = results.build([harness.RunOutcome("handrolled", "vip-compound", error="crashed")], runners=["handrolled"])
+    return results.write(doc, path)
+
+
+@pytest.mark.parametrize("where", ["input", "output"])
+def test_report_on_a_fifo_is_one_line_within_seconds(tmp_path: Path, where: str) -> None:
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # nobody writes or reads it: an open that waits would wait forever
+    source = fifo if where == "input" else _results_file(tmp_path / "results.json")
+    argv = [sys.executable, "-m", "looplab.cli", "report", str(source)] + (
+        ["-o", str(fifo)] if where == "output" else []
+    )
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=Path(__file__).parent.parent)
+    assert proc.returncode == 2
+    assert (
+        one_line(proc.stderr)
+        == f"{fifo}: a FIFO, not a regular file: looplab {'reads' if where == 'input' else 'writes'} only regular files"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["pipe"] if where == "input" else ["pipe", "results.json"])
+
+
+def test_report_to_a_symlink_replaces_the_link_and_leaves_its_target(tmp_path: Path, capsys, monkeypatch) -> None:
+    from looplab import report
+
+    # The page itself is another test's: drawing it first imports every framework the scorecard names (seconds).
+    monkeypatch.setattr(report, "render_html", lambda doc, **_: "<!DOCTYPE html>")
+    source = _results_file(tmp_path / "results.json")
+    (tmp_path / "kept.html").write_text("kept", encoding="utf-8")
+    (tmp_path / "link.html").symlink_to("kept.html")
+    assert exit_code(["report", str(source), "-o", str(tmp_path / "link.html")]) == 0
+    assert not (tmp_path / "link.html").is_symlink()
+    assert (tmp_path / "link.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert (tmp_path / "kept.html").read_text(encoding="utf-8") == "kept"
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640])
+def test_merge_into_an_existing_file_keeps_its_mode(tmp_path: Path, mode: int, capsys) -> None:
+    source = _results_file(tmp_path / "results.json")
+    merged = tmp_path / "merged.json"
+    merged.write_text("{}", encoding="utf-8")
+    merged.chmod(mode)
+    assert exit_code(["merge", str(source), "-o", str(merged)]) == 0
+    assert json.loads(merged.read_text(encoding="utf-8"))["looplab_schema"] == 2
+    assert stat.S_IMODE(merged.stat().st_mode) == mode
+
+
+@pytest.mark.parametrize("option", ["--json", "--html", "--otel"])
+def test_an_eval_output_that_is_a_fifo_or_folder_is_refused_before_anything_runs(
+    tmp_path: Path, option: str, nothing_runs, capsys
+) -> None:
+    if option == "--otel":
+        pytest.importorskip("opentelemetry.sdk")
+    fifo, folder = tmp_path / "pipe", tmp_path / "folder"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    for target, kind in ((fifo, "a FIFO"), (folder, "a folder")):
+        assert exit_code(["eval", "--runner", "handrolled", "--case", "vip-compound", option, str(target)]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert line == f"{option} {target}: {kind}, not a regular file: looplab writes only regular files"

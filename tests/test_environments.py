@@ -215,3 +215,24 @@ def test_a_runner_whose_environment_cannot_be_made_fails_its_cells_and_the_other
     broken = by_runner["pydantic_ai@0.0.0.0.0.1"]
     assert broken.result is None and "could not be created" in (broken.error or "")
     assert by_runner["handrolled"].passed and by_runner["handrolled"].stop_reason == "final_answer"
+
+
+@pytest.mark.parametrize("what", ["file", "under-a-file"])
+def test_a_cache_that_is_a_file_is_one_line_before_any_environment_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], what: str
+) -> None:
+    cache = tmp_path / "cache"
+    cache.write_text("not a folder", encoding="utf-8")
+    if what == "under-a-file":
+        cache = cache / "envs"
+    monkeypatch.setenv(environments.CACHE_ENV, str(cache))
+
+    def built(*args: object) -> None:
+        raise AssertionError("an environment was built")
+
+    monkeypatch.setattr(environments, "_create", built)
+    assert main(["eval", "--isolate", "--runner", "handrolled", "--case", "vip-compound"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"looplab: runner environment cache {cache}")
+    assert environments.CACHE_ENV in err
+    assert (tmp_path / "cache").read_text(encoding="utf-8") == "not a folder"

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html import escape as html_escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -508,3 +509,54 @@ def test_runners_with_identical_series_share_one_line_named_for_all(matrix) -> N
     assert "Drawn once, identical: runner00, runner01, runner02, runner03, runner04." in report.render_html(
         _fourteen_runners(matrix["doc"], same=5)
     )
+
+
+# --- names drawn as text: whatever a runner or case is called, the report renders it as written ---------------
+
+#: Names from any text, with what matplotlib's mathtext, TeX and legend treat specially mixed in (`$` pairs, TeX
+#: commands, a leading `_`) and what HTML does (`<`, `&`, quotes).
+_any_name = (
+    st.lists(
+        st.one_of(
+            st.text(max_size=4), st.sampled_from(["$", "\\", "_", "^", "{", "}", "\\frac", "%", "#", "&", "<", '"'])
+        ),
+        min_size=1,
+        max_size=6,
+    )
+    .map("".join)
+    .filter(bool)
+)
+
+
+def _named_runs(runners: list[str], case: str) -> list[dict]:
+    """A `run --json` list: each runner on `case`, each sending different request bytes (a line of its own)."""
+    runs = []
+    for k, runner in enumerate(runners):
+        run = _view(runner, "final_answer", [[("read_file", "a")], []]).result.model_dump(mode="json")
+        run["case"] = case
+        for step in run["trace"]["steps"]:
+            step["model_call"]["request_bytes"] += 10 * k
+        runs.append(run)
+    return runs
+
+
+def test_a_name_in_mathtext_syntax_is_drawn_as_written() -> None:
+    html = report.render_html(_named_runs(["my$\\frac$runner", "_mine", "plain"], "case$^{x}$_y"))
+    for name in ("my$\\frac$runner", "_mine", "plain"):
+        assert f">{name}</text>" in html  # in each chart's legend, as the characters given
+        assert f"<title>{name}</title>" in html
+
+
+@given(runners=st.lists(_any_name, min_size=1, max_size=3, unique=True), case=_any_name)
+@settings(max_examples=10, deadline=None)
+def test_any_runner_and_case_name_renders_a_report_with_the_names_escaped(runners: list[str], case: str) -> None:
+    from markupsafe import escape
+
+    html = report.render_html(_named_runs(runners, case))
+    for name in runners:
+        assert str(escape(name)) in html
+        # The hover title of the runner's line (one line each: their bytes differ), escaped once.
+        assert f"<title>{html_escape(name)}</title>" in html
+        if name == name.strip() and name.isprintable():  # one line of text, no edge spaces the SVG could trim
+            assert f">{html_escape(name, quote=False)}</text>" in html  # the legend entry, as written
+    assert str(escape(case)) in html

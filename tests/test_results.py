@@ -131,12 +131,15 @@ def _corrupt(data: dict[str, Any], how: str) -> None:
 @pytest.mark.parametrize(
     ("how", "says"),
     [
-        ("result out of range", "out of range"),
-        ("unknown case", "is not in 'cases'"),
-        ("unknown environment", "is not in 'environments'"),
-        ("result without a cell", "belong to no cell"),
-        ("result of another cell", "is handrolled on vip-compound"),
-        ("not a run", "RunResult in it is not valid"),
+        ("result out of range", "cells[0].result: 99 is out of range"),
+        ("unknown case", "cells[0].case: \"no-such-case\" is not in 'cases'"),
+        ("unknown environment", "cells[0].environment: \"0123456789abcdef\" is not in 'environments'"),
+        ("result without a cell", "results[1]: 1 result(s) belong to no cell"),
+        (
+            "result of another cell",
+            'cells[0].result: results[0] is "handrolled" on "vip-compound", the cell "langgraph"',
+        ),
+        ("not a run", "results[0].stop_reason: Input should be 'final_answer'"),
         ("another schema", f"results schema {results.SCHEMA + 1}: this looplab reads schema {results.SCHEMA}"),
     ],
 )

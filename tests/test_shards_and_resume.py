@@ -136,3 +136,16 @@ def test_the_terminal_matrix_marks_the_cells_another_shard_runs(capsys) -> None:
     render.matrix_table([ran], ["handrolled", "langgraph"], ["vip-compound"])
     row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("vip-compound"))
     assert row.count("✓") == 1 and "–" in row  # langgraph's cell is another shard's: neither passed nor failed
+
+
+def test_resume_refuses_a_broken_document_before_running_anything_and_leaves_it(runs, tmp_path, ran, capsys) -> None:
+    data = json.loads(runs["1"].read_text())
+    data["results"][0]["trace"]["steps"][0]["tool_calls"] = [3]  # a tool call that is a number
+    target = tmp_path / "broken.json"
+    target.write_text(json.dumps(data), encoding="utf-8")
+    before = target.read_bytes()
+    assert eval_("--resume", str(target)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"looplab: {target}: not a valid looplab results document: results[0].trace.steps[0]")
+    assert ran == [] and target.read_bytes() == before

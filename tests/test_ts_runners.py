@@ -318,6 +318,20 @@ def test_a_missing_npm_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert "\n" not in str(info.value) and "needs 'npm'" in str(info.value)
 
 
+@pytest.mark.parametrize("where", ["the cache", "a folder above it"])
+def test_a_cache_that_is_a_file_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
+) -> None:
+    file = tmp_path / "node-cache"
+    file.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv(_node.CACHE_ENV, str(file if where == "the cache" else file / "below"))
+    with pytest.raises(LooplabError) as info:
+        _node.ensure_installed()
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("Node package cache ") and _node.CACHE_ENV in message
+    assert file.read_text(encoding="utf-8") == "not a folder"
+
+
 @pytest.mark.skipif(os.name != "posix", reason="the fake node is a shell script")
 def test_a_node_older_than_20_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     node = tmp_path / "node"
