@@ -54,11 +54,11 @@ class LoopbackCheck:
 
 
 class LoopbackGuard:
-    """An ASGI wrapper answering, itself, every request its `LoopbackCheck` refuses."""
+    """An ASGI wrapper answering, itself, every request `check` refuses."""
 
-    def __init__(self, app: ASGIApp, token: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, check: LoopbackCheck) -> None:
         self.app = app
-        self.check = LoopbackCheck(token, port)
+        self.check = check
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):  # lifespan: the app's own startup and shutdown

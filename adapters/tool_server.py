@@ -13,7 +13,9 @@ carries it as an in-process call's would; without one the record gets `mcp-1`, `
 
 Over streamable HTTP (`ToolServer`), the server listens on 127.0.0.1 only and refuses, before
 MCP sees it, a request without the run's token or with a `Host` or `Origin` not its own
-(`adapters.loopback.LoopbackGuard`). Over stdio (`serve_stdio`) the pipe is the child's alone.
+(`adapters.loopback.LoopbackGuard`); connections that never present the token are bounded in number
+and in time, so other local users cannot lock the token holder out (`adapters.serving`). Over stdio
+(`serve_stdio`) the pipe is the child's alone.
 
 Works with `mcp` 1.x (handlers keyed by request type) and 2.x (handlers given at construction).
 """
@@ -28,7 +30,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from adapters.base import LooplabError
-from adapters.loopback import LoopbackGuard
 from adapters.serving import LoopbackServer
 from shared_tools import Guard, ToolCallRecord
 from shared_tools.daemon import DaemonPool
@@ -61,9 +62,7 @@ class ToolServer:
 
         manager = StreamableHTTPSessionManager(app=server)
         app = Starlette(routes=[Route(MCP_PATH, endpoint=_Endpoint(manager))], lifespan=lambda _: manager.run())
-        self._server = LoopbackServer(
-            lambda bound: LoopbackGuard(app, self.token, bound), port, lifespan="on", name="looplab-tool-server"
-        )
+        self._server = LoopbackServer(app, self.token, port, lifespan="on", name="looplab-tool-server")
         self.port: int = self._server.port
 
     @property

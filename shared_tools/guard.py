@@ -28,6 +28,9 @@ from shared_tools.workspace import PathRefused, Workspace
 MAX_ARGS_CHARS = 1_000_000
 #: How much of an invalid call's arguments its record keeps.
 RECORDED_ARGS_CHARS = 2_000
+#: The deepest arguments a record keeps as JSON; deeper ones are kept as their text, so every record fits a
+#: results document, which refuses nesting past 200 levels.
+RECORDED_ARGS_DEPTH = 32
 
 #: Decides whether an effect tool may run: `(name, args) -> approved`.
 Approver = Callable[[str, dict[str, Any]], bool]
@@ -117,9 +120,12 @@ class Guard:
     `records` is the ordered log of every call; `stop` is set when a call
     should end the run (repetition, an effect not approved, or the run's
     deadline hit inside a tool).
-    `cutoff`, when set, says why no model call is left to read a tool's result (None while one is): such a
-    call does not run, so the tools of a run's last allowed model call have no effect that no model sees,
-    and no approval is asked for them. It is not kept in `records` (the model call's requested tools show it).
+    `cutoff`, when set, says why no model call is left to read a tool's result (None while one is).
+    One rule for every transport (in process, over MCP): a call that reaches the Guard once `stop` is set
+    or the cutoff speaks does not run. Its reply is a `skipped` error record saying why; no tool function
+    is called and no approval asked, so the tools of a run's last allowed model call, and any call after
+    the run ended, have no effect that no model sees. It is not kept in `records` (the model call's
+    requested tools show it).
     `clock` reads seconds since the run started and `deadline` is on that
     clock; the model boundary shares it, so both logs interleave.
     Thread-safe, since some frameworks run parallel tool calls on threads.
@@ -152,7 +158,7 @@ class Guard:
         """Run one tool call and return its record; never raises, whatever the arguments hold."""
         name = clean(name) if isinstance(name, str) else repr(name)
         started = self.clock()
-        if self.cutoff is not None and (why := self.cutoff()):
+        if why := self._ended():
             return self._skipped(name, args, call_id, why, started)
         try:
             outcome, text, args = self._dispatch(name, args)
@@ -175,13 +181,21 @@ class Guard:
             self.records.append(record)
         return record
 
+    def _ended(self) -> str | None:
+        """Why no tool may run any more, if the run has ended or no model call is left to read a result."""
+        if self.stop is not None:
+            return f"the run has ended ({self.stop.reason}: {self.stop.detail})"
+        if self.cutoff is not None and (why := self.cutoff()):
+            self.stop = self.stop or StopSignal(
+                reason="max_steps",
+                detail=f"{why}; the tool calls of the last one did not run (no model call left to read them)",
+            )
+            return f"{why}; no model call is left to read this result"
+        return None
+
     def _skipped(self, name: str, args: Any, call_id: Any, why: str, started: float) -> ToolCallRecord:
-        """The reply to a call no model will read: not run, not recorded, and the run asked to end."""
-        self.stop = self.stop or StopSignal(
-            reason="max_steps",
-            detail=f"{why}; the tool calls of the last one did not run (no model call left to read them)",
-        )
-        text = f"NotRun: {why}; no model call is left to read this result, so {name} did not run"
+        """The reply to a call that must not run: an error record saying why, not kept in `records`."""
+        text = f"NotRun: {why}, so {name} did not run"
         return ToolCallRecord(
             name=name,
             args=_recordable(args),
@@ -300,11 +314,23 @@ def _recordable(args: Any) -> Any:
             text = json.dumps(args, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
             return f"<arguments of type {type(args).__name__} that JSON cannot hold>"
-        if len(text) <= RECORDED_ARGS_CHARS:
+        if len(text) <= RECORDED_ARGS_CHARS and not _deeper_than(args, RECORDED_ARGS_DEPTH):
             tidy = clean(text)
             return args if tidy is text else json.loads(tidy)
         args = text
     return clean(preview(args, RECORDED_ARGS_CHARS))
+
+
+def _deeper_than(value: Any, depth: int) -> bool:
+    """Whether JSON-like `value` nests arrays or objects more than `depth` levels deep (no recursion)."""
+    level: list[tuple[Any, int]] = [(value, 0)]
+    while level:
+        item, at = level.pop()
+        if isinstance(item, dict | list):
+            if at >= depth:
+                return True
+            level.extend((inner, at + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def _shape(tool: Tool) -> str:

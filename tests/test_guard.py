@@ -203,3 +203,102 @@ def test_after_the_cutoff_no_call_runs_is_recorded_or_asks_for_approval(
         assert guard.stop.detail.startswith("max_steps=2 model calls made")
     else:
         assert guard.stop is None
+
+
+# --- a stopped run runs no more tools ----------------------------------------------------------------------
+
+#: Calls that end a run, each as (Guard options, the calls): an effect denied, a repetition, the deadline passed.
+ENDINGS: dict[str, tuple[dict[str, object], list[tuple[str, dict[str, str]]]]] = {
+    "rejected": ({}, [("write_file", {"path": "notes.md", "content": "x"})]),
+    "repetition": ({}, [("read_file", {"path": "README.md"})] * 3),
+    "timeout": ({"deadline": -1.0}, [("read_file", {"path": "README.md"})]),
+}
+#: Any call a client might make next: the tools with arguments good and bad, and names that are no tool.
+LATER_CALLS = st.lists(
+    st.tuples(
+        st.one_of(st.sampled_from(["run_tests", "read_file", "search_code", "write_file"]), st.text(max_size=12)),
+        st.one_of(
+            st.fixed_dictionaries({"path": st.sampled_from(["README.md", "billing/discount.py", "../x"])}),
+            st.fixed_dictionaries({"target": st.just("tests/test_invoice.py")}),
+            st.fixed_dictionaries({"query": st.text(max_size=20)}),
+            st.fixed_dictionaries({"path": st.just("notes.md"), "content": st.text(max_size=20)}),
+            st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3),
+            st.text(max_size=30),
+            st.none(),
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def spied(tools: list[Tool], ran: list[str]) -> list[Tool]:
+    """The tools, each noting its name in `ran` when its function is called."""
+
+    def spy(tool: Tool) -> Tool:
+        @functools.wraps(tool.fn)
+        def fn(*args: object, **kwargs: object) -> str:
+            ran.append(tool.name)
+            return tool.fn(*args, **kwargs)
+
+        return dataclasses.replace(tool, fn=fn)
+
+    return [spy(tool) for tool in tools]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ending=st.sampled_from(sorted(ENDINGS)), later=LATER_CALLS)
+def test_once_the_run_has_ended_no_call_runs_is_recorded_or_asks_for_approval(
+    workspace: Workspace, ending: str, later: list[tuple[str, object]]
+) -> None:
+    options, ending_calls = ENDINGS[ending]
+    ran: list[str] = []
+    asked: list[str] = []
+    guard = Guard(
+        workspace,
+        tools=spied(default_tools(allow_writes=True), ran),
+        approver=lambda name, args: asked.append(name) is None and False,
+        **options,  # type: ignore[arg-type]
+    )
+    for name, args in ending_calls:
+        guard.call(name, args)
+    assert guard.stop is not None and guard.stop.reason == ending
+    stop, records, ran_before, asked_before = guard.stop, list(guard.records), list(ran), list(asked)
+
+    replies = [guard.call(name, args, f"later-{i}") for i, (name, args) in enumerate(later)]
+    assert [r.outcome for r in replies] == ["skipped"] * len(later)
+    assert all(r.is_error and "did not run" in r.result and f"({ending}: " in r.result for r in replies)
+    assert [r.call_id for r in replies] == [f"later-{i}" for i in range(len(later))]
+    assert (ran, asked, guard.records, guard.stop) == (ran_before, asked_before, records, stop)
+    assert all(json.loads(r.model_dump_json())["outcome"] == "skipped" for r in replies)  # every record serializes
+
+
+def _nesting(value: object) -> int:
+    """How many levels of arrays and objects `value` nests (0 for a scalar)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_nesting, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_nesting, value), default=0)
+    return 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(depth=st.integers(0, 300), as_text=st.booleans(), tool=st.sampled_from(["read_file", "nope"]))
+def test_arguments_of_any_depth_are_recorded_within_the_depth_a_results_document_reads(
+    guard: Guard, depth: int, as_text: bool, tool: str
+) -> None:
+    from looplab import results
+
+    nested: object = "x"
+    for _ in range(depth):
+        nested = [nested]
+    args = {"path": nested}
+    record = guard.call(tool, json.dumps(args) if as_text else args)
+    assert record.is_error
+    kept = record.args
+    assert _nesting(kept) <= 32
+    if depth < 31:  # shallow arguments keep their shape
+        assert kept in (args, json.dumps(args))
+    # A record sits 8 levels down in a results document (results[i].trace.steps[j].tool_calls[k]), which reads
+    # nesting up to MAX_DEPTH: every record fits.
+    assert 8 + _nesting(json.loads(record.model_dump_json())) <= results.MAX_DEPTH

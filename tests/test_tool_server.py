@@ -38,6 +38,7 @@ from adapters.loopback import LoopbackCheck  # noqa: E402
 from adapters.tool_server import CALL_ID_META, ToolServer  # noqa: E402
 from shared_tools import Guard, Tool, ToolCallRecord, Workspace, default_tools, tree_fingerprint  # noqa: E402
 from tests.conftest import FIXTURE_REPO  # noqa: E402
+from tests.test_guard import spied  # noqa: E402
 
 #: As in tests/test_conformance.py: the scripted investigator's calls on vip-compound.
 SEED_TRAJECTORY = [
@@ -249,6 +250,56 @@ def test_a_call_that_ends_the_run_ends_it_the_same_way(calls: Calls, reason: str
         assert tree_fingerprint(remote.workspace.root) == tree_fingerprint(FIXTURE_REPO)
     assert remote.stop is not None and remote.stop.reason == reason
     assert results[-1][1] and remote.records[-1].outcome == reason
+
+
+#: Calls a client might make after the run ended: any tool name (one of the tools or not), any object as arguments.
+LATER_CALLS = st.lists(
+    st.tuples(
+        st.one_of(
+            st.sampled_from(["run_tests", "read_file", "search_code", "write_file"]),
+            st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=12),
+        ),
+        st.one_of(
+            st.fixed_dictionaries({"target": st.just("tests/test_invoice.py")}),
+            st.fixed_dictionaries({"path": st.sampled_from(["README.md", "billing/discount.py", "../x"])}),
+            st.fixed_dictionaries({"query": st.text(max_size=20)}),
+            st.fixed_dictionaries({"path": st.just("notes.md"), "content": st.text(max_size=20)}),
+            st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=8), max_size=3),
+        ),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def test_once_the_run_has_ended_no_call_over_mcp_runs() -> None:
+    """An effect denied ends the run; whatever a client calls next over MCP runs nothing, as in-process."""
+    denied = ("write_file", {"path": "tests/test_invoice.py", "content": "def test_ok(): pass\n"})
+    ran: list[str] = []
+    with Workspace(FIXTURE_REPO) as remote_ws, Workspace(FIXTURE_REPO) as local_ws:
+        remote = Guard(remote_ws, tools=spied(default_tools(allow_writes=True), ran))
+        local = Guard(local_ws, tools=default_tools(allow_writes=True))
+        local.call(*denied)
+        with ToolServer(remote) as server, anyio.from_thread.start_blocking_portal() as portal:
+            with portal.wrap_async_context_manager(connected(server.url, server.token)) as session:
+                assert portal.call(call, session, *denied, "c0")[1]
+                assert remote.stop == local.stop and remote.stop is not None and remote.stop.reason == "rejected"
+                records = list(remote.records)
+
+                @settings(max_examples=20, deadline=None)
+                @given(later=LATER_CALLS)
+                def calls_after_the_end(later: Calls) -> None:
+                    for name, args in later:
+                        text, is_error = portal.call(call, session, name, args, "later")
+                        in_process = local.call(name, args)
+                        assert (text, is_error) == (in_process.result, True)
+                        assert text.startswith("NotRun: the run has ended (rejected: write_file was not approved")
+                    assert ran == [] and remote.records == records and len(local.records) == 1
+
+                calls_after_the_end()
+        assert tree_fingerprint(remote_ws.root) == tree_fingerprint(FIXTURE_REPO)
+    assert ran == []  # not even the denied write: the Guard refused it before calling the tool
+    assert [r.outcome for r in remote.records] == ["rejected"]
 
 
 # --- who may talk to it --------------------------------------------------------------------------------
