@@ -321,7 +321,13 @@ class RunSession:
         self.clock = guard.clock
         self.pacer = pacing.current()
         self.recorder = ModelRecorder(
-            clock=self.clock, pricing=model.pricing, gate=self.gate, pacer=self.pacer, headers=model.headers
+            clock=self.clock,
+            pricing=model.pricing,
+            gate=self.gate,
+            pacer=self.pacer,
+            headers=model.headers,
+            time_left=self.remaining_s,
+            expire=self.expire,
         )
         self.started = self.clock()
         self.guard.deadline = self.started + limits.max_seconds
@@ -334,6 +340,13 @@ class RunSession:
         if why := self.tool_stop() or self.budget_stop(request_bytes) or self.pace():
             self.stop = self.stop or StopRun(*why)
             raise self.stop
+
+    def expire(self) -> None:
+        """Called when the run's deadline cut a model exchange short: the run stops as `timeout` (raised, as `gate`
+        raises, so that neither an SDK nor a framework retries the call)."""
+        detail = f"max_seconds={self.limits.max_seconds:g} elapsed during a model call"
+        self.stop = self.stop or StopRun(StopReason.TIMEOUT, detail)
+        raise self.stop
 
     def conclude(self, answer: str | None, error: BaseException | None = None) -> Finished:
         """How a framework's run ended, decided from the boundaries rather than from the framework.

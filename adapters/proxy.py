@@ -12,6 +12,21 @@ It is served by the standard library's threaded HTTP server, one thread per conn
 with a blocking client, rather than by the ASGI stack the other loopback servers use: an async
 relay (uvicorn, Starlette, an async client) measured 0.8 ms a request on loopback before recording
 anything, a blocking one 0.2 ms, and this sits on every model call a child makes.
+
+What it holds, whatever either side sends:
+
+- the run's deadline: every exchange in flight when the run's time runs out has its upstream connection
+  shut (however the upstream dribbles its reply, per-read timeouts never fire); the attempt is recorded
+  with what arrived, the child gets the 403 a request past the deadline gets (or, mid-stream, a closed
+  connection), and the run stops as `timeout`;
+- a body it cannot frame (`Content-Length: abc`, two lengths, a chunk size that is not hexadecimal, a
+  chunk longer or shorter than it says, a body that ends early) gets a 400 naming what is wrong, and the
+  connection is closed: nothing is forwarded and nothing is printed;
+- connections from anyone: a connection that has not sent a whole request head within `HEAD_TIMEOUT_S`
+  of connecting (or of its last reply, before it has ever shown the token) is dropped, and at most
+  `MAX_CONNECTIONS` are held: a new one past that drops the oldest that has never shown the token, so
+  idle or half-sent connections cannot crowd out the child (the same two bounds as every loopback server's,
+  from `adapters.serving`).
 """
 
 from __future__ import annotations
@@ -19,18 +34,23 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import re
 import secrets
 import socket
 import ssl
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from adapters.base import PROVIDER_OF_API, ModelServerUrls, StopRun
 from adapters.loopback import LoopbackCheck
-from adapters.serving import LOOPBACK, STOP_TIMEOUT_S
+from adapters.recorder import DEADLINE_PASSED, Exchange
+from adapters.serving import HEAD_TIMEOUT_S, LOOPBACK, MAX_CONNECTIONS, STOP_TIMEOUT_S
 
 if TYPE_CHECKING:
     from adapters.base import RunSession
@@ -53,6 +73,15 @@ MAX_REQUEST_BYTES = 64 * 2**20
 POLL_S = 0.005
 #: Seconds an idle keep-alive connection is held open for the child's next request.
 IDLE_TIMEOUT_S = 30.0
+#: How often the serving loop looks for connections past their bound.
+REAP_EVERY_S = 0.25
+#: The longest chunk-size line (size and extensions) and the most trailer lines a chunked body may have.
+MAX_CHUNK_LINE = 1024
+MAX_TRAILERS = 64
+#: A chunk size as HTTP spells it: hexadecimal digits only (`int(x, 16)` would take "0x1f", "+1" or "1_0").
+CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+#: A Content-Length as HTTP spells it: decimal digits only.
+CONTENT_LENGTH = re.compile(r"[0-9]{1,20}")
 
 
 class ModelProxy(ModelServerUrls):
@@ -76,6 +105,8 @@ class ModelProxy(ModelServerUrls):
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(POLL_S,), name="looplab-model-proxy", daemon=True
         )
+        self._closing = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch_deadline, name="looplab-model-proxy-deadline", daemon=True)
 
     @property
     def url(self) -> str:
@@ -83,18 +114,43 @@ class ModelProxy(ModelServerUrls):
 
     def __enter__(self) -> ModelProxy:
         self._thread.start()
+        self._watchdog.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        """Stop serving, drop the child's open connections and the upstream ones; bounded."""
+        """Stop serving, drop the child's open connections and the upstream ones; bounded.
+
+        An exchange still in flight (the runner ended, or gave up on its request, while the model was still
+        answering) is cut first and recorded as it stood, so the run's record has it when the run concludes.
+        """
+        self._closing.set()
+        self._server.cut_all(DeadlineTimeout if self.session.remaining_s() <= 0 else RunEnded)
+        self._server.wait_uncut(STOP_TIMEOUT_S)
         if self._thread.is_alive():
             self._server.shutdown()
             self._thread.join(timeout=STOP_TIMEOUT_S)
+        if self._watchdog.is_alive():
+            self._watchdog.join(timeout=STOP_TIMEOUT_S)
         self._server.server_close()
         self._server.drop_connections()
+
+    def _watch_deadline(self) -> None:
+        """At the run's deadline, cut every exchange in flight (and any that starts after it)."""
+        while (left := self.session.remaining_s()) > 0:
+            if self._closing.wait(left):
+                return
+        self._server.cut_all(DeadlineTimeout)
+
+    def _expire(self) -> str:
+        """The run stops as `timeout` (the deadline cut an exchange): why, for the child's refusal."""
+        try:
+            self.session.expire()
+        except StopRun as stop:
+            return stop.detail
+        return f"max_seconds={self.session.limits.max_seconds:g} elapsed"  # pragma: no cover - expire always raises
 
     def _target(self, path: str) -> str | None:
         """The upstream URL for a request path, or None when the run's model does not speak that API."""
@@ -123,25 +179,58 @@ class ModelProxy(ModelServerUrls):
             status, why = refusal
             kind = "unauthorized" if status == 401 else "forbidden"
             extra = [("WWW-Authenticate", "Bearer")] if status == 401 else []
+            handler.close_connection = True  # a stranger gets one answer per connection, and no idle time after it
             return handler.send_json(status, {"error": {"type": kind, "message": why}}, extra)
-        body = handler.read_body()
-        if body is None:
-            return handler.send_json(*_error(413, f"looplab relays request bodies up to {MAX_REQUEST_BYTES} bytes"))
+        handler.shown_token()
+        try:
+            body = handler.read_body()
+        except _Unframed as unframed:  # what follows on the connection cannot be told apart: it is closed
+            handler.close_connection = True
+            return handler.send_json(*_error(unframed.status, f"looplab: {unframed}"))
         if handler.command != "POST" or (target := self._target(handler.path)) is None:
             asked, model = f"{handler.command} {handler.path}", self.session.model.label
             return handler.send_json(*_error(404, f"looplab: this run's model is {model}; {asked} is not its endpoint"))
         try:
-            exchange = self.session.recorder.exchange(target, body)
+            exchange = self.session.recorder.exchange(target, body, stop_at_deadline=False)
         except StopRun as stop:  # the gate refused it: nothing was forwarded
-            return handler.send_json(*_error(403, f"looplab refused the request: {stop.detail}", kind="looplab_limit"))
+            return handler.send_json(*_refused(stop.detail))
         upstream = handler.upstream = handler.upstream or self._connect()
-        path = urlsplit(target).path + _query(handler.path)
+        self._server.watch(handler)
+        try:
+            self._forward(handler, exchange, upstream, urlsplit(target).path + _query(handler.path), body, incoming)
+        finally:
+            self._server.unwatch(handler)
+
+    def _forward(
+        self,
+        handler: _Handler,
+        exchange: Exchange,
+        upstream: http.client.HTTPConnection,
+        path: str,
+        body: bytes,
+        incoming: list[tuple[str, str]],
+    ) -> None:
+        """Send one gated request upstream and relay its reply, recorded; cut at the run's deadline."""
         try:
             with exchange:
-                upstream.request("POST", path, body=body, headers=self._headers(incoming))
-                reply = upstream.getresponse()
+                try:
+                    if upstream.sock is None:  # connected here, before the deadline can cut it (see `_Handler.cut`)
+                        upstream.timeout = max(self.session.remaining_s(), 0.001)  # a socket not yet made: no cut
+                        upstream.connect()
+                        # Then each read waits as long as it did: the deadline's cut, not a read timeout, ends it.
+                        upstream.sock.settimeout(self.session.limits.max_seconds)
+                    if handler.cut:
+                        raise handler.cut()
+                    upstream.request("POST", path, body=body, headers=self._headers(incoming))
+                    reply = upstream.getresponse()
+                except (OSError, http.client.HTTPException) as exc:
+                    if handler.cut and not isinstance(exc, handler.cut):
+                        raise handler.cut() from exc
+                    raise
         except (OSError, http.client.HTTPException) as exc:  # a failed attempt; the child sees a gateway error
             handler.drop_upstream()
+            if handler.cut is DeadlineTimeout:
+                return handler.send_json(*_refused(self._expire()))
             return handler.send_json(*_error(502, f"looplab could not reach the model: {type(exc).__name__}: {exc}"))
         headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in DROPPED_RESPONSE]
         received: list[bytes] = []
@@ -154,9 +243,11 @@ class ModelProxy(ModelServerUrls):
 
         try:
             if reply.getheader("content-type", "").startswith("text/event-stream"):
-                handler.send_stream(reply.status, headers, _chunks(reply, received), before_end=record)
+                handler.send_stream(reply.status, headers, _chunks(reply, received, handler), before_end=record)
             else:  # a whole reply: one body, no chunked relay
                 received.append(reply.read())
+                if handler.cut:  # a body without a length ends where the cut shut the connection
+                    raise handler.cut()
                 record()
                 handler.send_whole(reply.status, headers, received[0])
         except _ChildGone:
@@ -165,7 +256,14 @@ class ModelProxy(ModelServerUrls):
             error, handler.close_connection = exc, True
             if isinstance(exc, http.client.IncompleteRead):
                 received.append(exc.partial)
-            if not handler.replied:
+            if handler.cut:  # however the shut connection surfaced, the cut broke the reply off
+                error = exc if isinstance(exc, handler.cut) else handler.cut()
+                record()  # before the child hears of it: the run's record is whole when it ends
+                if handler.cut is DeadlineTimeout:
+                    refusal = _refused(self._expire())
+                    if not handler.replied:
+                        handler.send_json(*refusal)
+            elif not handler.replied:
                 handler.send_json(*_error(502, f"looplab: the model's reply broke off: {type(exc).__name__}: {exc}"))
         finally:
             if error is not None or not reply.isclosed():
@@ -191,11 +289,60 @@ class _ChildGone(OSError):
     """The child closed its connection mid-reply: what was received is recorded as it stands."""
 
 
-def _chunks(reply: http.client.HTTPResponse, received: list[bytes]) -> Iterator[bytes]:
-    """A streamed reply as it arrives, kept in `received` for the record."""
+class DeadlineTimeout(TimeoutError):
+    """The run's deadline cut the exchange short (its upstream connection was shut)."""
+
+    def __init__(self) -> None:
+        super().__init__(DEADLINE_PASSED)
+
+
+class RunEnded(ConnectionAbortedError):
+    """The run ended (its runner exited) with the exchange in flight: cut short, recorded as it stood."""
+
+    def __init__(self) -> None:
+        super().__init__("looplab: the run ended during the model exchange")
+
+
+class _Unframed(Exception):
+    """A request body that cannot be read as HTTP frames it (or one too large): refused with `status`."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _refused(why: str) -> tuple[int, dict[str, Any]]:
+    """What the child gets for a request the run's limits refuse: a 403 naming the limit (clients do not retry it)."""
+    return _error(403, f"looplab refused the request: {why}", kind="looplab_limit")
+
+
+def _chunks(reply: http.client.HTTPResponse, received: list[bytes], handler: _Handler) -> Iterator[bytes]:
+    """A streamed reply as it arrives, kept in `received` for the record; one that was cut short fails."""
     while chunk := reply.read1(65536):
         received.append(chunk)
         yield chunk
+    if handler.cut:
+        raise handler.cut()
+
+
+@dataclass
+class _Connection:
+    """What the server knows of one connection: enough to bound how long and how many it holds."""
+
+    sock: socket.socket
+    #: When it began waiting for its next request head (when it connected, or got its last reply).
+    since: float
+    #: Whether a request on it has shown the run's token (then it may idle `IDLE_TIMEOUT_S` between requests).
+    trusted: bool = False
+    #: Whether a request on it is being answered (a whole head came): never dropped then.
+    busy: bool = False
+    dropped: bool = False
+
+    def drop(self) -> None:
+        """Shut the socket: the thread serving it sees the end of its input and finishes."""
+        self.dropped = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
 
 
 def _tls_context() -> ssl.SSLContext:
@@ -212,11 +359,20 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    #: Connections the kernel queues before they are accepted (socketserver's default is 5): a burst of strangers
+    #: must not fill the queue, or the child's connection waits a second for its retried handshake.
+    request_queue_size = 128
     proxy: ModelProxy
 
     def __init__(self, *args: Any) -> None:
-        self._open: set[socket.socket] = set()
+        self._open: dict[socket.socket, _Connection] = {}
         self._open_lock = threading.Lock()
+        self._reaped_at = time.monotonic()
+        #: The handlers with an exchange upstream in flight.
+        self._watched: set[_Handler] = set()
+        #: Why every exchange from now on is cut short, once the run's deadline has passed or the proxy is closing.
+        self._cut: type[OSError] | None = None
+        self._uncut = threading.Condition(self._open_lock)
         super().__init__(*args)
 
     def server_bind(self) -> None:  # the plain bind: the parent's looks up the host's name, which can be slow
@@ -226,13 +382,71 @@ class _Server(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._open_lock:
-            self._open.add(request)
+            held = [c for c in self._open.values() if not c.dropped]
+            strangers = [c for c in held if not c.trusted and not c.busy]
+            full = len(held) >= MAX_CONNECTIONS
+            if full and strangers:
+                min(strangers, key=lambda c: c.since).drop()
+            if not full or strangers:
+                self._open[request] = _Connection(request, time.monotonic())
+        if full and not strangers:  # every connection held is the child's: the newcomer is turned away
+            self.shutdown_request(request)
+            return
         super().process_request(request, client_address)
+
+    def connection(self, request: socket.socket) -> _Connection:
+        """The record of the connection `request` (made when it was accepted)."""
+        with self._open_lock:
+            return self._open.get(request) or _Connection(request, time.monotonic())
 
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
-            self._open.discard(request)
+            self._open.pop(request, None)
         super().shutdown_request(request)
+
+    def service_actions(self) -> None:
+        """Drop, every `REAP_EVERY_S`, the connections that have waited too long for a whole request head."""
+        now = time.monotonic()
+        if now - self._reaped_at < REAP_EVERY_S:
+            return
+        self._reaped_at = now
+        with self._open_lock:
+            for held in self._open.values():
+                bound = IDLE_TIMEOUT_S if held.trusted else HEAD_TIMEOUT_S
+                if not held.busy and not held.dropped and now - held.since > bound:
+                    held.drop()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed is dropped; one whose peer went away or timed out says nothing (anyone may
+        connect), anything else one line."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            print(f"looplab model proxy: dropped a connection: {type(error).__name__}: {error}", file=sys.stderr)
+
+    def watch(self, handler: _Handler) -> None:
+        """`handler` is about to exchange with the upstream: cut it with the others (now, if they have been cut)."""
+        with self._open_lock:
+            if self._cut is not None:
+                handler.cut_upstream(self._cut)
+            self._watched.add(handler)
+
+    def unwatch(self, handler: _Handler) -> None:
+        with self._open_lock:
+            self._watched.discard(handler)
+            self._uncut.notify_all()
+
+    def cut_all(self, why: type[OSError]) -> None:
+        """Cut short, failing with `why`, every exchange in flight and any that starts from now on: the run's time
+        is up, or the proxy is closing."""
+        with self._open_lock:
+            self._cut = self._cut or why
+            for handler in self._watched:
+                handler.cut_upstream(self._cut)
+
+    def wait_uncut(self, timeout: float) -> None:
+        """Wait, at most `timeout` seconds, until no exchange is in flight (each cut one has been recorded)."""
+        with self._uncut:
+            self._uncut.wait_for(lambda: not self._watched, timeout)
 
     def shutdown(self) -> None:
         """Stop `serve_forever` now rather than at its next poll: ask, then wake its `select` with a connection.
@@ -247,11 +461,8 @@ class _Server(ThreadingHTTPServer):
 
     def drop_connections(self) -> None:
         with self._open_lock:
-            for sock in self._open:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            for held in self._open.values():
+                held.drop()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -262,9 +473,38 @@ class _Handler(BaseHTTPRequestHandler):
     upstream: http.client.HTTPConnection | None = None
     #: Whether the current reply's status line has gone out: after it, an error can only close the connection.
     replied = False
+    #: What cut the current exchange short, if anything did (its upstream connection was shut): the error it fails with.
+    cut: type[OSError] | None = None
+    held: _Connection
+
+    def setup(self) -> None:
+        super().setup()
+        self.held = self.server.connection(self.request)
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        finally:
+            self.held.busy, self.held.since = False, time.monotonic()
+
+    def parse_request(self) -> bool:
+        whole = super().parse_request()
+        self.held.busy = whole  # a whole head came: it is answered, whoever sent it
+        return whole
+
+    def shown_token(self) -> None:
+        """The request showed the run's token: the connection may idle as the child's between requests."""
+        self.held.trusted = True
+
+    def cut_upstream(self, why: type[OSError]) -> None:
+        """Cut the exchange in flight short, to fail with `why`: a blocked read of the reply ends at once."""
+        self.cut = why
+        if self.upstream is not None and (sock := self.upstream.sock) is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def do_POST(self) -> None:
-        self.replied = False
+        self.replied, self.cut = False, None
         self.server.proxy.relay(self)
 
     def drop_upstream(self) -> None:
@@ -281,25 +521,58 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # the run's record is the log, not stderr
         pass
 
-    def read_body(self) -> bytes | None:
-        """The request body (sized or chunked), or None when it is larger than looplab relays."""
-        if "chunked" in self.headers.get("transfer-encoding", "").lower():
-            parts, size = [], 0
-            while (length := int(self.rfile.readline(100).split(b";")[0].strip() or b"0", 16)) > 0:
-                size += length
-                if size > MAX_REQUEST_BYTES:
-                    self.close_connection = True
-                    return None
-                parts.append(self.rfile.read(length))
-                self.rfile.readline(10)
-            while self.rfile.readline(8192).strip():  # trailers
-                pass
-            return b"".join(parts)
-        length = int(self.headers.get("content-length") or 0)
+    def read_body(self) -> bytes:
+        """The request body, sized or chunked; `_Unframed` (400, or 413 when it is larger than looplab relays)
+        when HTTP's framing cannot tell where it ends."""
+        encodings = self.headers.get_all("transfer-encoding") or []
+        codings = [c.strip(" \t").lower() for value in encodings for c in value.split(",")]
+        if codings:  # it overrides any Content-Length
+            if codings != ["chunked"]:
+                raise _Unframed(400, f"looplab reads only a chunked Transfer-Encoding, not {', '.join(codings)!r}")
+            return self._read_chunked()
+        # Only HTTP's own whitespace around a value: str.strip() would also take a form feed or a NEL off "5\x0c".
+        lengths = {v.strip(" \t") for v in self.headers.get_all("content-length") or []}
+        if len(lengths) > 1:
+            raise _Unframed(400, f"the request has {len(lengths)} different Content-Length headers")
+        text = lengths.pop() if lengths else "0"
+        if not CONTENT_LENGTH.fullmatch(text):
+            raise _Unframed(400, f"Content-Length is not a whole number of bytes: {text[:40]!r}")
+        length = int(text)
         if length > MAX_REQUEST_BYTES:
-            self.close_connection = True
-            return None
-        return self.rfile.read(length) if length > 0 else b""
+            raise _Unframed(413, f"looplab relays request bodies up to {MAX_REQUEST_BYTES} bytes")
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise _Unframed(400, f"the body ended after {len(body)} of its {length} bytes")
+        return body
+
+    def _read_chunked(self) -> bytes:
+        parts, size = [], 0
+        while True:
+            line = self.rfile.readline(MAX_CHUNK_LINE)
+            if not line.endswith(b"\n"):
+                raise _Unframed(400, f"a chunk-size line is cut off or longer than {MAX_CHUNK_LINE} bytes")
+            digits = line.split(b";", 1)[0].strip()
+            if not CHUNK_SIZE.fullmatch(digits):
+                raise _Unframed(400, f"a chunk size is not a hexadecimal number: {digits[:40]!r}")
+            length = int(digits, 16)
+            if length == 0:
+                break
+            size += length
+            if size > MAX_REQUEST_BYTES:
+                raise _Unframed(413, f"looplab relays request bodies up to {MAX_REQUEST_BYTES} bytes")
+            data = self.rfile.read(length)
+            if len(data) < length:
+                raise _Unframed(400, f"the chunked body ended {len(data)} bytes into a chunk of {length}")
+            parts.append(data)
+            if self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                raise _Unframed(400, "a chunk is longer than its size says (no line break after its data)")
+        for _ in range(MAX_TRAILERS):
+            line = self.rfile.readline(8192)
+            if line in (b"\r\n", b"\n"):
+                return b"".join(parts)
+            if not line.endswith(b"\n"):
+                raise _Unframed(400, "the chunked body's trailer is cut off")
+        raise _Unframed(400, f"the chunked body has more than {MAX_TRAILERS} trailer lines")
 
     def send_whole(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         self._start(status, [*headers, ("Content-Length", str(len(body)))])

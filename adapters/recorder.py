@@ -4,6 +4,11 @@ It sits in the HTTP client the provider SDK uses (a transport wrapper), so it
 sees the same bytes for the scripted model and for a real provider. The
 current `openai` and `anthropic` SDKs take an `httpx2` client and older ones
 an `httpx` client; the two share an API, so one wrapper is built per module.
+
+In a run, every connect, send and read of a model exchange waits at most the time left in the run (the
+network layer under the client is bound to the run's deadline), so an endpoint that dribbles its reply or
+keeps a stream alive with comments cannot hold the run past `max_seconds`: the exchange fails there, is
+recorded as an attempt that got no answer, and the run stops as `timeout`.
 """
 
 from __future__ import annotations
@@ -51,12 +56,18 @@ class ModelRecorder:
     pacer: Pacer | None = None
     #: Added to every request sent, replacing a header of the same name (the model spec's `headers`).
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: Seconds left in the run (None: no deadline); every wait of a model exchange is bounded by it.
+    time_left: Callable[[], float] | None = None
+    #: Called once the deadline has cut an exchange short and it is recorded; it raises the run's stop.
+    expire: Callable[[], None] | None = None
     calls: list[ModelCall] = field(default_factory=list)
     failed: list[Attempt] = field(default_factory=list)
     pending: list[Attempt] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        #: Whether the run's deadline has cut an exchange short (here, or at the proxy's relay).
+        self.out_of_time = False
 
     @property
     def cost_usd(self) -> float | None:
@@ -72,9 +83,12 @@ class ModelRecorder:
         sync_cls, async_cls = _transport_classes(http)
         kwargs.setdefault("timeout", http.Timeout(600.0, connect=10.0))
         verify = {} if tls else {"verify": False}
+        inner = http.AsyncHTTPTransport(**verify) if is_async else http.HTTPTransport(**verify)
+        if self.time_left is not None:
+            _bind_to_deadline(inner, self, is_async=is_async)
         if is_async:
-            return http.AsyncClient(transport=async_cls(self, http.AsyncHTTPTransport(**verify)), **kwargs)
-        return http.Client(transport=sync_cls(self, http.HTTPTransport(**verify)), **kwargs)
+            return http.AsyncClient(transport=async_cls(self, inner), **kwargs)
+        return http.Client(transport=sync_cls(self, inner), **kwargs)
 
     def forecast_cost(self, request_bytes: int) -> float | None:
         """A call's likely cost: about 4 request bytes a token in, the largest reply so far out."""
@@ -89,9 +103,13 @@ class ModelRecorder:
         replaced = {name.lower() for name in self.headers}
         return {k: v for k, v in headers.items() if k.lower() not in replaced} | dict(self.headers)
 
-    def exchange(self, url: str, body: bytes) -> Exchange:
-        """A request about to go out to `url`, gated now (the gate may raise to refuse it): see `Exchange`."""
-        return Exchange(self, url, body)
+    def exchange(self, url: str, body: bytes, *, stop_at_deadline: bool = True) -> Exchange:
+        """A request about to go out to `url`, gated now (the gate may raise to refuse it): see `Exchange`.
+
+        `stop_at_deadline=False` for a caller that ends the run itself when the deadline cuts the exchange
+        short (the proxy's relay answers its child first); otherwise the failure is recorded and `expire` raises.
+        """
+        return Exchange(self, url, body, stop_at_deadline)
 
     def _record(
         self,
@@ -226,10 +244,11 @@ class Exchange:
     or the end of a `tee()` the body passes through.
     """
 
-    def __init__(self, recorder: ModelRecorder, url: str, body: bytes) -> None:
+    def __init__(self, recorder: ModelRecorder, url: str, body: bytes, stop_at_deadline: bool = True) -> None:
         if recorder.gate is not None and _endpoint(url) is not None:
             recorder.gate(len(body))
         self.recorder, self.url, self.body, self.started = recorder, url, body, recorder.clock()
+        self.stop_at_deadline = stop_at_deadline
         self.recorded = False
 
     def __enter__(self) -> Exchange:
@@ -240,6 +259,7 @@ class Exchange:
             self.recorded = True
             message = f"{type(error).__name__}: {error}"
             self.recorder._failed(endpoint, None, message, len(self.body), 0, self.started)
+            self._stop_if_out_of_time()
 
     def whole(self, status: int, headers: Any, body: bytes, error: Exception | None = None) -> None:
         """The reply (or what came before `error` broke it off): recorded, and a 429's retry-after told to the pacer."""
@@ -249,6 +269,13 @@ class Exchange:
         self.recorder._record(self.url, self.body, status, body, self.started, error)
         if status == 429 and self.recorder.pacer is not None and (wait := retry_after_s(headers)) is not None:
             self.recorder.pacer.hold(wait)
+        if error is not None:
+            self._stop_if_out_of_time()
+
+    def _stop_if_out_of_time(self) -> None:
+        """After a failure the deadline caused: the run's stop, raised in place of the failure (no retry)."""
+        if self.stop_at_deadline and self.recorder.out_of_time and self.recorder.expire is not None:
+            self.recorder.expire()
 
     def tee(self, status: int, headers: Any, chunks: Any, kind: type[ReplyTee] = ReplyTee) -> ReplyTee:
         """The reply's body passing through `kind`, recorded when it ends, breaks off or is closed."""
@@ -279,13 +306,10 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             self.finish()
             await self.inner.aclose()
 
-    def _reply(exchange: Exchange, response: Any, tee: type[ReplyTee], error_body: bytes | None) -> Any:
-        """The response handed on: an error one already read and recorded (an SDK may close it unread before
-        retrying), any other with its body recorded as it passes."""
-        if error_body is not None:
-            exchange.whole(response.status_code, response.headers, error_body)
-        else:
-            response.stream = exchange.tee(response.status_code, response.headers, response.stream, tee)
+    def _reply(exchange: Exchange, response: Any, tee: type[ReplyTee]) -> Any:
+        """The response handed on with its body recorded as it passes (an error one is read at once by the caller:
+        an SDK may close it unread before retrying)."""
+        response.stream = exchange.tee(response.status_code, response.headers, response.stream, tee)
         return response
 
     class RecordingTransport(http.BaseTransport):
@@ -297,8 +321,10 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             _prepare(self.recorder, request)
             with self.recorder.exchange(str(request.url), request.content) as exchange:
                 response = self.inner.handle_request(request)
-            error_body = None if 200 <= response.status_code < 300 else response.read()
-            return _reply(exchange, response, _Tee, error_body)
+            reply = _reply(exchange, response, _Tee)
+            if not 200 <= response.status_code < 300:
+                reply.read()
+            return reply
 
         def close(self) -> None:
             self.inner.close()
@@ -312,13 +338,170 @@ def _transport_classes(http: ModuleType) -> tuple[type, type]:
             _prepare(self.recorder, request)
             with self.recorder.exchange(str(request.url), request.content) as exchange:
                 response = await self.inner.handle_async_request(request)
-            error_body = None if 200 <= response.status_code < 300 else await response.aread()
-            return _reply(exchange, response, _AsyncTee, error_body)
+            reply = _reply(exchange, response, _AsyncTee)
+            if not 200 <= response.status_code < 300:
+                await reply.aread()
+            return reply
 
         async def aclose(self) -> None:
             await self.inner.aclose()
 
     return RecordingTransport, AsyncRecordingTransport
+
+
+#: What an exchange cut short by the run's deadline fails with (as a timeout of the HTTP layer).
+DEADLINE_PASSED = "looplab: the run's deadline passed during the model exchange"
+
+
+def _bind_to_deadline(transport: Any, recorder: ModelRecorder, *, is_async: bool) -> None:
+    """Have every connect, send and read under `transport` (an httpx or httpx2 one) wait at most the run's time left.
+
+    httpx builds its connection pool without a way to pass a network backend, so the pool's is wrapped in place.
+    """
+    pool = transport._pool
+    if not hasattr(pool, "_network_backend"):  # pragma: no cover - a release that moved it: fail, never run unbound
+        raise RuntimeError(f"cannot bind {type(pool).__module__} to the run's deadline: no _network_backend")
+    core = sys.modules[type(pool).__module__.split(".")[0]]
+    sync_backend, async_backend = _deadline_backends(core)
+    pool._network_backend = (async_backend if is_async else sync_backend)(pool._network_backend, recorder)
+
+
+def _wait_for(recorder: ModelRecorder, timeout: float | None, timed_out: type[Exception]) -> tuple[float, bool]:
+    """How long one network operation may wait: its own timeout or the run's time left, whichever is shorter, and
+    whether the deadline is the shorter. None left: the exchange fails now with `timed_out`."""
+    assert recorder.time_left is not None
+    left = recorder.time_left()
+    if left <= 0:
+        recorder.out_of_time = True
+        raise timed_out(DEADLINE_PASSED)
+    return (left, True) if timeout is None or left < timeout else (timeout, False)
+
+
+def _cut(recorder: ModelRecorder, timed_out: type[Exception]) -> Exception:
+    recorder.out_of_time = True
+    return timed_out(DEADLINE_PASSED)
+
+
+@cache
+def _deadline_backends(core: ModuleType) -> tuple[type, type]:
+    """Network backends of `core` (httpcore or httpcore2), sync and async, that wrap another and bound its waits
+    by the run's deadline (see `_wait_for`); built once per module."""
+
+    class Stream(core.NetworkStream):
+        def __init__(self, inner: Any, recorder: ModelRecorder) -> None:
+            self.inner, self.recorder = inner, recorder
+
+        def _bounded(self, timeout: float | None, timed_out: type[Exception], operation: Callable[[float], Any]) -> Any:
+            wait, deadline = _wait_for(self.recorder, timeout, timed_out)
+            try:
+                return operation(wait)
+            except timed_out as exc:
+                if deadline:
+                    raise _cut(self.recorder, timed_out) from exc
+                raise
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self._bounded(timeout, core.ReadTimeout, lambda wait: self.inner.read(max_bytes, wait))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._bounded(timeout, core.WriteTimeout, lambda wait: self.inner.write(buffer, wait))
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+            tls = self._bounded(
+                timeout, core.ConnectTimeout, lambda wait: self.inner.start_tls(ssl_context, server_hostname, wait)
+            )
+            return Stream(tls, self.recorder)
+
+        def get_extra_info(self, info: str) -> Any:
+            return self.inner.get_extra_info(info)
+
+    class Backend(core.NetworkBackend):
+        def __init__(self, inner: Any, recorder: ModelRecorder) -> None:
+            self.inner, self.recorder = inner, recorder
+
+        def _connect(self, connect: Callable[[float], Any], timeout: float | None) -> Any:
+            wait, deadline = _wait_for(self.recorder, timeout, core.ConnectTimeout)
+            try:
+                return Stream(connect(wait), self.recorder)
+            except core.ConnectTimeout as exc:
+                if deadline:
+                    raise _cut(self.recorder, core.ConnectTimeout) from exc
+                raise
+
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
+            return self._connect(lambda wait: self.inner.connect_tcp(host, port, wait, *args, **kwargs), timeout)
+
+        def connect_unix_socket(self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
+            return self._connect(lambda wait: self.inner.connect_unix_socket(path, wait, *args, **kwargs), timeout)
+
+        def sleep(self, seconds: float) -> None:
+            self.inner.sleep(seconds)
+
+    class AsyncStream(core.AsyncNetworkStream):
+        def __init__(self, inner: Any, recorder: ModelRecorder) -> None:
+            self.inner, self.recorder = inner, recorder
+
+        async def _bounded(
+            self, timeout: float | None, timed_out: type[Exception], operation: Callable[[float], Any]
+        ) -> Any:
+            wait, deadline = _wait_for(self.recorder, timeout, timed_out)
+            try:
+                return await operation(wait)
+            except timed_out as exc:
+                if deadline:
+                    raise _cut(self.recorder, timed_out) from exc
+                raise
+
+        async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return await self._bounded(timeout, core.ReadTimeout, lambda wait: self.inner.read(max_bytes, wait))
+
+        async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            await self._bounded(timeout, core.WriteTimeout, lambda wait: self.inner.write(buffer, wait))
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+        async def start_tls(
+            self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+        ) -> Any:
+            tls = await self._bounded(
+                timeout, core.ConnectTimeout, lambda wait: self.inner.start_tls(ssl_context, server_hostname, wait)
+            )
+            return AsyncStream(tls, self.recorder)
+
+        def get_extra_info(self, info: str) -> Any:
+            return self.inner.get_extra_info(info)
+
+    class AsyncBackend(core.AsyncNetworkBackend):
+        def __init__(self, inner: Any, recorder: ModelRecorder) -> None:
+            self.inner, self.recorder = inner, recorder
+
+        async def _connect(self, connect: Callable[[float], Any], timeout: float | None) -> Any:
+            wait, deadline = _wait_for(self.recorder, timeout, core.ConnectTimeout)
+            try:
+                return AsyncStream(await connect(wait), self.recorder)
+            except core.ConnectTimeout as exc:
+                if deadline:
+                    raise _cut(self.recorder, core.ConnectTimeout) from exc
+                raise
+
+        async def connect_tcp(
+            self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
+        ) -> Any:
+            return await self._connect(lambda wait: self.inner.connect_tcp(host, port, wait, *args, **kwargs), timeout)
+
+        async def connect_unix_socket(self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
+            return await self._connect(
+                lambda wait: self.inner.connect_unix_socket(path, wait, *args, **kwargs), timeout
+            )
+
+        async def sleep(self, seconds: float) -> None:
+            await self.inner.sleep(seconds)
+
+    return Backend, AsyncBackend
 
 
 @dataclass

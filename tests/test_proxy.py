@@ -9,14 +9,14 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters import proxy as proxy_module
 from adapters.base import Limits, ModelSpec, Probe, RunSession, StopReason
 from adapters.proxy import ModelProxy
-from scenarios.scripted.faults import BROKEN, HttpFaults
+from scenarios.scripted.faults import BROKEN, HANG, HttpFaults
 from scenarios.scripted.server import ScriptedModelServer
 from shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
@@ -246,3 +246,190 @@ def test_any_body_gets_the_same_answer_through_the_proxy_as_direct(
 def _post_raw(proxy: ModelProxy, body: bytes) -> httpx.Response:
     headers = {"authorization": f"Bearer {proxy.token}", "content-type": "application/json"}
     return httpx.post(f"{proxy.openai_base_url}/chat/completions", content=body, headers=headers, timeout=10)
+
+
+# --- what anyone on loopback may send -------------------------------------------------------------------
+
+
+def _raw_request(proxy: ModelProxy, head_extra: str, body: bytes) -> tuple[int, bytes]:
+    """One POST with `head_extra` header lines and `body` as sent, over a plain socket: the status and the rest."""
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as raw:
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n"
+        head += f"Authorization: Bearer {proxy.token}\r\n{head_extra}\r\n"
+        raw.sendall(head.encode("latin-1") + body)
+        raw.shutdown(socket.SHUT_WR)  # a body that says it is longer than what came ends here
+        reply = b""
+        while chunk := raw.recv(65536):
+            reply += chunk
+    status = int(reply.split(b" ", 2)[1])
+    return status, reply.split(b"\r\n\r\n", 1)[1]
+
+
+def _not_a_length(text: str) -> bool:
+    return not (text.isascii() and text.strip().isdigit())
+
+
+#: Content-Length values HTTP does not spell (Python's int() would take some: "+5", "1_0", " 5", "٣").
+BAD_LENGTHS = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF), max_size=12).filter(
+    lambda t: t.strip() and _not_a_length(t) and t == t.strip()
+) | st.sampled_from(["abc", "+5", "-1", "1_0", "0x10", "5 5", "1e3", "\u00b2"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(length=BAD_LENGTHS)
+def test_a_content_length_that_is_not_a_number_gets_a_400_and_no_traceback(
+    model_server: ScriptedModelServer, length: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for session in _session(model_server):
+        with ModelProxy(session) as proxy:
+            status, body = _raw_request(proxy, f"Content-Length: {length}\r\n", json.dumps(CHAT).encode())
+        assert status == 400 and "Content-Length is not a whole number" in json.loads(body)["error"]["message"]
+        assert not session.recorder.calls and not session.recorder.failed  # nothing was forwarded
+    assert capfd.readouterr().err == ""
+
+
+def _chunked(parts: list[bytes], sizes: list[str], after: list[bytes]) -> bytes:
+    """Chunks as sent: each size line, its data, and what follows the data (a line break, or not)."""
+    framed = zip(sizes, parts, after, strict=True)
+    return b"".join(b"%s\r\n%s%s" % (size.encode("latin-1"), part, end) for size, part, end in framed)
+
+
+#: Chunked framings that do not frame: a size that is not hexadecimal, data longer or shorter than its size
+#: says, a body that stops before its last chunk.
+BAD_CHUNKS = st.one_of(
+    st.builds(
+        lambda part, size: _chunked([part], [size], [b"\r\n"]) + b"0\r\n\r\n",
+        st.binary(min_size=1, max_size=20),
+        st.sampled_from(["xyz", "0x5", "+5", "-1", "1_0", " ", "g", "\u00e9"]),
+    ),
+    st.builds(
+        lambda part, extra: _chunked([part + extra], [f"{len(part):x}"], [b"\r\n"]) + b"0\r\n\r\n",
+        st.binary(min_size=1, max_size=20),
+        st.binary(min_size=1, max_size=5).filter(lambda b: not b.startswith((b"\r\n", b"\n"))),
+    ),
+    st.builds(
+        lambda part, missing: _chunked([part], [f"{len(part) + missing:x}"], [b""]),
+        st.binary(min_size=1, max_size=20),
+        st.integers(min_value=1, max_value=50),
+    ),
+    st.builds(lambda part: _chunked([part], [f"{len(part):x}"], [b"\r\n"]), st.binary(min_size=1, max_size=20)),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=BAD_CHUNKS)
+def test_a_malformed_chunked_body_gets_a_400_with_the_reason_and_no_traceback(
+    model_server: ScriptedModelServer, body: bytes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for session in _session(model_server):
+        with ModelProxy(session) as proxy:
+            status, reply = _raw_request(proxy, "Transfer-Encoding: chunked\r\n", body)
+        assert status == 400, reply
+        reason = json.loads(reply)["error"]["message"]
+        assert reason.startswith("looplab: ") and ("chunk" in reason or "body" in reason)
+        assert not session.recorder.calls and not session.recorder.failed
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("head", "reason"),
+    [
+        ("Content-Length: 5\r\nContent-Length: 6\r\n", "2 different Content-Length headers"),
+        ("Transfer-Encoding: gzip, chunked\r\n", "only a chunked Transfer-Encoding"),
+        ("Content-Length: 500\r\n", "the body ended after"),
+    ],
+)
+def test_other_framings_it_cannot_read_get_a_400_naming_them(
+    session: RunSession, head: str, reason: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with ModelProxy(session) as proxy:
+        status, reply = _raw_request(proxy, head, b"{}")
+    assert status == 400 and reason in json.loads(reply)["error"]["message"]
+    assert capfd.readouterr().err == ""
+
+
+#: Idle and half-sent connections opened by anyone (no token): well under this process's descriptor limit.
+STRANGERS = 300
+
+
+def test_hundreds_of_idle_connections_do_not_keep_the_child_from_the_model(
+    session: RunSession, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import resource
+    import threading
+    import time
+
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 4 * STRANGERS
+    threads_before = threading.active_count()
+    with ModelProxy(session) as proxy:
+        strangers = []
+        try:
+            for i in range(STRANGERS):  # nothing, half a request line, or a head that never ends
+                sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+                sock.sendall([b"", b"POST /v1/chat/compl", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x"][i % 3])
+                strangers.append(sock)
+            started = time.monotonic()
+            reply = _post(proxy, "/chat/completions", CHAT)
+            answered_in = time.monotonic() - started
+            held_threads = threading.active_count() - threads_before
+        finally:
+            for sock in strangers:
+                sock.close()
+    assert reply.status_code == 200 and answered_in < 2.0
+    # Connections are bounded, so are the threads serving them: not one per stranger.
+    assert held_threads <= proxy_module.MAX_CONNECTIONS + 10  # and a few a dropped stranger's thread takes to end
+    assert capfd.readouterr().err == ""
+
+
+def test_a_connection_that_never_finishes_its_request_head_is_dropped(
+    session: RunSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    monkeypatch.setattr(proxy_module, "HEAD_TIMEOUT_S", 0.5)
+    with ModelProxy(session) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as slow:
+            started = time.monotonic()
+            for byte in b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n":  # one byte every 0.1 s
+                try:
+                    slow.sendall(bytes([byte]))
+                except OSError:  # dropped: the proxy shut the connection
+                    break
+                slow.settimeout(0.1)
+                try:
+                    if slow.recv(1) == b"":
+                        break
+                except TimeoutError:
+                    continue
+            dropped_after = time.monotonic() - started
+        assert _post(proxy, "/chat/completions", CHAT).status_code == 200
+    assert dropped_after < 0.5 + 2 * proxy_module.REAP_EVERY_S + 0.5
+
+
+def test_an_exchange_in_flight_when_the_run_ends_is_recorded_as_it_stood() -> None:
+    """A runner that exits while the model is still answering: closing the proxy cuts the exchange and records it
+    before the run concludes, rather than leaving it to a read timeout nobody waits for."""
+    import threading
+    import time
+
+    faults: list[HttpFaults] = []
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        faults.append(HttpFaults(app, then=HANG))
+        return faults[0]
+
+    with ScriptedModelServer(wrap=wrap) as server:
+        for session in _session(server):
+            with ModelProxy(session) as proxy:
+                asking = threading.Thread(target=_post, args=(proxy, "/chat/completions", CHAT), daemon=True)
+                asking.start()
+                waited = time.monotonic()
+                while not faults[0].served and time.monotonic() - waited < 5:
+                    time.sleep(0.01)
+            closed_in = time.monotonic() - waited
+            (attempt,) = session.recorder.failed
+            assert (
+                attempt.status is None and "RunEnded: looplab: the run ended during the model exchange" in attempt.error
+            )
+            assert session.stop is None and closed_in < 2  # not the deadline's: the run's stop is decided as ever
+            asking.join(10)

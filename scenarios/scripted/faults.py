@@ -3,8 +3,9 @@
 An ASGI wrapper, so the same runners meet a failing endpoint the way they would meet a provider's
 500 or 429 (a status, a JSON error body in both dialects' shape, and `retry-after` headers that
 let the SDKs retry at once), a reply that breaks off (`BROKEN`: headers, a few bytes, then the
-connection closes) or one that never comes (`HANG`); `SlowReplies` makes every reply take as long as a real
-model's.
+connection closes), one that never comes (`HANG`), or one that starts and never ends: a JSON body one byte at
+a time (`DRIBBLE`) or an event stream of keep-alive comments (`KEEP_ALIVE`), each piece `DRIBBLE_INTERVAL_S`
+apart, so that no single read waits long; `SlowReplies` makes every reply take as long as a real model's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
 BROKEN = "broken"
 #: A reply that never comes.
 HANG = "hang"
-Fault = int | Literal["broken", "hang"]
+#: A 200 JSON reply whose body comes one byte every `DRIBBLE_INTERVAL_S` and never ends.
+DRIBBLE = "dribble"
+#: A 200 event stream that sends only `: keep-alive` comment lines, every `DRIBBLE_INTERVAL_S`, and never ends.
+KEEP_ALIVE = "keep-alive"
+Fault = int | Literal["broken", "hang", "dribble", "keep-alive"]
+#: Seconds between the pieces of a reply that dribbles.
+DRIBBLE_INTERVAL_S = 0.5
+#: The most pieces such a reply sends (a minute's worth) before it gives up on a client that still listens.
+DRIBBLE_PIECES = 120
 
 
 class HttpFaults:
@@ -49,6 +58,8 @@ class HttpFaults:
         self.served.append(status)
         if status == HANG:
             await asyncio.sleep(3600)  # cancelled when the server stops
+        elif status in (DRIBBLE, KEEP_ALIVE):
+            await _dribble(status, receive, send)
         elif status == BROKEN:
             start = {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4096")]}
             await send(start)
@@ -56,6 +67,26 @@ class HttpFaults:
             raise ConnectionResetError("injected fault: the reply broke off")  # the server closes the connection
         else:
             await _error(send, status)
+
+
+async def _dribble(fault: Fault, receive: Receive, send: Send) -> None:
+    """A 200 reply that never ends, in pieces `DRIBBLE_INTERVAL_S` apart, until the client hangs up."""
+    if fault == DRIBBLE:  # a long body announced, then one byte of it at a time
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"1000000")]
+        pieces = [bytes([byte]) for byte in b'{"id": "' + b"x" * DRIBBLE_PIECES][:DRIBBLE_PIECES]
+    else:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        pieces = [b": keep-alive\n\n"] * DRIBBLE_PIECES
+    hung_up = asyncio.ensure_future(receive())  # the next message after the body is the client's disconnect
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for piece in pieces:
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await asyncio.wait([hung_up], timeout=DRIBBLE_INTERVAL_S)
+            if hung_up.done():
+                return
+    finally:
+        hung_up.cancel()
 
 
 async def _error(send: Send, status: int) -> None:
