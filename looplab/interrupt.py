@@ -2,8 +2,9 @@
 
 Inside `keep_finished`, SIGINT and SIGTERM raise `Interrupted` in the main
 thread (where looplab waits on its runs). The command then kills every test
-process group still running, removes every workspace still open, ends its
-worker processes, writes the results that finished (marked incomplete),
+process group and runner process still running (with whatever a runner
+process started), removes every workspace and runner scratch folder still
+open, ends its worker processes, writes the results that finished (marked incomplete),
 prints one line and exits with 128 + the signal's number. It exits at once,
 without waiting for the runs still going: their framework threads cannot be
 stopped from outside, and what they would add is not a finished result.
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from adapters.child import keep_keys_from_children, live_children, live_folders
 from shared_tools import Workspace
 from shared_tools.tools import live_tests
 
@@ -50,13 +52,21 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _end_local() -> tuple[int, int, int]:
+    """End this process's test process groups and runner processes, remove its folders; how many of each."""
+    groups = live_tests.end_all(for_good=True)
+    runners = live_children.end_all(for_good=True)
+    live_folders.end_all(for_good=True)  # after the runner processes that wrote in them have gone
+    return groups, runners, Workspace.close_all(for_good=True)
+
+
 def clean_up() -> str:
-    """Kill every test process group and worker process, remove every workspace; say what was done."""
+    """Kill every test process group, runner process and worker process, remove every workspace and
+    runner folder; say what was done."""
     workers = multiprocessing.active_children()
     for child in workers:
         child.terminate()  # a worker's own SIGTERM handler cleans up after itself (see `worker_signals`)
-    groups = live_tests.end_all(for_good=True)
-    removed = Workspace.close_all(for_good=True)
+    groups, runners, removed = _end_local()
     for child in workers:
         child.join(timeout=1.0)
         if child.is_alive():
@@ -66,6 +76,8 @@ def clean_up() -> str:
     parts = [f"{removed} workspace{'s' * (removed != 1)} removed"]
     if groups:
         parts.append(f"{groups} test process group{'s' * (groups != 1)} killed")
+    if runners:
+        parts.append(f"{runners} runner process{'es' * (runners != 1)} ended")
     if workers:
         parts.append(f"{len(workers)} worker process{'es' * (len(workers) != 1)} ended")
     return ", ".join(parts)
@@ -76,8 +88,10 @@ def keep_finished(save: Callable[[Interrupted], str | None]) -> Iterator[None]:
     """Run the block; on SIGINT or SIGTERM, clean up, `save` what finished, print one line and exit.
 
     `save` writes the finished results (marked incomplete) and returns where they went, or None.
-    Exits the process with 128 + the signal's number; nothing after the block runs.
+    Exits the process with 128 + the signal's number; nothing after the block runs. A process holding
+    a provider key is made unreadable to its children first (`keep_keys_from_children`).
     """
+    keep_keys_from_children()
     previous = {sig: signal.signal(sig, _raise) for sig in SIGNALS}
     try:
         yield
@@ -113,13 +127,14 @@ def signals_held() -> Iterator[None]:
 
 
 def worker_signals() -> None:
-    """In a worker process of the matrix: ignore Ctrl-C (the parent decides) and end cleanly on SIGTERM."""
+    """In a worker process of the matrix: ignore Ctrl-C (the parent decides), end cleanly on SIGTERM, and keep
+    a provider key from the children it starts."""
 
     def end(signum: int, frame: FrameType | None) -> None:
-        live_tests.end_all(for_good=True)
-        Workspace.close_all(for_good=True)
+        _end_local()
         os._exit(128 + signum)
 
+    keep_keys_from_children()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, end)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -1,4 +1,4 @@
-"""What a process must end before it exits: open workspaces, test process groups still running."""
+"""What a process must end before it exits: open workspaces, test process groups and runner processes still running."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ class Live(Generic[T]):
 
     `end_all(for_good=True)` ends every one and, from then on, ends anything added at once: a
     process that is exiting (Ctrl-C, SIGTERM) must not leave behind what a still-running thread
-    starts after the cleanup.
+    starts after the cleanup. `settle`, when given, waits for one thing to be gone after it was
+    told to end: `end_all` tells every one first and then settles each, so ending many takes about
+    as long as ending one.
     """
 
-    def __init__(self, end: Callable[[T], None]) -> None:
+    def __init__(self, end: Callable[[T], None], settle: Callable[[T], None] | None = None) -> None:
         self._end = end
+        self._settle = settle
         self._items: set[T] = set()
         self._lock = threading.Lock()
         self._ending = False
@@ -29,7 +32,7 @@ class Live(Generic[T]):
             if not self._ending:
                 self._items.add(item)
                 return True
-        self._end(item)
+        self._finish([item])
         return False
 
     def discard(self, item: T) -> None:
@@ -41,6 +44,12 @@ class Live(Generic[T]):
         with self._lock:
             items, self._items = set(self._items), set()
             self._ending = self._ending or for_good
+        self._finish(items)
+        return len(items)
+
+    def _finish(self, items: set[T] | list[T]) -> None:
         for item in items:
             self._end(item)
-        return len(items)
+        if self._settle is not None:
+            for item in items:
+                self._settle(item)

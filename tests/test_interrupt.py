@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -174,3 +175,37 @@ def test_close_all_removes_every_open_workspace(fixture_repo: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_an_interrupt_ends_a_runner_process_and_removes_its_folder(tmp_path: Path) -> None:
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    pid_file = tmp_path / "runner.pid"
+    runner = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    command = shlex.join([sys.executable, "-c", runner])
+    proc = subprocess.Popen(
+        [*LOOPLAB, "run", "--runner", "external", "--cmd", command, "--case", "vip-compound", "--quiet"]
+        + ["--out", str(tmp_path / "out")],
+        env={**os.environ, "TMPDIR": str(private_tmp)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.is_file() and pid_file.read_text()) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the runner process did not start within 60 s"
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+    assert proc.returncode == 130, stderr
+    assert not Path(f"/proc/{pid}").exists(), "the runner process outlived looplab"
+    assert not list(private_tmp.glob("looplab-child-*")), "a runner's folder was left behind"
+    assert "1 runner process ended" in stderr
+    assert not list(private_tmp.iterdir()), "a workspace was left behind"
