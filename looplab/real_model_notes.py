@@ -29,6 +29,7 @@ from adapters import files
 from adapters.base import LooplabError, RunResult, StopReason
 from adapters.trace import Attempt, ModelCall
 from looplab.report import RunView, runs_from
+from looplab.results import read as read_results
 from shared_tools.records import ToolCallRecord
 
 #: How much of a server message, an answer or a tool observation a line quotes.
@@ -555,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         files.ready_to_write(args.output)
-        doc = json.loads(files.read_text(args.results))
+        doc = read_results(args.results)  # validated whole: a broken file is one line naming the field
         info_path = args.info or args.results.with_name("run-info.json")
         info = json.loads(files.read_text(info_path)) if info_path.exists() else None
         wire = read_wire(args.wire or args.results.with_name("wire.jsonl"))

@@ -226,6 +226,24 @@ def test_overview_escapes_table_cells() -> None:
     assert "This page describes the runs in a results file" in page  # no run record: no invented versions
 
 
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested more than 200 deep"),
+        ('{"looplab_schema": 2, "results": "x"}', "results"),
+    ],
+)
+def test_main_refuses_a_broken_results_file_in_one_line_naming_it(tmp_path: Path, content: str, field: str) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(content)
+    out = tmp_path / "notes.md"
+    with pytest.raises(SystemExit) as stop:
+        real_model_notes.main([str(path), "-o", str(out)])
+    message = str(stop.value.code)
+    assert "\n" not in message and message.startswith(f"looplab.real_model_notes: {path}: ") and field in message
+    assert path.read_text() == content and not out.exists()
+
+
 def test_main_reads_the_run_record_beside_the_results(tmp_path: Path) -> None:
     run = result("openai_agents", "tight-budget", StopReason.MAX_STEPS, [call(1), call(2)], detail="max_steps=2")
     (tmp_path / "results.json").write_text(json.dumps(eval_doc((run, {}))))
