@@ -70,8 +70,7 @@ from typing import Any
 from adapters import files
 from adapters.base import PROVIDER_ENV, Adapter, Finished, Limits, ModelSpec, NativeEnd, RunResult, RunSession
 from adapters.proxy import ModelProxy
-from adapters.tool_server import ToolServer
-from adapters.tool_server import _require_mcp as require_mcp
+from adapters.tool_server import ToolServer, require_mcp
 from shared_tools import Guard
 from shared_tools.live import Live
 

@@ -91,7 +91,7 @@ def serve_stdio(guard: Guard) -> None:
 
 def mcp_server(guard: Guard) -> Any:
     """An `mcp` low-level `Server` whose tools are `guard`'s and whose every call goes through it."""
-    _require_mcp()
+    require_mcp()
     import mcp.types as types
     from mcp.server.lowlevel import Server
 
@@ -130,7 +130,7 @@ def mcp_server(guard: Guard) -> Any:
     return server
 
 
-def _require_mcp() -> None:
+def require_mcp() -> None:
     """Import the parts of the SDK used here; a missing or unusable `mcp` is one line naming the extra."""
     try:
         import mcp.server.lowlevel
