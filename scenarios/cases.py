@@ -16,10 +16,26 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters import RUNNERS
-from adapters.base import Limits, LooplabError, RunResult, StopReason
-from scenarios.scripted.conversation import PERSONA_HEADER, Persona
-from shared_tools import Fault
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.result import RunResult
+from looplab.scenarios.scripted.conversation import PERSONA_HEADER, Persona
+from looplab.shared_tools import Fault
+
+__all__ = [
+    "Case",
+    "CheckResult",
+    "Checks",
+    "DEFAULT_SUITE",
+    "ObservationCheck",
+    "SCENARIOS_DIR",
+    "SYSTEM_PROMPT_FILE",
+    "ScriptedModel",
+    "check",
+    "default_system_prompt",
+    "load_case",
+    "load_cases",
+]
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 #: The suite a run without a case (a bench request, a bare loop) takes its system prompt from.
@@ -155,7 +171,9 @@ def load_cases() -> dict[str, Case]:
     return cases
 
 
-def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckResult]:
+def check(
+    case: Case, result: RunResult, workspace_changed: bool, *, one_tool_a_reply: bool = False
+) -> list[CheckResult]:
     """Evaluate a case's checks against one run."""
     c, out = case.checks, []
     calls = result.trace.tool_calls
@@ -194,8 +212,7 @@ def check(case: Case, result: RunResult, workspace_changed: bool) -> list[CheckR
     if c.parallel_calls is not None:
         name = f"a step with {c.parallel_calls} tool calls"
         most = max((len(s.tool_calls) for s in result.trace.steps), default=0)
-        info = RUNNERS.get(result.runner.partition("@")[0])
-        if info is not None and info.one_tool_a_reply:
+        if one_tool_a_reply:
             add(name, True, "not applicable: the runner's loop lets the model name one tool a reply")
         else:
             add(name, most >= c.parallel_calls, f"most tool calls in a step: {most}")

@@ -14,6 +14,8 @@ import queue
 import threading
 from collections.abc import Callable
 
+__all__ = ["DaemonPool"]
+
 
 class DaemonPool:
     """Runs each submitted job on a free daemon thread, starting one when none is free."""

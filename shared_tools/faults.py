@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from shared_tools.guard import Tool
+from looplab.shared_tools.guard import Tool
+
+__all__ = ["Fault", "with_faults"]
 
 
 class Fault(BaseModel):

@@ -19,10 +19,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from shared_tools import tools as _tools
-from shared_tools.daemon import DaemonPool
-from shared_tools.records import Outcome, StopSignal, ToolCallRecord, clean, preview
-from shared_tools.workspace import PathRefused, Workspace
+from looplab.shared_tools import tools as _tools
+from looplab.shared_tools.daemon import DaemonPool
+from looplab.shared_tools.records import Outcome, StopSignal, ToolCallRecord, clean, preview
+from looplab.shared_tools.workspace import PathRefused, Workspace
+
+__all__ = [
+    "Approver",
+    "Guard",
+    "MAX_ARGS_CHARS",
+    "RECORDED_ARGS_CHARS",
+    "RECORDED_ARGS_DEPTH",
+    "Tool",
+    "default_tools",
+    "run_clock",
+]
 
 #: Tool arguments longer than this (as JSON text) are refused before they are parsed.
 MAX_ARGS_CHARS = 1_000_000

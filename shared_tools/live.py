@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+__all__ = ["Live"]
+
 T = TypeVar("T")
 
 

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+__all__ = ["Outcome", "PREVIEW_CHARS", "StopSignal", "ToolCallRecord", "clean", "preview"]
+
 #: ok: the tool ran; error: it ran and failed, or its input was invalid;
 #: refused: the allowlist or path confinement said no; rejected: an effect
 #: tool was not approved; repetition / timeout: the call ended the run; skipped: no model call was left

@@ -19,9 +19,31 @@ from typing import Annotated
 import regex
 from pydantic import AfterValidator, Field
 
-from shared_tools.live import Live
-from shared_tools.records import preview
-from shared_tools.workspace import TEXT_SUFFIXES, ToolError, Workspace
+from looplab.shared_tools.live import Live
+from looplab.shared_tools.records import preview
+from looplab.shared_tools.workspace import TEXT_SUFFIXES, ToolError, Workspace
+
+__all__ = [
+    "PYTEST_CONFIGS",
+    "READ_FILE_CHUNK_CHARS",
+    "READ_FILE_MAX_CHARS",
+    "READ_FILE_TIMEOUT_S",
+    "RUN_TESTS_MAX_CHARS",
+    "RUN_TESTS_TIMEOUT_S",
+    "RepoPath",
+    "SEARCH_MAX_FILE_BYTES",
+    "SEARCH_MAX_HITS",
+    "SEARCH_MAX_QUERY_CHARS",
+    "SEARCH_TIMEOUT_S",
+    "TEST_ENV_ALLOWED",
+    "child_environment",
+    "live_tests",
+    "read_file",
+    "run_tests",
+    "search_code",
+    "tail_truncate",
+    "write_file",
+]
 
 RUN_TESTS_TIMEOUT_S = 60.0
 RUN_TESTS_MAX_CHARS = 8_000

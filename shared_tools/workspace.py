@@ -14,8 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
-from shared_tools.live import Live
-from shared_tools.records import clean, preview
+from looplab.shared_tools.live import Live
+from looplab.shared_tools.records import clean, preview
+
+__all__ = [
+    "MAX_PATH_CHARS",
+    "PathRefused",
+    "SECRET_PATTERNS",
+    "SKIPPED_DIRS",
+    "TEXT_SUFFIXES",
+    "ToolError",
+    "Workspace",
+    "is_secret",
+    "tree_fingerprint",
+]
 
 #: Suffixes the tools treat as source or text.
 TEXT_SUFFIXES = frozenset({".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml"})

@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from scenarios.scripted import server as server_module
-from scenarios.scripted import wire
-from scenarios.scripted.conversation import (
+from looplab.scenarios.scripted import server as server_module
+from looplab.scenarios.scripted import wire
+from looplab.scenarios.scripted.conversation import (
     PERSONA_HEADER,
     PERSONAS,
     ChatRequest,
@@ -41,8 +41,8 @@ from scenarios.scripted.conversation import (
     from_responses,
     persona_named,
 )
-from scenarios.scripted.policy import Investigator
-from scenarios.scripted.server import MAX_ERROR_CHARS, ScriptedModelServer, create_app
+from looplab.scenarios.scripted.policy import Investigator
+from looplab.scenarios.scripted.server import MAX_ERROR_CHARS, ScriptedModelServer, create_app
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDPOINTS = ("chat", "responses", "messages")
@@ -55,7 +55,6 @@ REQUEST_TIMEOUT_S = 20.0
 #: What a long request may take: it took minutes when the policy was quadratic.
 LONG_REQUEST_BOUND_S = 5.0
 FAST = settings(
-    max_examples=60,
     deadline=timedelta(seconds=5),
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
@@ -490,7 +489,7 @@ def test_any_json_value_gets_a_json_answer(client, endpoint: str, value: Any) ->
     check(post(client, endpoint, encode(value)))
 
 
-@settings(FAST, max_examples=150)
+@settings(FAST)
 @given(data=st.data(), endpoint=st.sampled_from(ENDPOINTS), stream=st.booleans(), persona=personas)
 def test_request_shaped_json_with_wrong_types_gets_a_200_or_a_400(
     client, data: st.DataObject, endpoint: str, stream: bool, persona: str | None
@@ -519,7 +518,7 @@ def test_surrogates_in_a_well_formed_conversation_are_answered(
     assert response.status_code == 200
 
 
-@settings(FAST, max_examples=30)
+@settings(FAST)
 @given(
     endpoint=st.sampled_from(ENDPOINTS),
     stream=st.booleans(),
@@ -543,7 +542,7 @@ def test_huge_strings_are_answered_promptly(
     assert time.perf_counter() - started < LONG_REQUEST_BOUND_S
 
 
-@settings(FAST, max_examples=30)
+@settings(FAST)
 @given(
     endpoint=st.sampled_from(ENDPOINTS),
     depth=st.integers(min_value=1, max_value=3_000),
@@ -661,8 +660,8 @@ def test_the_persona_header_decides_how_the_model_plays(client, endpoint: str, p
 #: rest), and says so on stdout when it starts.
 SERVE = """
 import sys, time
-import scenarios.scripted.probes as probes
-from scenarios.scripted.policy import Investigator
+import looplab.scenarios.scripted.probes as probes
+from looplab.scenarios.scripted.policy import Investigator
 from looplab.cli import main
 
 def policy(conv):

@@ -19,16 +19,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.base import Limits, StopReason
-from looplab import harness, results
-from scenarios.scripted.conversation import Conversation
-from scenarios.scripted.policy import Call, Decision
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Fault, Guard, PathRefused, Workspace, default_tools, tools, with_faults
-from shared_tools.workspace import SECRET_PATTERNS
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.records import results
+from looplab.run import harness
+from looplab.scenarios.scripted.conversation import Conversation
+from looplab.scenarios.scripted.policy import Call, Decision
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Fault, Guard, PathRefused, Workspace, default_tools, tools, with_faults
+from looplab.shared_tools.workspace import SECRET_PATTERNS
 from tests.runs import ALL_RUNNERS, run_runner
+from tests.tiers import by_tier, scaled_examples
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 #: Any character, lone surrogates and NUL included.
 ANY_CHAR = st.characters(codec=None, categories=None)
 
@@ -188,7 +190,8 @@ def test_run_tests_loads_no_config_or_conftest_from_outside_the_workspace(bare_r
     assert out.startswith("exit code 0") and "1 passed" in out and "HOSTILE" not in out
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Each example runs pytest in a subprocess: a tenth of the profile's examples.
+@settings(max_examples=scaled_examples(0.1), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     secrets=st.dictionaries(
         st.text(string.ascii_uppercase + "_", min_size=3, max_size=12).filter(
@@ -295,7 +298,7 @@ def test_identical_calls_in_parallel_count_as_repeats(workspace: Workspace) -> N
 REGEX_PIECES = st.sampled_from(["(", ")", "*", "+", "?", ".", r"\w", r"\s", "|", "a", "x", "$", "^", "{2,}", "[", "]"])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=st.lists(REGEX_PIECES, min_size=1, max_size=14).map("".join))
 def test_any_query_ends_within_the_deadline(workspace: Workspace, query: str) -> None:
     guard = guard_with_deadline(workspace, 1.0, max_repeats=10**6)
@@ -314,7 +317,7 @@ def _surrogate_path(conv: Conversation) -> Decision:
     return Decision(answer="The file could not be read.")
 
 
-@pytest.mark.parametrize("runner", ALL_RUNNERS)
+@pytest.mark.parametrize("runner", by_tier(ALL_RUNNERS))
 def test_a_lone_surrogate_from_the_model_still_leaves_a_complete_record(runner: str, tmp_path: Path) -> None:
     with ScriptedModelServer(_surrogate_path) as server:
         result = run_runner(runner, server, Limits(max_steps=4, max_seconds=30))

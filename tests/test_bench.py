@@ -6,6 +6,8 @@ import json
 import re
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -13,21 +15,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adapters
-from adapters.base import Limits, LooplabError
-from adapters.trace import ModelCall, Step, Trace
-from looplab import bench, harness
+from looplab.adapters import registry
+from looplab.adapters.boundary import proxy as proxy_module
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.trace import ModelCall, Step, Trace
 from looplab.cli import main
-from scenarios.cases import load_cases
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Workspace, default_tools
-from shared_tools import guard as guard_module
-from shared_tools.records import ToolCallRecord
+from looplab.measure import bench
+from looplab.records import measurements
+from looplab.run import harness
+from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Workspace, default_tools
+from looplab.shared_tools import guard as guard_module
+from looplab.shared_tools.records import ToolCallRecord
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS, run_runner
 
 #: The runners under test that run in this process: each has a bare loop beside its adapter.
-IN_PROCESS = [r for r in ALL_RUNNERS if not adapters.RUNNERS[r].commands]
+IN_PROCESS = [r for r in ALL_RUNNERS if not registry.RUNNERS[r].commands]
 #: Where each wire API's requests go.
 API_PATH = {"messages": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
 
@@ -51,11 +57,15 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         ]
     )
     assert code == 0
-    return {"result": bench.BenchResult.model_validate_json(path.read_text()), "raw": json.loads(path.read_text())}
+    return {
+        "result": measurements.BenchResult.model_validate_json(path.read_text()),
+        "raw": json.loads(path.read_text()),
+    }
 
 
+@pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_the_baseline_is_added_first_and_its_ratios_are_one(measured) -> None:
-    result: bench.BenchResult = measured["result"]
+    result: measurements.BenchResult = measured["result"]
     assert [r.runner for r in result.runners] == ["handrolled", "anthropic_tool_runner"]
     base = result.runners[0]
     assert (base.ratio_overhead_median, base.ratio_overhead_p95, base.ratio_import, base.ratio_peak_rss) == (
@@ -76,8 +86,9 @@ def test_the_baseline_is_added_first_and_its_ratios_are_one(measured) -> None:
     assert result.case == "vip-compound" and result.repeat == 1 and result.cores >= 1
 
 
+@pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_every_measured_number_is_positive(measured) -> None:
-    result: bench.BenchResult = measured["result"]
+    result: measurements.BenchResult = measured["result"]
     assert len(result.runners) == 2
     for r in result.runners:
         assert r.runs == 1 and r.stop_reasons == {"final_answer": 1}
@@ -90,8 +101,9 @@ def test_every_measured_number_is_positive(measured) -> None:
     assert result.recorded_model_ms_median > 0 and result.help_s_median > 0
 
 
+@pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_the_harness_tax_compares_the_same_loop(measured) -> None:
-    result: bench.BenchResult = measured["result"]
+    result: measurements.BenchResult = measured["result"]
     # Both runners' adapters have a bare loop beside them, so both have a row, in the runners' order.
     assert [t.runner for t in result.harness_tax] == ["handrolled", "anthropic_tool_runner"]
     assert result.no_bare_loop == []
@@ -101,8 +113,9 @@ def test_the_harness_tax_compares_the_same_loop(measured) -> None:
         assert tax.looplab_wall_ms > tax.looplab_outside_tools_ms > 0
 
 
+@pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_tables_have_one_row_a_runner(measured, capsys) -> None:
-    result: bench.BenchResult = measured["result"]
+    result: measurements.BenchResult = measured["result"]
     header, rows = bench.runner_rows(result)
     assert len(rows) == 2 and all(len(row) == len(header) for row in rows)
     assert rows[0][header.index("median ×hand")] == "1.00×"
@@ -116,6 +129,7 @@ def test_tables_have_one_row_a_runner(measured, capsys) -> None:
     assert "overhead per model turn" in out and "harness tax" in out and "scripted model server" in out
 
 
+@pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_a_runner_without_a_bare_loop_says_so(measured, capsys) -> None:
     result = measured["result"].model_copy(update={"no_bare_loop": ["ts_ai_sdk"]})
     header, rows = bench.tax_rows(result)
@@ -126,13 +140,14 @@ def test_a_runner_without_a_bare_loop_says_so(measured, capsys) -> None:
         assert bench.bare_loop("ts_ai_sdk") is None
 
 
+@pytest.mark.full  # every in-process runner, bare and through looplab
 def test_every_in_process_runner_has_a_harness_tax_row(monkeypatch) -> None:
     """`run_bench` over every in-process runner: one tax row each, from the same number of turns bare or not.
 
     What fresh interpreters, the server alone, `--help` and the merge measure is stubbed: only the runs here.
     """
     latency = ("requests", "median_ms", "p95_ms", "long_request_chars", "long_requests", "long_request_ms_median")
-    monkeypatch.setattr(bench, "server_latency", lambda url: bench.ServerLatency(**dict.fromkeys(latency, 1)))
+    monkeypatch.setattr(bench, "server_latency", lambda url: measurements.ServerLatency(**dict.fromkeys(latency, 1)))
     monkeypatch.setattr(bench, "_probe_subprocess", lambda *a: {"import_s": 1.0, "peak_rss_mb": 1.0})
     monkeypatch.setattr(bench, "help_time", lambda: 1.0)
     monkeypatch.setattr(bench, "bench_merge", lambda: None)
@@ -142,6 +157,9 @@ def test_every_in_process_runner_has_a_harness_tax_row(monkeypatch) -> None:
     assert set(runners) == {"handrolled", *IN_PROCESS}
     for tax in result.harness_tax:
         assert tax.turns_bare == tax.turns_looplab == 5, tax
+        # Each pair speaks the runner's first wire API; only the framework-less loop's ratio has no target.
+        assert tax.api == registry.load(tax.runner).apis[0] and tax.ratio_targeted == (tax.runner != "handrolled")
+        assert tax.via_proxy == bench.via_model_proxy(tax.runner, tax.api)
 
 
 class _Requests:
@@ -169,8 +187,8 @@ def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> N
     """
     counter = _Requests()
     loop = bench.bare_loop(runner)
-    assert loop is not None, f"{adapters.RUNNERS[runner].module} has no bare_run"
-    api = adapters.load(runner).apis[0]
+    assert loop is not None, f"{registry.RUNNERS[runner].module} has no bare_run"
+    api = registry.load(runner).apis[0]
     with ScriptedModelServer(wrap=counter.wrap) as server:
         urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
         assert run_runner(runner, server, Limits(max_steps=12)).stop_reason == "final_answer"
@@ -260,6 +278,14 @@ def test_peak_rss_reads_this_process() -> None:
     assert 10 < bench.peak_rss_mb() < 100_000
 
 
+def test_help_is_timed_without_a_console_script(tmp_path) -> None:
+    """Where the interpreter has no `looplab` script beside it (a runner environment), `-m looplab` answers."""
+    cmd = bench.help_command(tmp_path / "python")
+    assert cmd == [str(tmp_path / "python"), "-m", "looplab", "--help"]
+    proc = subprocess.run([sys.executable, *cmd[1:]], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "bench" in proc.stdout, proc.stderr[-500:]
+
+
 def test_help_lists_report_and_bench(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
@@ -267,6 +293,7 @@ def test_help_lists_report_and_bench(capsys) -> None:
     assert "report" in out and "bench" in out
 
 
+@pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_bench_json_is_the_whole_record(measured) -> None:
     raw = measured["raw"]
     assert set(raw) >= {"runners", "harness_tax", "server", "help_s_median", "date", "python"}
@@ -278,20 +305,156 @@ def test_bench_json_is_the_whole_record(measured) -> None:
 def test_the_tax_interval_holds_the_median_and_decides_only_when_it_clears_the_target(taxes: list[float]) -> None:
     low, high = bench.median_interval(taxes)
     assert min(taxes) <= low <= statistics.median(taxes) <= high <= max(taxes)
-    tax = bench.HarnessTax(
+    tax = measurements.HarnessTax(
         runner="r", turns_bare=1, turns_looplab=1, bare_wall_ms=1, looplab_wall_ms=1, tax_wall=0,
         bare_outside_tools_ms=1, looplab_outside_tools_ms=1, tax_outside_tools=statistics.median(taxes),
-        added_ms_per_turn=0, tax_interval=(low, high), pairs=len(taxes),
+        added_ms_per_turn=0, tax_interval=(low, high), pairs=len(taxes), added_ms_interval=(0.0, 0.0),
     )  # fmt: skip
-    if len(taxes) < bench.MIN_VERDICT_PAIRS:  # however the few pairs fell
-        assert tax.verdict.startswith("undecided") and str(bench.MIN_VERDICT_PAIRS) in tax.verdict
-    elif high < bench.TAX_TARGET:
-        assert tax.verdict == "under 5%"
-    elif low > bench.TAX_TARGET:
-        assert tax.verdict == "over 5%"
+    if len(taxes) < measurements.MIN_VERDICT_PAIRS:  # however the few pairs fell
+        assert tax.ratio_decision == "undecided"
+        assert tax.verdict.startswith("undecided") and str(measurements.MIN_VERDICT_PAIRS) in tax.verdict
+    elif high < measurements.TAX_TARGET:
+        assert tax.ratio_decision == "under" and tax.verdict == "passes"
+    elif low > measurements.TAX_TARGET:
+        assert tax.ratio_decision == "over" and tax.verdict == "fails: over 5%"
     else:
-        assert tax.verdict.startswith("undecided")
+        assert tax.ratio_decision == "undecided" and tax.verdict == "undecided: more pairs needed (5%)"
     assert bench.median_interval(taxes[:1]) is None
+
+
+# --- the verdict against the targets, from constructed pairs --------------------------------------------------
+
+
+def pairs(
+    bare_ms: float, added_ms_per_turn: float, *, n: int = 40, spread_ms: float = 0.05, turns: int = 5
+) -> tuple[list[bench.BareSample], list[bench.Sample]]:
+    """`n` pairs whose bare runs take `bare_ms` outside 100 ms of tools and whose looplab runs add
+    `added_ms_per_turn` a turn, each pair's difference off by up to `spread_ms` a turn (evenly spread, so the
+    median is the given one and the interval about as wide as the spread)."""
+    bare, looplab = [], []
+    for i in range(n):
+        jitter = spread_ms * (2 * i / (n - 1) - 1) if n > 1 else 0.0
+        added_s = (added_ms_per_turn + jitter) * turns / 1000
+        bare.append(bench.BareSample(wall_s=0.1 + bare_ms / 1000, tools_s=0.1, turns=turns))
+        wall = 0.1 + bare_ms / 1000 + added_s
+        looplab.append(
+            bench.Sample(wall_s=wall, tools_s=0.1, model_s=0.01, turns=turns, turn_overheads_s=[], stop_reason="ok")
+        )
+    return bare, looplab
+
+
+@pytest.mark.parametrize(
+    ("runner", "api", "bare_ms", "added", "verdict"),
+    [
+        # 0.1 ms a turn on 20 ms: 2.5 %; both targets met.
+        ("langchain", "chat", 20.0, 0.10, "passes"),
+        # 0.4 ms a turn on 100 ms: 2 %, but over the in-process 0.25 ms.
+        ("langchain", "chat", 100.0, 0.40, "fails: over 0.25 ms/turn"),
+        # The same through the model proxy: within its 0.5 ms.
+        ("openai_agents", "messages", 100.0, 0.40, "passes"),
+        ("openai_agents", "messages", 100.0, 0.70, "fails: over 0.5 ms/turn"),
+        # 0.1 ms a turn on 4 ms: 12.5 %: the ratio fails a framework's loop ...
+        ("langchain", "chat", 4.0, 0.10, "fails: over 5%"),
+        # ... and is only reported for the framework-less loop.
+        ("handrolled", "messages", 4.0, 0.10, "passes"),
+        ("handrolled", "messages", 4.0, 0.40, "fails: over 0.25 ms/turn"),
+        ("langchain", "chat", 4.0, 0.40, "fails: over 0.25 ms/turn and 5%"),
+        # The interval (0.20 .. 0.30) spans the target: more pairs needed, and which target says so.
+        ("langchain", "chat", 100.0, 0.25 + 0.001, "undecided: more pairs needed (0.25 ms/turn)"),
+    ],
+)
+def test_the_verdict_names_the_target_a_runner_misses(
+    runner: str, api: str, bare_ms: float, added: float, verdict: str
+) -> None:
+    tax = bench._tax(runner, api, *pairs(bare_ms, added))
+    assert tax.verdict == verdict, tax
+    assert tax.added_ms_per_turn == pytest.approx(added, abs=0.002)
+    low, high = tax.added_ms_interval
+    assert low <= tax.added_ms_per_turn <= high
+    assert tax.via_proxy == (runner == "openai_agents") and tax.turn_target_ms == (0.5 if tax.via_proxy else 0.25)
+    assert tax.ratio_targeted == (runner != "handrolled")
+    assert (tax.ratio_decision is None) == (runner == "handrolled")
+
+
+def test_a_target_exactly_met_passes_and_few_pairs_decide_nothing() -> None:
+    """At most 0.25 ms: an interval whose top is the target meets it; under MIN_VERDICT_PAIRS nothing is decided,
+    however clear the pairs."""
+    tax = bench._tax("langchain", "chat", *pairs(100.0, 0.25, spread_ms=0.0))
+    assert tax.added_ms_interval == (0.25, 0.25) and tax.verdict == "passes"
+    few = measurements.MIN_VERDICT_PAIRS - 1
+    for added in (0.1, 5.0):
+        tax = bench._tax("langchain", "chat", *pairs(100.0, added, n=few))
+        assert tax.turn_decision == "undecided" and tax.ratio_decision == "undecided"
+        assert tax.verdict == f"undecided: {few} pairs, a verdict needs {measurements.MIN_VERDICT_PAIRS}"
+
+
+def test_the_tables_show_both_targets_and_which_one_failed() -> None:
+    result = bench_result_with(
+        [
+            bench._tax("handrolled", "messages", *pairs(4.0, 0.1)),
+            bench._tax("openai_agents", "messages", *pairs(100.0, 0.7)),
+        ]
+    )
+    header, rows = bench.tax_rows(result)
+    row = dict(zip(header, rows[0], strict=True))
+    assert row["tax target"] == "not targeted" and row["target ms/turn"] == "0.25" and row["verdict"] == "passes"
+    assert row["api"] == "messages" and row["added ms/turn"] == "+0.10"
+    row = dict(zip(header, rows[1], strict=True))
+    assert row["tax target"] == "5%" and row["target ms/turn"] == "0.5 (proxy)"
+    assert row["verdict"] == "fails: over 0.5 ms/turn"
+    assert "fails: over 0.5 ms/turn" in bench.markdown(result)
+    # What a runner's looplab run does beyond its bare loop, and its cost, is said where that runner is measured.
+    assert not any("include_usage" in line for line in bench.footer(result))
+    result.harness_tax.append(bench._tax("llamaindex", "chat", *pairs(60.0, 0.6)))
+    assert any("include_usage" in line and "0.35 ms a reply" in line for line in bench.footer(result))
+
+
+def test_a_bench_json_keeps_its_verdict_and_an_older_one_still_reads() -> None:
+    """The targets and verdict are written with the numbers; a document written before them still validates."""
+    tax = bench._tax("openai_agents", "messages", *pairs(100.0, 0.7))
+    raw = json.loads(tax.model_dump_json())
+    assert raw["verdict"] == "fails: over 0.5 ms/turn" and raw["turn_target_ms"] == 0.5
+    assert measurements.HarnessTax.model_validate(raw) == tax
+    older = {k: v for k, v in raw.items() if k not in ("added_ms_interval", "api", "via_proxy", "ratio_targeted")}
+    older = measurements.HarnessTax.model_validate({k: v for k, v in older.items() if k not in ("verdict",)})
+    assert older.turn_target_ms == 0.25 and older.verdict.startswith("undecided")  # no interval for the ms: open
+
+
+def bench_result_with(taxes: list[measurements.HarnessTax]) -> measurements.BenchResult:
+    """A bench result holding `taxes` and placeholder numbers for the rest."""
+    latency = ("requests", "median_ms", "p95_ms", "long_request_chars", "long_requests", "long_request_ms_median")
+    return measurements.BenchResult(
+        date="2026-01-01", case="vip-compound", repeat=40, import_repeat=1, python="3.11", platform="p", cores=2,
+        runners=[], harness_tax=taxes, server=measurements.ServerLatency(**dict.fromkeys(latency, 1)),
+        recorded_model_ms_median=1.0, help_s_median=0.1,
+    )  # fmt: skip
+
+
+class _ProxyCount:
+    """How many times a run entered a `ModelProxy`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered = 0
+        enter = proxy_module.ModelProxy.__enter__
+
+        def counting(proxy: proxy_module.ModelProxy) -> proxy_module.ModelProxy:
+            self.entered += 1
+            return enter(proxy)
+
+        monkeypatch.setattr(proxy_module.ModelProxy, "__enter__", counting)
+
+
+@pytest.mark.full  # every runner on every wire API it speaks (LiteLLM's import alone takes seconds)
+@pytest.mark.parametrize("runner", IN_PROCESS)
+def test_the_model_proxy_declaration_is_what_the_runs_do(runner: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`VIA_MODEL_PROXY` against the runs: on every wire API the runner speaks, one model call, counted proxies."""
+    count = _ProxyCount(monkeypatch)
+    with ScriptedModelServer() as server:
+        for api in registry.load(runner).apis:
+            count.entered = 0
+            result = run_runner(runner, server, Limits(max_steps=1), api=api)
+            assert result.totals.model_calls == 1, (api, result.stop_reason)
+            assert (count.entered > 0) == bench.via_model_proxy(runner, api), api
 
 
 def test_bench_refuses_a_case_its_bare_loops_cannot_run_alike() -> None:

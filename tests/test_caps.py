@@ -9,44 +9,45 @@ from pathlib import Path
 
 import pytest
 
-import adapters
-from looplab import caps
+from looplab.adapters import registry
 from looplab.cli import main
+from looplab.measure import caps
+from looplab.records import measurements
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 @pytest.fixture(scope="module")
-def handrolled() -> caps.CapsDoc:
+def handrolled() -> measurements.CapsDoc:
     return caps.measure(["handrolled"])
 
 
-def test_the_hand_rolled_cap_counts_model_calls(handrolled: caps.CapsDoc) -> None:
+def test_the_hand_rolled_cap_counts_model_calls(handrolled: measurements.CapsDoc) -> None:
     [report] = handrolled.runners
     [knob] = report.knobs
     assert knob.counts == "model calls"
     assert [(r.value, r.model_calls) for r in knob.rows] == [(1, 1), (2, 2), (3, 3), (5, 5)]
-    assert knob.unset.model_calls == caps.SAFETY_STOP and "safety stop" in knob.unset.ending.how
+    assert knob.unset.model_calls == measurements.SAFETY_STOP and "safety stop" in knob.unset.ending.how
     assert knob.smallest_value_to_answer_on_call_3 == caps.ANSWER_ON
     assert "range(session.cap)" in report.code
 
 
 #: The framework runners the caps doc covers (`external` runs whatever command it is given: no cap of its own).
-FRAMEWORKS = [name for name, info in adapters.RUNNERS.items() if info.by_default]
+FRAMEWORKS = [name for name, info in registry.RUNNERS.items() if info.by_default]
 
 
 def test_every_adapter_marks_the_code_that_sets_its_cap() -> None:
     # The runners that live in their own environment run this there (tests/test_own_environments.py).
     for name in os.environ.get("LOOPLAB_RUNNERS", ",".join(FRAMEWORKS)).split(","):
-        if adapters.RUNNERS[name].elsewhere():
+        if registry.RUNNERS[name].elsewhere():
             continue
-        adapter = adapters.load(name)
-        assert caps.cap_code(adapter).strip(), name
+        adapter = registry.load(name)
+        assert adapter.cap_code().strip(), name
         assert set(adapter.knob_defaults()) == set(adapter.knobs), name
 
 
 def test_the_committed_docs_cover_every_runner_and_the_markdown_comes_from_the_json() -> None:
-    doc = caps.CapsDoc.model_validate_json((DOCS / "iteration-caps.json").read_text())
+    doc = measurements.CapsDoc.model_validate_json((DOCS / "iteration-caps.json").read_text())
     assert [r.runner for r in doc.runners] == FRAMEWORKS
     for r in doc.runners:
         assert r.version and r.code and r.mapping_rows and r.knobs
@@ -57,20 +58,20 @@ def test_the_committed_docs_cover_every_runner_and_the_markdown_comes_from_the_j
     assert caps.to_markdown(doc, committed_md) == committed_md
 
 
-def test_prose_between_the_markers_survives_regeneration(handrolled: caps.CapsDoc) -> None:
+def test_prose_between_the_markers_survives_regeneration(handrolled: measurements.CapsDoc) -> None:
     first = caps.to_markdown(handrolled)
     edited = first.replace(caps.DEFAULT_PROSE, "A note a person wrote.\n", 1)
     assert "A note a person wrote." in caps.to_markdown(handrolled, edited)
 
 
-def _write(docs: Path, doc: caps.CapsDoc) -> None:
+def _write(docs: Path, doc: measurements.CapsDoc) -> None:
     docs.mkdir(parents=True, exist_ok=True)
     (docs / "iteration-caps.json").write_text(caps.to_json(doc))
     (docs / "iteration-caps.md").write_text(caps.to_markdown(doc))
 
 
 def test_check_passes_on_fresh_docs_and_fails_with_a_diff_when_a_count_is_edited(
-    handrolled: caps.CapsDoc, tmp_path: Path, capsys
+    handrolled: measurements.CapsDoc, tmp_path: Path, capsys
 ) -> None:
     _write(tmp_path, handrolled)
     assert main(["caps", "--runner", "handrolled", "--check", "--docs", str(tmp_path)]) == 0

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from adapters.base import LooplabError
-from looplab.harness import Endpoint, ModelChoice, RunOutcome, run_one
-from scenarios.cases import SCENARIOS_DIR, Case, default_system_prompt, load_case, load_cases
-from shared_tools import Workspace, default_tools, tools
-from shared_tools.guard import Guard
+from looplab.adapters.contract.errors import LooplabError
+from looplab.records.outcome import RunOutcome
+from looplab.run.harness import Endpoint, ModelChoice, run_one
+from looplab.scenarios.cases import SCENARIOS_DIR, Case, default_system_prompt, load_case, load_cases
+from looplab.shared_tools import Workspace, default_tools, tools
+from looplab.shared_tools.guard import Guard
 from tests.runs import ALL_RUNNERS
+from tests.tiers import by_tier
 
 CASES = load_cases()
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -41,30 +44,33 @@ def test_the_suite_has_every_case_the_investigation_needs() -> None:
 
 
 @pytest.mark.parametrize("case_id", list(CASES))
-@pytest.mark.parametrize("runner", ALL_RUNNERS)
+@pytest.mark.parametrize("runner", by_tier(ALL_RUNNERS))
 def test_every_runner_passes_every_case(runner: str, case_id: str, where: Endpoint) -> None:
     outcome = run_one(runner, CASES[case_id], where)
     assert outcome.result is not None, outcome.error
     assert outcome.passed, failed(outcome)
 
 
-def _workspace_processes() -> list[str]:
+def _workspace_processes(folder: Path) -> list[str]:
+    """The pytest runs still going in a workspace under `folder` (this test's own: other tests run in parallel)."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = Path(os.readlink(cmdline.parent / "cwd"))
         except OSError:
             continue
-        if "pytest" in text and "test_invoice.py" in text and "looplab-ws-" in os.readlink(cmdline.parent / "cwd"):
+        if "pytest" in text and "test_invoice.py" in text and cwd.is_relative_to(folder) and "looplab-ws-" in str(cwd):
             found.append(text)
     return found
 
 
-def test_slow_tests_leaves_no_pytest_behind(where: Endpoint) -> None:
+def test_slow_tests_leaves_no_pytest_behind(where: Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path.resolve()))  # the run's workspaces go under tmp_path
     outcome = run_one("handrolled", CASES["slow-tests"], where)
     assert outcome.passed, failed(outcome)
     assert outcome.result.totals.wall_s <= CASES["slow-tests"].limits.max_seconds + 1
-    assert _workspace_processes() == []
+    assert _workspace_processes(tmp_path.resolve()) == []
 
 
 # --- each case's checks fail without the guard it exercises ---------------------------------------
@@ -136,7 +142,7 @@ def test_already_green_on_the_buggy_repo_finds_a_bug(where: Endpoint) -> None:
 
 
 def test_wrong_path_without_search_cannot_recover(where: Endpoint, monkeypatch) -> None:
-    import looplab.harness as harness
+    import looplab.run.harness as harness
 
     monkeypatch.setattr(
         harness, "default_tools", lambda allow_writes=False: [t for t in default_tools() if t.name != "search_code"]
@@ -188,7 +194,7 @@ def test_every_case_file_loads_and_its_folders_exist() -> None:
 
 
 def test_faults_only_touch_the_tool_they_name() -> None:
-    from shared_tools import Fault, with_faults
+    from looplab.shared_tools import Fault, with_faults
 
     faulty = with_faults(default_tools(), [Fault(tool="read_file", kind="silent", text="ok")])
     with Workspace(CASES["vip-compound"].repo_path) as ws:

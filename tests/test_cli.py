@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import adapters
-from adapters import RunnerInfo
-from adapters.base import MissingExtra
+from looplab.adapters import registry
+from looplab.adapters.contract.errors import MissingExtra
+from looplab.adapters.registry import RunnerInfo
 from looplab.cli import main
 
 FRAMEWORKS = (
@@ -43,7 +43,7 @@ def test_run_prints_the_investigation_and_writes_json(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "looplab.cli",
+            "looplab",
             "run",
             "--runner",
             "handrolled",
@@ -82,24 +82,43 @@ def test_runners_lists_state_and_extra(capsys) -> None:
 
 def test_a_missing_extra_is_one_line_naming_it(monkeypatch) -> None:
     monkeypatch.setitem(
-        adapters.RUNNERS, "ghost", RunnerInfo("ghost", "adapters.ghost", "ghost-extra", ("no_such_framework",), "x")
+        registry.RUNNERS,
+        "ghost",
+        RunnerInfo(
+            name="ghost",
+            module="looplab.adapters.runners.ghost",
+            extra="ghost-extra",
+            distribution="ghost",
+            requires=("no_such_framework",),
+            summary="x",
+        ),
     )
     with pytest.raises(MissingExtra) as info:
-        adapters.load("ghost")
+        registry.load("ghost")
     assert str(info.value) == "runner 'ghost' needs 'no_such_framework': pip install 'looplab[ghost-extra]'"
 
 
 def test_a_missing_extra_in_a_run_is_a_row_not_a_crash(monkeypatch, capsys, tmp_path: Path) -> None:
     monkeypatch.setitem(
-        adapters.RUNNERS, "ghost", RunnerInfo("ghost", "adapters.ghost", "ghost-extra", ("no_such_framework",), "x")
+        registry.RUNNERS,
+        "ghost",
+        RunnerInfo(
+            name="ghost",
+            module="looplab.adapters.runners.ghost",
+            extra="ghost-extra",
+            distribution="ghost",
+            requires=("no_such_framework",),
+            summary="x",
+        ),
     )
     code = main(["run", "--runner", "ghost", "--runner", "handrolled", "--quiet", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1 and "looplab[ghost-extra]" in out and "final_answer" in out and "Traceback" not in out
 
 
-def test_a_missing_api_key_is_one_line(monkeypatch, capsys) -> None:
+def test_a_missing_api_key_is_one_line(monkeypatch, capsys, tmp_path: Path) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)  # the default --out folder is made under the working directory, not the checkout's
     assert main(["run", "--model", "openai:gpt-4.1", "--runner", "handrolled"]) == 2
     assert (
         capsys.readouterr().err.strip()
@@ -151,7 +170,7 @@ def test_serve_model_answers_an_openai_client() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "looplab.cli", "serve-model", "--port", str(port)],
+        [sys.executable, "-m", "looplab", "serve-model", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

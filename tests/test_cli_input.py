@@ -11,13 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.base import Adapter, Finished, Limits, LooplabError, ModelSpec, NativeCap
-from looplab import evaluation, harness
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import ModelSpec
+from looplab.adapters.contract.result import Finished, NativeCap
+from looplab.adapters.session import Adapter
 from looplab.cli import _parser, main
+from looplab.run import harness, matrix
 
-CHECKS = settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True
-)
+CHECKS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True)
 OWNER = {"messages": "anthropic", "chat": "openai", "responses": "openai"}
 OWNER_NAME = {"anthropic": "Anthropic's", "openai": "OpenAI's"}
 model_names = st.from_regex(r"[a-z0-9][a-z0-9.\-]{0,24}", fullmatch=True)
@@ -46,7 +48,7 @@ def nothing_runs(monkeypatch) -> None:
 
     monkeypatch.setattr(harness, "endpoint", started)
     monkeypatch.setattr(harness, "run_one", started)
-    monkeypatch.setattr(evaluation, "run_matrix", started)
+    monkeypatch.setattr(matrix, "run_matrix", started)
 
 
 # 1. Counts take a whole number of 1 or more.
@@ -75,7 +77,7 @@ def test_a_count_that_is_not_a_number_is_refused(command: str, option: str, text
 
 
 @pytest.mark.parametrize(("command", "option"), COUNT_OPTIONS)
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(n=st.integers(min_value=1))
 def test_a_count_of_one_or_more_is_taken(command: str, option: str, n: int) -> None:
     args = _parser().parse_args([command, option, str(n)])
@@ -204,7 +206,7 @@ def test_json_that_is_not_a_results_file_is_refused_once(tmp_path: Path, capsys,
 
 def _results_file(path: Path) -> Path:
     """A schema-2 results document of one cell (a run that crashed: nothing to run to make it)."""
-    from looplab import results
+    from looplab.records import results
 
     doc = results.build([harness.RunOutcome("handrolled", "vip-compound", error="crashed")], runners=["handrolled"])
     return results.write(doc, path)
@@ -218,9 +220,7 @@ def test_report_on_a_fifo_is_one_line_within_seconds(tmp_path: Path, where: str)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)  # nobody writes or reads it: an open that waits would wait forever
     source = fifo if where == "input" else _results_file(tmp_path / "results.json")
-    argv = [sys.executable, "-m", "looplab.cli", "report", str(source)] + (
-        ["-o", str(fifo)] if where == "output" else []
-    )
+    argv = [sys.executable, "-m", "looplab", "report", str(source)] + (["-o", str(fifo)] if where == "output" else [])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=Path(__file__).parent.parent)
     assert proc.returncode == 2
     assert (
@@ -231,7 +231,7 @@ def test_report_on_a_fifo_is_one_line_within_seconds(tmp_path: Path, where: str)
 
 
 def test_report_to_a_symlink_replaces_the_link_and_leaves_its_target(tmp_path: Path, capsys, monkeypatch) -> None:
-    from looplab import report
+    from looplab.views import report
 
     # The page itself is another test's: drawing it first imports every framework the scorecard names (seconds).
     monkeypatch.setattr(report, "render_html", lambda doc, **_: "<!DOCTYPE html>")

@@ -14,11 +14,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapters.base import Limits, ModelSpec, Probe, RunSession, StopReason, StopRun
-from adapters.pricing import Pricing
-from adapters.trace import ModelCall
-from shared_tools import Guard, Workspace
-from shared_tools.records import StopSignal
+from looplab.adapters.contract.errors import StopRun
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import ModelSpec
+from looplab.adapters.contract.pricing import Pricing
+from looplab.adapters.contract.runner import Probe
+from looplab.adapters.contract.trace import ModelCall
+from looplab.adapters.session import RunSession
+from looplab.shared_tools import Guard, Workspace
+from looplab.shared_tools.records import StopSignal
 
 MAX_STEPS = 3
 MAX_SECONDS = 10.0

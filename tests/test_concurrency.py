@@ -18,18 +18,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters import pacing
-from adapters.base import Adapter, Finished, Limits, ModelSpec, NativeCap, RunSession, StopReason
-from adapters.noise import framework_noise
-from adapters.pacing import Pacer, retry_after_s
-from looplab import cli, evaluation, schedule
-from looplab.harness import Endpoint, ModelChoice, RunOutcome
-from scenarios.cases import load_cases
-from scenarios.scripted.faults import MODEL_PATHS, HttpFaults, SlowReplies
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Guard, Workspace
+from looplab import cli
+from looplab.adapters.boundary import pacing
+from looplab.adapters.boundary.noise import framework_noise
+from looplab.adapters.boundary.pacing import Pacer, retry_after_s
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import ModelSpec
+from looplab.adapters.contract.result import Finished, NativeCap
+from looplab.adapters.session import Adapter, RunSession
+from looplab.records.outcome import RunOutcome
+from looplab.run import matrix, schedule
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.faults import MODEL_PATHS, HttpFaults, SlowReplies
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
 from tests.runs import ALL_RUNNERS, run_runner
+from tests.tiers import by_tier
 
 CASES = load_cases()
 
@@ -130,7 +136,7 @@ class _Holds(Pacer):
         super().hold(seconds)
 
 
-@pytest.mark.parametrize("runner", ["handrolled", "pydantic_ai"])
+@pytest.mark.parametrize("runner", by_tier(["handrolled", "pydantic_ai"]))
 def test_a_429_holds_back_every_run_by_its_retry_after(runner: str) -> None:
     holds = _Holds()
     previous = pacing.current()
@@ -194,7 +200,7 @@ def _run_chatty(tasks: list[str], stray: bool = False) -> dict[str, list[str]]:
     return seen
 
 
-@settings(max_examples=10, deadline=None)
+@settings(deadline=None)
 @given(n=st.integers(2, 6))
 def test_each_runs_warnings_and_logs_stay_with_that_run_when_runs_overlap(n: int) -> None:
     tasks = [f"run-{i}" for i in range(n)]
@@ -226,7 +232,7 @@ def test_an_object_collected_during_a_run_does_not_warn_into_its_record() -> Non
     assert messages == ["UserWarning: said during the run"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(said=st.lists(st.tuples(st.sampled_from(["warn", "log", "print"]), st.integers(0, 3)), max_size=40))
 def test_a_warning_or_log_record_said_again_is_kept_once_saying_how_many_times(said: list[tuple[str, int]]) -> None:
     text = {"warn": "UserWarning: warning {}", "log": "repeats: record {}", "print": "stdout: line {}"}
@@ -285,6 +291,7 @@ def _shape(outcome: RunOutcome) -> tuple:
 MATRIX = (["handrolled", "langgraph"], [CASES[c] for c in ("vip-compound", "three-hops", "sloppy-calls")])
 
 
+@pytest.mark.full  # runs a matrix of runners and cases
 def test_cells_in_flight_together_come_to_what_they_come_to_one_at_a_time() -> None:
     counter: list[_InFlight] = []
 
@@ -294,19 +301,20 @@ def test_cells_in_flight_together_come_to_what_they_come_to_one_at_a_time() -> N
 
     with ScriptedModelServer(wrap=wrap) as server:
         where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
-        one_at_a_time = evaluation.run_matrix(*MATRIX, where, jobs=1, concurrency=1)
+        one_at_a_time = matrix.run_matrix(*MATRIX, where, jobs=1, concurrency=1)
         assert counter[0].peak == 1
-        together = evaluation.run_matrix(*MATRIX, where, jobs=1, concurrency=4)
+        together = matrix.run_matrix(*MATRIX, where, jobs=1, concurrency=4)
     assert 1 < counter[0].peak <= 4
     assert [_shape(o) for o in together] == [_shape(o) for o in one_at_a_time]  # and in plan order
 
 
+@pytest.mark.full  # runs a matrix of runners and cases
 def test_lanes_of_worker_processes_with_threads_come_to_the_same_outcomes(model_server: ScriptedModelServer) -> None:
     urls = {"openai": model_server.openai_base_url, "anthropic": model_server.anthropic_base_url}
     where = Endpoint(ModelChoice(), urls)
-    one_at_a_time = evaluation.run_matrix(*MATRIX, where, jobs=1)
+    one_at_a_time = matrix.run_matrix(*MATRIX, where, jobs=1)
     seen: list[RunOutcome] = []
-    in_lanes = evaluation.run_matrix(*MATRIX, where, jobs=2, concurrency=3, on_done=seen.append)
+    in_lanes = matrix.run_matrix(*MATRIX, where, jobs=2, concurrency=3, on_done=seen.append)
     assert [_shape(o) for o in in_lanes] == [_shape(o) for o in one_at_a_time]
     assert sorted(map(_shape, seen)) == sorted(map(_shape, in_lanes))  # on_done saw every cell, as it ended
 
@@ -318,6 +326,7 @@ def test_concurrency_is_spread_over_at_most_that_many_lanes(concurrency: int, la
     assert max(shape) - min(shape) <= 1
 
 
+@pytest.mark.full  # runs a matrix of runners and cases
 def test_a_lane_that_dies_loses_only_its_own_cells() -> None:
     cases = [CASES[c] for c in ("vip-compound", "three-hops", "slow-tests")]
     killed: list[int] = []
@@ -329,9 +338,7 @@ def test_a_lane_that_dies_loses_only_its_own_cells() -> None:
 
     with ScriptedModelServer(wrap=lambda app: SlowReplies(app, 0.3)) as server:
         where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
-        outcomes = evaluation.run_matrix(
-            ["handrolled"], cases, where, repeat=3, jobs=2, concurrency=2, on_done=kill_a_lane
-        )
+        outcomes = matrix.run_matrix(["handrolled"], cases, where, repeat=3, jobs=2, concurrency=2, on_done=kill_a_lane)
     assert killed and len(outcomes) == 9  # every cell accounted for
     lost = [o for o in outcomes if o.result is None]
     assert lost and all(o.error and o.error.startswith("worker process failed") for o in lost)
@@ -350,6 +357,7 @@ def test_concurrency_and_rpm_take_a_whole_number_of_one_or_more(
     assert "\n" not in err and option in err
 
 
+@pytest.mark.full  # runs a matrix of runners and cases
 def test_every_runner_closes_its_connections_when_the_run_ends(model_server: ScriptedModelServer) -> None:
     import gc
 
@@ -362,8 +370,9 @@ def test_every_runner_closes_its_connections_when_the_run_ends(model_server: Scr
         assert not leaks, f"{runner}: {leaks}"
 
 
+@pytest.mark.full  # runs a matrix of runners and cases
 def test_the_concurrency_bench_runs_the_matrix_at_each_level_and_prints_the_speedup() -> None:
-    from looplab import bench_concurrency
+    from looplab.measure import bench_concurrency
 
     cases = [CASES["vip-compound"], CASES["three-hops"]]
     rows = bench_concurrency.measure(["handrolled"], cases, [1, 2], jobs=1, reply_s=0.2)

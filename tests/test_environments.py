@@ -11,24 +11,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adapters
-from adapters.base import LooplabError
-from looplab import environments, isolation, report, results, schedule
+from looplab.adapters import registry
+from looplab.adapters.contract.errors import EnvironmentFailed, LooplabError
 from looplab.cli import main
-from looplab.environments import EnvironmentFailed, EnvSpec, RunnerEnv
-from looplab.harness import Endpoint, ModelChoice, RunOutcome
-from scenarios.cases import load_cases
-from scenarios.scripted.server import ScriptedModelServer
+from looplab.records import results
+from looplab.records.outcome import RunOutcome
+from looplab.run import environments, isolation, schedule
+from looplab.run.environments import EnvSpec, RunnerEnv
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.views import report
 from tests.runs import tool_steps
 
 VERSIONS = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,3}", fullmatch=True)
 
 
-@settings(max_examples=50, deadline=None)
-@given(runner=st.sampled_from(sorted(adapters.RUNNERS)), version=VERSIONS)
+@settings(deadline=None)
+@given(runner=st.sampled_from(sorted(registry.RUNNERS)), version=VERSIONS)
 def test_a_pin_replaces_the_frameworks_requirement_and_makes_another_environment(runner: str, version: str) -> None:
     plain, pinned = environments.spec_for(runner), environments.spec_for(runner, version)
-    framework = environments._name(environments._extra_requirements(adapters.RUNNERS[runner].extra)[0])
+    framework = environments._name(environments._extra_requirements(registry.RUNNERS[runner].extra)[0])
     mentions = [r for r in pinned.requirements if environments._name(r) == framework]
     assert len(mentions) == 1 and mentions[0].endswith(f"=={version}")
     assert pinned.key != plain.key and pinned.key == environments.spec_for(runner, version).key
@@ -62,6 +65,7 @@ def test_several_versions_of_one_runner_are_kept_apart() -> None:
 # --- creation and reuse (uv from PyPI, or its cache) ---------------------------------------------------
 
 
+@pytest.mark.full  # builds runner environments
 def test_an_environment_is_created_once_then_reused_and_an_unfinished_one_redone(tmp_path: Path) -> None:
     spec = environments.spec_for("pydantic_ai")
     first = environments.ensure(spec, tmp_path)
@@ -74,6 +78,7 @@ def test_an_environment_is_created_once_then_reused_and_an_unfinished_one_redone
     assert redone.created_s is not None and (redone.path / environments.MARKER).exists()
 
 
+@pytest.mark.full  # builds runner environments
 def test_an_environment_that_cannot_be_created_is_one_line_naming_the_runner(tmp_path: Path) -> None:
     spec = EnvSpec("pydantic_ai", ("pydantic-ai-slim==0.0.0.0.0.1",), ("pydantic-ai-slim==0.0.0.0.0.1",))
     with pytest.raises(EnvironmentFailed) as info:
@@ -97,6 +102,7 @@ def _shape(o: RunOutcome) -> tuple:
     return (o.case, r.stop_reason, r.totals.model_calls, tool_steps(r), [c.passed for c in o.checks])
 
 
+@pytest.mark.full  # builds runner environments
 def test_cells_in_runner_environments_match_the_same_cells_here() -> None:
     cases = load_cases()
     runners = ["handrolled", "pydantic_ai"]
@@ -129,7 +135,9 @@ def test_a_lane_that_dies_makes_errors_of_its_cells_naming_its_stderr(tmp_path: 
 
 
 def test_a_silent_lane_is_killed_at_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = _fake_env(tmp_path, "sleep 301\n")
+    # A sleep no other process runs (other tests run in parallel): the check below finds this lane's only.
+    sleep = ["sleep", f"301.{os.getpid()}"]
+    env = _fake_env(tmp_path, " ".join(sleep) + "\n")
     monkeypatch.setattr(isolation, "LANE_START_S", 1.0)
     case = load_cases()["vip-compound"]
     case = case.model_copy(update={"limits": case.limits.model_copy(update={"max_seconds": 1.0})})
@@ -140,12 +148,12 @@ def test_a_silent_lane_is_killed_at_its_bound(tmp_path: Path, monkeypatch: pytes
         [case],
     )
     assert "silent" in (outcome.error or "") and time.monotonic() - started < 30
-    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_sleeping(int(p))]  # the group went too
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _runs(int(p), sleep)]  # the group went too
 
 
-def _is_sleeping(pid: int) -> bool:
+def _runs(pid: int, command: list[str]) -> bool:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\x00301")
+        return Path(f"/proc/{pid}/cmdline").read_bytes() == "".join(f"{word}\0" for word in command).encode()
     except OSError:
         return False
 
@@ -174,11 +182,12 @@ def _cells(doc: results.Document) -> list[tuple]:
     return sorted(out, key=lambda c: (c[0], c[1]))
 
 
+@pytest.mark.full  # builds runner environments
 def test_an_isolated_eval_of_every_runner_equals_the_in_process_eval_cell_for_cell(tmp_path: Path) -> None:
     here = _eval(tmp_path, "here")
     isolated = _eval(tmp_path, "isolated", "--isolate")
     # --isolate adds the runners that live only in their own environment; every other cell is the same.
-    own = {name for name, info in adapters.RUNNERS.items() if info.by_default and not info.in_all}
+    own = {name for name, info in registry.RUNNERS.items() if info.by_default and not info.in_all}
     assert [c for c in _cells(isolated) if c[0] not in own] == _cells(here) and len(here.cells) >= 6 * len(SOME_CASES)
     assert {c[0] for c in _cells(isolated)} - {c[0] for c in _cells(here)} == own
     assert all(c[3] for c in _cells(isolated) if c[0] in own)  # and pass their checks there
@@ -192,6 +201,7 @@ def test_an_isolated_eval_of_every_runner_equals_the_in_process_eval_cell_for_ce
         assert env_id and env_id in html
 
 
+@pytest.mark.full  # builds runner environments
 def test_two_versions_of_one_framework_run_side_by_side_in_one_report(tmp_path: Path) -> None:
     path, html = tmp_path / "versions.json", tmp_path / "versions.html"
     argv = ["eval", "--runner", "pydantic_ai", "--case", "vip-compound", "--json", str(path), "--html", str(html)]
@@ -207,6 +217,7 @@ def test_two_versions_of_one_framework_run_side_by_side_in_one_report(tmp_path: 
     assert page.count("<th>pydantic_ai@2.60.0</th>") >= 1 and page.count("<th>pydantic_ai@2.68.0</th>") >= 1
 
 
+@pytest.mark.full  # builds runner environments
 def test_a_runner_whose_environment_cannot_be_made_fails_its_cells_and_the_others_run(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     argv = ["eval", "--runner", "handrolled", "--case", "vip-compound", "--json", str(path)]

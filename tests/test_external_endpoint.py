@@ -13,12 +13,13 @@ from pathlib import Path
 import httpx2
 import pytest
 
-import adapters
-from adapters.base import Limits, StopReason
-from looplab.harness import Endpoint, ModelChoice
-from shared_tools import Guard, Workspace
+from looplab.adapters import registry
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS
+from tests.tiers import by_tier
 
 
 def _free_port() -> int:
@@ -29,7 +30,7 @@ def _free_port() -> int:
 
 def _serve(policy: str) -> Iterator[str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "looplab.cli", "serve-model", "--port", str(port), "--policy", policy]
+    cmd = [sys.executable, "-m", "looplab", "serve-model", "--port", str(port), "--policy", policy]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -58,17 +59,17 @@ def investigator_url() -> Iterator[str]:
 
 
 def _provider_models(runner: str) -> list[str]:
-    apis = adapters.load(runner).apis
+    apis = registry.load(runner).apis
     return [p for p, fits in (("openai", {"chat", "responses"} & set(apis)), ("anthropic", "messages" in apis)) if fits]
 
 
 CELLS = [(r, p) for r in ALL_RUNNERS for p in _provider_models(r)]
 
 
-@pytest.mark.parametrize(("runner", "provider"), CELLS)
+@pytest.mark.parametrize(("runner", "provider"), by_tier(CELLS))
 def test_max_steps_through_an_external_server(runner: str, provider: str, never_stops_url: str) -> None:
     base_url = never_stops_url + ("/v1" if provider == "openai" else "")
-    adapter = adapters.load(runner)
+    adapter = registry.load(runner)
     spec = Endpoint(ModelChoice(f"{provider}:scripted", base_url)).spec_for(adapter)
     with Workspace(FIXTURE_REPO) as ws:
         result = adapter.run(TASK, Guard(ws), Limits(max_steps=3), spec, system_prompt=SYSTEM_PROMPT)
@@ -78,6 +79,7 @@ def test_max_steps_through_an_external_server(runner: str, provider: str, never_
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.full  # every runner, through the command line
 def test_looplab_run_with_base_url(provider: str, investigator_url: str, tmp_path: Path) -> None:
     runners = [r for r, p in CELLS if p == provider]
     base_url = investigator_url + ("/v1" if provider == "openai" else "")
@@ -96,7 +98,7 @@ def test_looplab_run_with_base_url(provider: str, investigator_url: str, tmp_pat
     ]
     for r in runners:
         argv += ["--runner", r]
-    proc = subprocess.run([sys.executable, "-m", "looplab.cli", *argv], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "looplab", *argv], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = json.loads(out.read_text())["results"]
     assert [r["runner"] for r in records] == runners

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from adapters import EXTERNAL_COMMAND_ENV
-from adapters.base import Limits, StopReason
 from looplab import cli
-from scenarios.scripted.probes import AnswersOnCall, NeverStops
-from scenarios.scripted.server import ScriptedModelServer
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.runners.external import EXTERNAL_COMMAND_ENV
+from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.testing.conformance import SEED_TRAJECTORY
 from tests.runs import run_runner
-from tests.test_conformance import SEED_TRAJECTORY
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "stdlib_agent.py"
 AGENT = f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))}"
@@ -119,8 +119,8 @@ def _records(result) -> list[tuple]:  # type: ignore[no-untyped-def]
 def test_the_same_loop_in_process_and_over_mcp_leaves_the_same_records(agent: str, case: str) -> None:
     """The hand-rolled Chat Completions loop in-process, and the same loop in another process (the stdlib
     agent: tools over MCP, the model through the proxy): the same trajectory and the same tool records."""
-    from looplab.harness import Endpoint, ModelChoice, run_one
-    from scenarios.cases import load_cases
+    from looplab.run.harness import Endpoint, ModelChoice, run_one
+    from looplab.scenarios.cases import load_cases
 
     with ScriptedModelServer() as server:
         where = Endpoint(ModelChoice(api="chat"), {"openai": server.openai_base_url, "anthropic": "unused"})

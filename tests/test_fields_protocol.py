@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scenarios.scripted import fields
-from scenarios.scripted.conversation import Conversation
-from scenarios.scripted.policy import Call, Decision
+from looplab.scenarios.scripted import fields
+from looplab.scenarios.scripted.conversation import Conversation
+from looplab.scenarios.scripted.policy import Call, Decision
 
 dspy = pytest.importorskip("dspy")
 
@@ -52,7 +52,7 @@ def _request(agent: Any, module: Any, task: str, trajectory: dict[str, Any], ada
 steps = st.lists(st.tuples(text, st.integers(0, 2), args, text), max_size=5)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tools=st.lists(names, min_size=1, max_size=3, unique=True), task=text, trajectory=steps)
 def test_a_trajectory_dspy_writes_reads_back_step_for_step(tools: list[str], task: str, trajectory: list) -> None:
     agent = _agent(tuple(tools))
@@ -80,7 +80,7 @@ def test_a_trajectory_dspy_writes_reads_back_step_for_step(tools: list[str], tas
     assert (extract.kind, extract.outputs) == ("extract", ("reasoning", "answer"))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(deadline=None)
 @given(name=names, call_args=args, answer=text.filter(bool), fmt=st.sampled_from(["chat", "json"]))
 def test_a_reply_reads_back_in_dspy_as_the_decision(name: str, call_args: dict, answer: str, fmt: str) -> None:
     agent = _agent((name,))
@@ -95,7 +95,7 @@ def test_a_reply_reads_back_in_dspy_as_the_decision(name: str, call_args: dict, 
 
 
 @given(answer=text.filter(bool))
-@settings(max_examples=15, deadline=None)
+@settings(deadline=None)
 def test_the_extract_call_is_answered_with_the_policys_answer_or_none(answer: str) -> None:
     agent = _agent(("read_file",))
     request = _request(agent, agent.extract.predict, "task", {}, dspy.ChatAdapter())
@@ -148,13 +148,15 @@ def test_a_request_without_the_field_protocol_is_not_read_as_one() -> None:
 tool_names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(name=tool_names, json_form=st.booleans(), streamed=st.booleans(), api=st.sampled_from(["chat", "messages"]))
 def test_the_recorder_reads_the_tool_a_text_reply_names(name: str, json_form: bool, streamed: bool, api: str) -> None:
-    """DSPy's tool requests are text: the model boundary puts the named tool (not `finish`) on the call."""
+    """DSPy's tool requests are text: with DSPy's reader, the model boundary puts the named tool (not `finish`) on
+    the call."""
     import json
 
-    from adapters.recorder import TEXT_PROTOCOL_ANSWER, parse_exchange
+    from looplab.adapters.boundary.recorder import parse_exchange
+    from looplab.adapters.runners.dspy import ADAPTER, FINISH
 
     text = (
         json.dumps({"next_thought": "t", "next_tool_name": name, "next_tool_args": {}})
@@ -175,7 +177,7 @@ def test_the_recorder_reads_the_tool_a_text_reply_names(name: str, json_form: bo
         endpoint = "messages"
     if streamed:
         body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
-        info = parse_exchange(endpoint, body)
+        info = parse_exchange(endpoint, body, ADAPTER.tools_named_in_text)
     else:
-        info = parse_exchange(endpoint, json.dumps(whole).encode())
-    assert info.tool_calls_requested == ([] if name == TEXT_PROTOCOL_ANSWER else [name])
+        info = parse_exchange(endpoint, json.dumps(whole).encode(), ADAPTER.tools_named_in_text)
+    assert info.tool_calls_requested == ([] if name == FINISH else [name])

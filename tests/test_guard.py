@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared_tools import Guard, Workspace, default_tools, with_faults
-from shared_tools.faults import Fault
-from shared_tools.guard import Tool
+from looplab.shared_tools import Guard, Workspace, default_tools, with_faults
+from looplab.shared_tools.faults import Fault
+from looplab.shared_tools.guard import Tool
+from tests.tiers import scaled_examples
 
 KINDS = typing.get_args(Fault.model_fields["kind"].annotation)
 
@@ -123,7 +124,8 @@ def test_the_run_deadline_bounds_run_tests_and_signals_timeout(tmp_path) -> None
     assert record.outcome == "timeout" and guard.stop is not None and guard.stop.reason == "timeout"
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Each example waits out a tool's deadline: a third of the profile's examples.
+@settings(max_examples=scaled_examples(0.3), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(faults=st.dictionaries(st.sampled_from(["run_tests", "read_file", "search_code"]), st.sampled_from(KINDS)))
 def test_only_a_tool_that_stops_itself_at_the_deadline_runs_on_the_calling_thread(
     workspace: Workspace, faults: dict[str, str]
@@ -164,7 +166,7 @@ def test_a_faulted_copy_of_a_tool_shares_its_schema_which_still_says_what_the_si
         assert faulted.parameters == Tool.from_function(tool.fn).parameters
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     calls=st.lists(st.sampled_from(["read_file", "search_code", "write_file", "no_such_tool"]), max_size=8),
     open_for=st.integers(min_value=0, max_value=8),
@@ -246,7 +248,7 @@ def spied(tools: list[Tool], ran: list[str]) -> list[Tool]:
     return [spy(tool) for tool in tools]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ending=st.sampled_from(sorted(ENDINGS)), later=LATER_CALLS)
 def test_once_the_run_has_ended_no_call_runs_is_recorded_or_asks_for_approval(
     workspace: Workspace, ending: str, later: list[tuple[str, object]]
@@ -282,12 +284,12 @@ def _nesting(value: object) -> int:
     return 0
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(depth=st.integers(0, 300), as_text=st.booleans(), tool=st.sampled_from(["read_file", "nope"]))
 def test_arguments_of_any_depth_are_recorded_within_the_depth_a_results_document_reads(
     guard: Guard, depth: int, as_text: bool, tool: str
 ) -> None:
-    from looplab import results
+    from looplab.records import results
 
     nested: object = "x"
     for _ in range(depth):

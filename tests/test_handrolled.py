@@ -6,13 +6,15 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters.base import Limits, ModelSpec, RunResult, StopReason
-from adapters.handrolled import ADAPTER
-from scenarios.scripted.conversation import Conversation
-from scenarios.scripted.policy import Call, Decision
-from scenarios.scripted.probes import AnswersOnCall, NeverStops
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Guard, Workspace, tree_fingerprint
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import ModelSpec
+from looplab.adapters.contract.result import RunResult
+from looplab.adapters.runners.handrolled import ADAPTER
+from looplab.scenarios.scripted.conversation import Conversation
+from looplab.scenarios.scripted.policy import Call, Decision
+from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Guard, Workspace, tree_fingerprint
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 
 PROVIDERS = ["anthropic", "openai"]
@@ -155,7 +157,7 @@ def test_an_unreachable_model_ends_the_run_as_error(provider: str) -> None:
 
 
 def test_a_cost_budget_stops_before_the_next_call(model_server) -> None:
-    from adapters.pricing import Pricing
+    from looplab.adapters.contract.pricing import Pricing
 
     with Workspace(FIXTURE_REPO) as ws:
         spec = ModelSpec(

@@ -25,14 +25,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from looplab import otel, report, results, scorecard
 from looplab.cli import main
-from scenarios.cases import load_cases
+from looplab.records import results
+from looplab.scenarios.cases import load_cases
+from looplab.views import otel, report, scorecard
 from tests.test_results import one_line, outcome, sample
+from tests.tiers import scaled_examples
 
-HOSTILE = settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True
-)
+HOSTILE = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True)
 #: Stands in for a value the JSON text gets in its place: arrays nested far past what `json` can parse.
 DEEP_MARK = "\x00deep\x00"
 DEEP_TEXT = "[" * 100_000 + "]" * 100_000
@@ -238,7 +238,7 @@ def test_every_reader_reads_a_broken_document_or_refuses_it_in_one_line(tmp_path
     assert source.read_bytes() == before
 
 
-@settings(HOSTILE, max_examples=30)
+@settings(HOSTILE)
 @given(case=odd_but_typed())
 def test_every_reader_reads_odd_values_of_the_right_type_or_refuses_them_in_one_line(
     tmp_path: Path, case: tuple[str, str]
@@ -251,7 +251,7 @@ def test_every_reader_reads_odd_values_of_the_right_type_or_refuses_them_in_one_
     assert source.read_text(encoding="utf-8") == text
 
 
-@settings(HOSTILE, max_examples=3)
+@settings(HOSTILE, max_examples=scaled_examples(0.1))  # each example draws the charts: a tenth of the profile's
 @given(case=odd_but_typed())
 def test_the_report_draws_odd_values_of_the_right_type(tmp_path: Path, case: tuple[str, str]) -> None:
     source = tmp_path / "odd.json"
@@ -275,7 +275,7 @@ def test_nesting_up_to_the_bound_is_read_merged_and_drawn_and_one_more_level_is_
         results.read(source)
 
 
-@settings(HOSTILE, max_examples=30)
+@settings(HOSTILE)
 @given(case=broken())
 def test_merge_leaves_its_inputs_and_an_existing_target_as_they_were(
     tmp_path: Path, capsys, case: tuple[str, str]

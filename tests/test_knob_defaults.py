@@ -1,4 +1,4 @@
-"""Reading a knob's default from the installed library (`adapters.base.signature_default`).
+"""Reading a knob's default from the installed library (`looplab.adapters.contract.runner.signature_default`).
 
 Apart from tests/test_caps.py, which also runs in the runner environments, where hypothesis is not installed.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.base import signature_default
+from looplab.adapters.contract.runner import signature_default
 
 
 class _Omitted:

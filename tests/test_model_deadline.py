@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 from starlette.types import ASGIApp
 
-import adapters
-from adapters import EXTERNAL_COMMAND_ENV
-from adapters.base import Limits, RunResult, StopReason
-from scenarios.scripted.faults import DRIBBLE, KEEP_ALIVE, Fault, HttpFaults
-from scenarios.scripted.server import ScriptedModelServer
+from looplab.adapters import registry
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.result import RunResult
+from looplab.adapters.runners.external import EXTERNAL_COMMAND_ENV
+from looplab.scenarios.scripted.faults import DRIBBLE, KEEP_ALIVE, Fault, HttpFaults
+from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.runs import ALL_RUNNERS, run_runner
+from tests.tiers import by_tier
 
 #: The budget each run here gets: long enough for a few pieces of a dribbled reply to arrive first.
 MAX_SECONDS = 1.5
@@ -31,9 +33,9 @@ CHILD_START_S = 0.5
 #: Strands does (the Anthropic SDK, asynchronous), DSPy reads through lm15's own HTTP layer, LiteLLM's runners
 #: through theirs.
 RUNNERS = [
-    pytest.param(name, adapters.load(name).apis[0], id=name)
+    pytest.param(name, registry.load(name).apis[0], id=name)
     for name in ALL_RUNNERS
-    if not adapters.load(name).out_of_process
+    if not registry.load(name).out_of_process
 ]
 FAULTS = [pytest.param(DRIBBLE, id="json-one-byte-at-a-time"), pytest.param(KEEP_ALIVE, id="sse-keep-alive-comments")]
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "stdlib_agent.py"
@@ -71,7 +73,7 @@ def _assert_cut_at_the_deadline(result: RunResult, took: float, slack: float = 0
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-@pytest.mark.parametrize(("runner", "api"), RUNNERS)
+@pytest.mark.parametrize(("runner", "api"), by_tier(RUNNERS))
 def test_a_reply_that_never_ends_ends_the_run_as_timeout_on_time(runner: str, api: str, fault: Fault) -> None:
     _warm_up(runner, api)
     result, took, faults = _run_behind(fault, runner, api, Limits(max_seconds=MAX_SECONDS))

@@ -14,16 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.types import ASGIApp
 
-import adapters
-from adapters.base import DEFAULT_RETRIES, Limits, RunResult, StopReason
-from looplab.harness import Endpoint, ModelChoice
-from scenarios.scripted.faults import BROKEN, HANG, Fault, HttpFaults
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Guard, Workspace
+from looplab.adapters import registry
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import DEFAULT_RETRIES
+from looplab.adapters.contract.result import RunResult
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.scenarios.scripted.faults import BROKEN, HANG, Fault, HttpFaults
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS, run_runner
+from tests.tiers import by_tier
 
-RUNNER_APIS = [pytest.param(r, a, id=f"{r}-{a}") for r in ALL_RUNNERS for a in adapters.load(r).apis]
+RUNNER_APIS = [pytest.param(r, a, id=f"{r}-{a}") for r in ALL_RUNNERS for a in registry.load(r).apis]
 #: Runners and APIs that only stream: an SDK retries a request until its response starts, not a stream that
 #: breaks off after it began, so there the broken reply ends the run as `error` (recorded as a failed attempt).
 ONLY_STREAMED = {("strands", "responses"), ("strands", "messages")}
@@ -50,7 +53,7 @@ def run_behind(
         return run_runner(runner, server, limits or Limits(max_seconds=30), api=api, retries=retries)
 
 
-@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+@pytest.mark.parametrize(("runner", "api"), by_tier(RUNNER_APIS))
 def test_failed_attempts_are_recorded_under_the_step_they_were_for(runner: str, api: str) -> None:
     faults: dict[str, HttpFaults] = {}
     result = run_behind(faults, runner, api, [500, 429], None)
@@ -64,7 +67,7 @@ def test_failed_attempts_are_recorded_under_the_step_they_were_for(runner: str, 
     assert all(not s.model_call.failed_attempts for s in result.trace.steps[1:]) and not result.trace.unanswered
 
 
-@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+@pytest.mark.parametrize(("runner", "api"), by_tier(RUNNER_APIS))
 def test_an_endpoint_that_always_fails_leaves_every_attempt_and_its_message(runner: str, api: str) -> None:
     faults: dict[str, HttpFaults] = {}
     result = run_behind(faults, runner, api, [], 500)
@@ -76,7 +79,7 @@ def test_an_endpoint_that_always_fails_leaves_every_attempt_and_its_message(runn
     assert "answered 500" in result.stop_detail and "injected fault: HTTP 500" in result.stop_detail
 
 
-@pytest.mark.parametrize(("runner", "api"), STREAM_BREAKS)
+@pytest.mark.parametrize(("runner", "api"), by_tier(STREAM_BREAKS))
 def test_a_reply_that_breaks_off_is_a_failed_attempt_not_an_answer(runner: str, api: str) -> None:
     faults: dict[str, HttpFaults] = {}
     result = run_behind(faults, runner, api, [BROKEN], None)
@@ -86,7 +89,7 @@ def test_a_reply_that_breaks_off_is_a_failed_attempt_not_an_answer(runner: str, 
     assert attempt.error.startswith("the reply broke off after 11 bytes")
 
 
-@pytest.mark.parametrize(("runner", "api"), [p for p in RUNNER_APIS if tuple(p.values) in ONLY_STREAMED])
+@pytest.mark.parametrize(("runner", "api"), by_tier(p for p in RUNNER_APIS if tuple(p.values) in ONLY_STREAMED))
 def test_a_stream_that_breaks_off_ends_a_runner_that_only_streams_as_error_with_the_attempt(
     runner: str, api: str
 ) -> None:
@@ -97,7 +100,7 @@ def test_a_stream_that_breaks_off_ends_a_runner_that_only_streams_as_error_with_
     assert attempt.error.startswith("the reply broke off after 11 bytes")
 
 
-@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+@pytest.mark.parametrize(("runner", "api"), by_tier(RUNNER_APIS))
 def test_a_reply_that_never_comes_ends_the_run_as_timeout_on_time(runner: str, api: str) -> None:
     # A runner's first run in a process also pays its framework's lazy imports (LiteLLM's first call takes over a
     # second), which is not what this test times: the deadline's hold on a model call that never answers.
@@ -119,7 +122,7 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("api", ["messages", "chat"])
 def test_a_connection_that_is_refused_is_an_attempt_too(api: str) -> None:
     port = _closed_port()
-    adapter = adapters.load("handrolled")
+    adapter = registry.load("handrolled")
     urls = {"openai": f"http://127.0.0.1:{port}/v1", "anthropic": f"http://127.0.0.1:{port}"}
     spec = Endpoint(ModelChoice(api=api), urls).spec_for(adapter)  # type: ignore[arg-type]
     with Workspace(FIXTURE_REPO) as ws:
@@ -131,7 +134,7 @@ def test_a_connection_that_is_refused_is_an_attempt_too(api: str) -> None:
 
 
 @pytest.mark.parametrize("retries", [0, 3])
-@pytest.mark.parametrize(("runner", "api"), RUNNER_APIS)
+@pytest.mark.parametrize(("runner", "api"), by_tier(RUNNER_APIS))
 def test_one_retry_policy_for_every_runner(runner: str, api: str, retries: int) -> None:
     """looplab builds every SDK client, so --retries N means N + 1 attempts at a failing call in every runner."""
     faults: dict[str, HttpFaults] = {}
@@ -153,7 +156,7 @@ def _whole(text: str) -> bool:
         return False
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(n=st.integers(max_value=-1).map(str) | st.text(max_size=6).filter(lambda t: not _whole(t)))
 def test_retries_must_be_a_whole_number(n: str) -> None:
     from looplab.cli import main
@@ -163,7 +166,7 @@ def test_retries_must_be_a_whole_number(n: str) -> None:
     assert exit_.value.code == 2
 
 
-@pytest.mark.parametrize("runner", ALL_RUNNERS)
+@pytest.mark.parametrize("runner", by_tier(ALL_RUNNERS))
 def test_a_server_that_would_compress_its_replies_is_still_read(runner: str) -> None:
     """The boundary asks for identity encoding: usage, finish reasons and tool calls come from the reply's bytes."""
     from starlette.middleware.gzip import GZipMiddleware

@@ -23,13 +23,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from starlette.types import ASGIApp
 
-from adapters.base import Limits, NativeCap, RunResult, StopReason, Totals
-from adapters.trace import Attempt, ModelCall, Step, Trace
-from looplab import otel
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.result import NativeCap, RunResult, Totals
+from looplab.adapters.contract.trace import Attempt, ModelCall, Step, Trace
 from looplab.cli import main
-from scenarios.scripted.faults import HttpFaults
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools.records import ToolCallRecord
+from looplab.scenarios.scripted.faults import HttpFaults
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools.records import ToolCallRecord
+from looplab.views import otel
 from tests.runs import run_runner
 
 #: What every span of an operation carries (the conventions' required ones, and looplab's own).
@@ -425,7 +426,7 @@ UNKNOWABLE = {
 }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(run_results(), min_size=1, max_size=3))
 def test_generated_runs_make_one_tree_each_with_a_span_per_record_inside_its_parent(runs: list[RunResult]) -> None:
     anchor = datetime(2030, 6, 1, tzinfo=UTC)
@@ -459,7 +460,7 @@ def test_generated_runs_make_one_tree_each_with_a_span_per_record_inside_its_par
             assert REQUIRED[operation(span)] - UNKNOWABLE <= set(span.attributes)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(deadline=None)
 @given(st.lists(run_results(), min_size=1, max_size=3))
 def test_the_otlp_json_file_holds_exactly_the_spans_recorded(runs: list[RunResult]) -> None:
     spans = otel.spans(runs)

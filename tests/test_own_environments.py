@@ -1,22 +1,25 @@
 """Runners that cannot share this environment pass the same tests in a runner environment of their own.
 
 CrewAI and LlamaIndex pin SDK versions the other runners cannot use, so `looplab[all]` leaves them out
-(`RunnerInfo.in_all`). Each one's runner environment (looplab's requirements plus its extra, created on
+(their declarations' `in_all`). Each one's runner environment (looplab's requirements plus its extra, created on
 first use and cached) runs the conformance tests, every case and the caps-code check for that runner
 alone, with looplab imported from this tree, as `eval --isolate` runs its cells.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
-import adapters
-from adapters.child import run_bounded
-from looplab.environments import ensure, source_root, spec_for
+from looplab.adapters import registry
+from looplab.adapters.boundary.processes import run_bounded
+from looplab.run.environments import ensure, source_root, spec_for
 
-OWN_ENVIRONMENT = [name for name, info in adapters.RUNNERS.items() if info.by_default and not info.in_all]
+ROOT = Path(__file__).resolve().parents[1]
+OWN_ENVIRONMENT = [name for name, info in registry.RUNNERS.items() if info.by_default and not info.in_all]
 #: Creating an environment from PyPI and running some 60 tests through one framework.
 BOUND_S = 1800.0
 SUITES = ("tests/test_conformance.py", "tests/test_cases.py", "tests/test_caps.py")
@@ -25,16 +28,20 @@ SUITES = ("tests/test_conformance.py", "tests/test_cases.py", "tests/test_caps.p
 def test_the_runners_left_out_of_all_are_the_ones_whose_extras_conflict() -> None:
     assert OWN_ENVIRONMENT == ["crewai", "llamaindex"]
     for name in OWN_ENVIRONMENT:
-        assert adapters.RUNNERS[name].extra not in _all_extras()
+        assert registry.RUNNERS[name].extra not in _all_extras()
 
 
+@pytest.mark.full  # builds a runner environment
 @pytest.mark.parametrize("runner", OWN_ENVIRONMENT)
 def test_a_runner_in_its_own_environment_passes_conformance_every_case_and_the_caps_check(runner: str) -> None:
     env = ensure(spec_for(runner))
-    child = env.child_env() | {"LOOPLAB_RUNNERS": runner}
-    command = [str(env.python), "-m", "pytest", *SUITES, "-q", "-p", "no:cacheprovider"]
-    command += ["-k", f"{runner} or marks_the_code_that_sets_its_cap"]
-    code, lines = run_bounded(command, child, source_root(), BOUND_S)
+    # looplab from this process's (`source_root`), the tests from this tree; `append`: pytest puts the tree's
+    # folder after them, where its `looplab/` (without what the build places under it) is not found first.
+    path = os.pathsep.join([str(source_root()), str(ROOT)])
+    child = env.child_env() | {"LOOPLAB_RUNNERS": runner, "PYTHONPATH": path}
+    command = [str(env.python), "-m", "pytest", *SUITES, "--full", "-q", "-p", "no:cacheprovider"]  # every case
+    command += ["--import-mode=append", "-k", f"{runner} or marks_the_code_that_sets_its_cap"]
+    code, lines = run_bounded(command, child, ROOT, BOUND_S)
     summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed)", line)), "")
     tail = "\n".join(lines[-30:])
     # Everything selected passed: nothing failed, errored or was skipped.
@@ -46,6 +53,6 @@ def test_a_runner_in_its_own_environment_passes_conformance_every_case_and_the_c
 def _all_extras() -> set[str]:
     import tomllib
 
-    project = tomllib.loads((source_root() / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     (all_line,) = project["optional-dependencies"]["all"]
     return set(re.search(r"\[(.*)\]", all_line)[1].split(","))  # type: ignore[index]

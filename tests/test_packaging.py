@@ -1,14 +1,23 @@
-"""The wheel built from this checkout ships everything the cases need, and runs once installed.
+"""looplab installs under one import name, ships everything it reads, and runs once installed.
 
-The wheel is built the way a user would build it (`pip wheel` on the checkout, no network), with the
+Two tiers. The fast tests check the package as imported here: `import looplab` is light (its public
+names load on first use), every public name resolves, and `--version` prints the version.
+
+The `full` tests build the wheel the way a user would (`pip wheel` on the checkout, no network), with the
 build and egg-info folders sent to a temporary directory, so the build leaves nothing in the checkout and
-a stale `build/` there cannot leak old files into the wheel. It is then installed into a fresh venv,
-and a case runs from outside the checkout with the installed package.
+a stale `build/` there cannot leak old files into the wheel. They check what it holds (one top-level name,
+every file the cases read, the licence and metadata), then install it into a fresh venv beside another
+package that owns the generic top-level names `adapters` and `scenarios`, and run a case from outside the
+checkout with the installed package.
 """
 
 from __future__ import annotations
 
+import email.parser
+import importlib
 import importlib.metadata
+import importlib.util
+import itertools
 import json
 import os
 import re
@@ -18,30 +27,57 @@ import site
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import tomllib
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from email.message import Message
 from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
 
 import pytest
 
+import looplab
+from looplab import cli
+
 REPO = Path(__file__).resolve().parent.parent
-#: Folders (and files) whose every file (caches aside) the installed package reads at run time.
-DATA_ROOTS = ("scenarios", "looplab/templates", "adapters/prices.json", "adapters/ts")
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+#: Installed package -> the repository folder the build places there (`looplab.adapters` -> `adapters`).
+PACKAGE_DIRS: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
+#: The repository folders whose every file (caches aside) the wheel ships: the `looplab` package and the
+#: folders the build places under it (their modules, and the data the cases read at run time).
+SHIPPED_ROOTS = ("looplab", *PACKAGE_DIRS.values())
+#: Files the installed package reads at run time, by wheel path: a sample the shipped-roots rule must cover.
+RUNTIME_DATA = (
+    "looplab/py.typed",
+    "looplab/views/templates/report.html.j2",
+    "looplab/adapters/contract/prices.json",
+    "looplab/adapters/runners/ts/package.json",
+    "looplab/adapters/runners/ts/package-lock.json",
+    "looplab/scenarios/invoice_discount/system_prompt.txt",
+    "looplab/scenarios/invoice_discount/cases/vip-compound.toml",
+    "looplab/scenarios/invoice_discount/variants/snoop/.env",
+)
 #: Path parts that mark a cache: never shipped, never expected.
 CACHE_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".hypothesis"})
 CACHE_SUFFIXES = (".pyc", ".pyo")
 #: The overlay whose files include a dotfile (`.env`), the kind a package-data glob skips.
 SNOOP_OVERLAY = "variants/snoop"
-#: The top-level packages the wheel installs and the case run imports.
-PACKAGES = ("looplab", "scenarios", "adapters", "shared_tools")
-MIN_SETUPTOOLS = (70, 1)
+#: The generic top-level names another package installs beside looplab in the install test.
+FOREIGN_MODULES = ("adapters", "scenarios")
+#: The case the README runs first.
+DEFAULT_CASE = "vip-compound"
+#: pip with `--python` and `--config-settings` passed to the backend.
 MIN_PIP = (23, 1)
+#: setuptools with bdist_wheel built in; the build system's own floor (read from pyproject.toml) may be higher.
+MIN_SETUPTOOLS_FOR_BDIST_WHEEL = (70, 1)
 
 BUILD_TIMEOUT = 300
 VENV_TIMEOUT = 120
 INSTALL_TIMEOUT = 180
 RUN_TIMEOUT = 180
+PROBE_TIMEOUT = 60
 
 
 def _version(dist: str) -> tuple[int, int] | None:
@@ -53,14 +89,25 @@ def _version(dist: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
+def _min_setuptools() -> tuple[int, int]:
+    """The setuptools the build needs: the build system's `setuptools>=X.Y`, and bdist_wheel built in."""
+    floor = MIN_SETUPTOOLS_FOR_BDIST_WHEEL
+    for requirement in PYPROJECT["build-system"]["requires"]:
+        match = re.fullmatch(r"\s*setuptools\s*>=\s*(\d+)(?:\.(\d+))?.*", requirement)
+        if match:
+            floor = max(floor, (int(match[1]), int(match[2] or 0)))
+    return floor
+
+
 def _build_unavailable() -> str | None:
     """Why the wheel cannot be built here the way the tests build it, or None.
 
-    The build uses this environment (no build isolation, no network): it needs setuptools>=70.1 (which
-    has bdist_wheel built in) and a pip that passes `--config-settings` to the backend and has `--python`.
+    The build uses this environment (no build isolation, no network): it needs the setuptools the build
+    system asks for (with bdist_wheel built in) and a pip that passes `--config-settings` to the backend
+    and has `--python`.
     """
     for dist, minimum, fix in (
-        ("setuptools", MIN_SETUPTOOLS, "pip install -e '.[dev]'"),
+        ("setuptools", _min_setuptools(), "pip install -e '.[dev]'"),
         ("pip", MIN_PIP, "pip install --upgrade pip"),
     ):
         found = _version(dist)
@@ -72,7 +119,13 @@ def _build_unavailable() -> str | None:
 
 
 UNAVAILABLE = _build_unavailable()
-pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def wheel_test(func: F) -> F:
+    """A test that builds the wheel: the `full` tier, skipped (saying why) where the build cannot run."""
+    skip = pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")
+    return pytest.mark.full(skip(func))  # type: ignore[no-any-return]
 
 
 def _env() -> dict[str, str]:
@@ -95,37 +148,161 @@ def _run(cmd: list[str | Path], *, cwd: Path, timeout: float) -> subprocess.Comp
     return proc
 
 
+# --- the package as imported here ------------------------------------------------------------------------------
+
+#: Prints, as JSON, the modules that importing looplab the way `argv[1]` says added beyond the interpreter's own.
+IMPORT_PROBE = """
+import json, sys
+before = set(sys.modules)
+exec(sys.argv[1])
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def _added_modules(code: str) -> list[str]:
+    """The modules a fresh interpreter holds after running `code` that it did not hold at start."""
+    proc = _run([sys.executable, "-c", IMPORT_PROBE, code], cwd=REPO, timeout=PROBE_TIMEOUT)
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _not_stdlib(modules: list[str]) -> list[str]:
+    """`modules` less the standard library's (sysconfig's per-platform data module among them)."""
+    return [
+        m for m in modules if m.partition(".")[0] not in sys.stdlib_module_names and not m.startswith("_sysconfigdata")
+    ]
+
+
+def test_import_looplab_loads_only_its_own_init() -> None:
+    added = _added_modules("import looplab")
+    assert _not_stdlib(added) == ["looplab"], "import looplab loads more than its own __init__"
+    # Not even the metadata reader: the version is read when it is asked for.
+    assert "importlib.metadata" not in added
+
+
+def test_a_runner_process_import_loads_no_harness() -> None:
+    added = _added_modules("import looplab.adapters.contract.limits")
+    above = [m for m in added if m.startswith(("looplab.run", "looplab.records", "looplab.views", "looplab.cli"))]
+    assert not above, f"importing the contract loads {above}"
+    assert "looplab.run.harness" not in added
+    from looplab.adapters.registry import RUNNERS
+
+    frameworks = {module.partition(".")[0] for info in RUNNERS.values() for module in info.requires}
+    assert frameworks, "the registry names no framework module"
+    loaded = sorted({m.partition(".")[0] for m in added} & frameworks)
+    assert not loaded, f"importing the contract loads frameworks: {loaded}"
+
+
+def test_every_public_name_resolves_to_its_home() -> None:
+    homes = {
+        "Case": "looplab.scenarios.cases:Case",
+        "Endpoint": "looplab.run.harness:Endpoint",
+        "Limits": "looplab.adapters.contract.limits:Limits",
+        "LooplabError": "looplab.adapters.contract.errors:LooplabError",
+        "MissingExtra": "looplab.adapters.contract.errors:MissingExtra",
+        "ModelChoice": "looplab.run.harness:ModelChoice",
+        "ModelSpec": "looplab.adapters.contract.model:ModelSpec",
+        "RunOutcome": "looplab.records.outcome:RunOutcome",
+        "RunResult": "looplab.adapters.contract.result:RunResult",
+        "StopReason": "looplab.adapters.contract.limits:StopReason",
+        "endpoint": "looplab.run.harness:endpoint",
+        "load_cases": "looplab.scenarios.cases:load_cases",
+        "load_runner": "looplab.adapters.registry:load",
+        "run_one": "looplab.run.harness:run_one",
+    }
+    assert sorted(looplab.__all__) == sorted([*homes, "__version__"])
+    for name, home in homes.items():
+        module, _, attribute = home.partition(":")
+        assert getattr(looplab, name) is getattr(importlib.import_module(module), attribute), name
+    assert set(looplab.__all__) <= set(dir(looplab))
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        looplab.nothing_here  # noqa: B018 - the attribute access is what is tested
+
+
+@pytest.mark.full  # a whole run, the framework's import included: seconds
+def test_the_docstring_example_runs_one_case() -> None:
+    """The usage example in looplab's docstring, run as written: one case, one runner, the scripted model."""
+    after = (looplab.__doc__ or "").split("::\n", 1)[1].splitlines()
+    block = itertools.takewhile(lambda line: not line or line.startswith("    "), after)
+    code = textwrap.dedent("\n".join(block))
+    assert "looplab.run_one(" in code, code
+    if importlib.util.find_spec("anthropic") is None:
+        pytest.skip("the example's runner, handrolled, needs the [anthropic] extra")
+    proc = _run([sys.executable, "-c", code], cwd=REPO, timeout=RUN_TIMEOUT)
+    assert proc.stdout.strip() == "final_answer", proc.stdout
+
+
+def test_version_is_the_distributions_or_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert looplab._version() == importlib.metadata.version("looplab")
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert looplab._version() == looplab.UNKNOWN_VERSION
+
+
+def test_version_option_prints_the_version_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"looplab {importlib.metadata.version('looplab')}\n"
+
+
+def test_version_option_loads_no_more_of_looplab_than_help() -> None:
+    run_main = "from looplab.cli import main\ntry:\n    main([{!r}])\nexcept SystemExit:\n    pass"
+    for option in ("--help", "--version"):
+        added = _added_modules(run_main.format(option))
+        assert sorted(m for m in added if m.startswith("looplab")) == ["looplab", "looplab.cli"], option
+        assert not [m for m in _not_stdlib(added) if not m.startswith("looplab")], option
+
+
+# --- the wheel -------------------------------------------------------------------------------------------------
+
+
 def _is_cache(path: str) -> bool:
     parts = PurePosixPath(path).parts
     return any(p in CACHE_PARTS for p in parts) or path.endswith(CACHE_SUFFIXES)
 
 
+def _in_wheel(path: str) -> str:
+    """A repository path's place in the wheel: `adapters/x.py` -> `looplab/adapters/x.py`."""
+    for package, folder in PACKAGE_DIRS.items():
+        if path.startswith(f"{folder}/"):
+            return package.replace(".", "/") + path[len(folder) :]
+    return path
+
+
 def _expected_files() -> set[str]:
-    """Every file under DATA_ROOTS that git tracks (and that exists), caches aside, as wheel paths."""
+    """Every file under SHIPPED_ROOTS that git tracks (and that exists), caches aside, as wheel paths."""
+    found: set[str] = set()
     if shutil.which("git") is not None:
         proc = subprocess.run(
-            ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--", *DATA_ROOTS],
+            ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--", *SHIPPED_ROOTS],
             capture_output=True,
             text=True,
             timeout=60,
         )
         if proc.returncode == 0 and proc.stdout:
-            return {p for p in proc.stdout.split("\0") if p and not _is_cache(p) and (REPO / p).is_file()}
-    # Not a git checkout (or no git): every file on disk under the roots, caches aside.
-    found = set()
-    for root in DATA_ROOTS:
-        top = REPO / root
-        for path in [top] if top.is_file() else top.rglob("*"):
-            rel = path.relative_to(REPO).as_posix()
-            if path.is_file() and not _is_cache(rel):
-                found.add(rel)
-    return found
+            found = {p for p in proc.stdout.split("\0") if p and not _is_cache(p) and (REPO / p).is_file()}
+    if not found:  # not a git checkout (or no git): every file on disk under the roots, caches aside
+        for root in SHIPPED_ROOTS:
+            for path in (REPO / root).rglob("*"):
+                rel = path.relative_to(REPO).as_posix()
+                if path.is_file() and not _is_cache(rel):
+                    found.add(rel)
+    return {_in_wheel(p) for p in found}
 
 
 @dataclass(frozen=True)
 class Build:
     wheel: Path
     names: frozenset[str]
+    dist_info: str
+    metadata: Message
+
+    def read(self, name: str) -> bytes:
+        with zipfile.ZipFile(self.wheel) as zf:
+            return zf.read(name)
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +341,53 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     assert len(wheels) == 1, f"expected one wheel in {wheel_dir}, found {wheels}"
     with zipfile.ZipFile(wheels[0]) as zf:
         names = frozenset(n for n in zf.namelist() if not n.endswith("/"))
-    return Build(wheels[0], names)
+        dist_info = f"looplab-{PYPROJECT['project']['version']}.dist-info"
+        metadata = email.parser.BytesParser().parsebytes(zf.read(f"{dist_info}/METADATA"))
+    return Build(wheels[0], names, dist_info, metadata)
+
+
+@wheel_test
+def test_wheel_installs_one_top_level_name(build: Build) -> None:
+    tops = {PurePosixPath(n).parts[0] for n in build.names}
+    assert tops == {"looplab", build.dist_info}, f"{build.wheel.name} installs more than looplab: {sorted(tops)}"
+    assert build.read(f"{build.dist_info}/top_level.txt").decode().split() == ["looplab"]
+    # The tests stay in the checkout, at any depth of the package (the fixture repos' own tests are data).
+    assert not [n for n in build.names if n.startswith(("tests/", "looplab/tests/"))]
+    assert "looplab/py.typed" in build.names
+
+
+@wheel_test
+def test_wheel_ships_every_file_of_the_package(build: Build) -> None:
+    expected = _expected_files()
+    assert "looplab/scenarios/invoice_discount/variants/snoop/.env" in expected, "the snoop overlay's .env is untracked"
+    assert set(RUNTIME_DATA) <= expected, f"not in {SHIPPED_ROOTS}: {sorted(set(RUNTIME_DATA) - expected)}"
+    missing = sorted(expected - build.names)
+    assert not missing, f"{build.wheel.name} misses files of the package:\n" + "\n".join(missing)
+    caches = sorted(n for n in build.names if _is_cache(n))
+    assert not caches, f"{build.wheel.name} ships caches:\n" + "\n".join(caches)
+
+
+@wheel_test
+def test_wheel_metadata_and_licence(build: Build) -> None:
+    project, meta = PYPROJECT["project"], build.metadata
+    assert meta["Name"] == "looplab" and meta["Version"] == project["version"]
+    assert meta["Summary"] == project["description"]
+    assert "fourteen agent runners" in meta["Summary"]
+    assert meta["License-Expression"] == "MIT"
+    classifiers = meta.get_all("Classifier") or []
+    assert classifiers == project["classifiers"]
+    for wanted in ("Intended Audience :: Developers", "Typing :: Typed", "Programming Language :: Python :: 3.11"):
+        assert wanted in classifiers
+    # PEP 639: the licence is the expression and its file; a licence classifier beside them is refused.
+    assert not [c for c in classifiers if c.startswith("License ::")]
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
+    assert sorted(urls) == ["Documentation", "Homepage", "Issues", "Source"]
+    assert all(u.startswith("https://github.com/looplab-dev/looplab") for u in urls.values()), urls
+    assert meta["Keywords"]
+    assert meta.get_all("License-File") == ["LICENSE"]
+    shipped = build.read(f"{build.dist_info}/licenses/LICENSE").decode()
+    assert shipped == (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert shipped.startswith("MIT License\n")
 
 
 def _snoop_cases() -> list[str]:
@@ -177,26 +400,62 @@ def _snoop_cases() -> list[str]:
     return ids
 
 
-def test_wheel_ships_every_scenario_file(build: Build) -> None:
-    expected = _expected_files()
-    assert "scenarios/invoice_discount/variants/snoop/.env" in expected, "the snoop overlay's .env is not tracked"
-    missing = sorted(expected - build.names)
-    assert not missing, f"{build.wheel.name} misses files the cases read:\n" + "\n".join(missing)
-    caches = sorted(n for n in build.names if _is_cache(n))
-    assert not caches, f"{build.wheel.name} ships caches:\n" + "\n".join(caches)
+def _foreign_wheel(tmp: Path) -> Path:
+    """A wheel of another package whose top-level packages are `adapters` and `scenarios`."""
+    src = tmp / "foreign-src"
+    for module in FOREIGN_MODULES:
+        (src / module).mkdir(parents=True)
+        (src / module / "__init__.py").write_text(f'OWNER = "foreign"\nNAME = "{module}"\n', encoding="utf-8")
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "foreign-generic-names"\nversion = "1.0"\n\n'
+        f"[tool.setuptools]\npackages = {json.dumps(list(FOREIGN_MODULES))}\n",
+        encoding="utf-8",
+    )
+    out = tmp / "foreign-dist"
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--no-cache-dir",
+            "-w",
+            out,
+            src,
+        ],
+        cwd=tmp,
+        timeout=BUILD_TIMEOUT,
+    )
+    (wheel,) = out.glob("foreign_generic_names-*.whl")
+    return wheel
 
 
-def test_installed_wheel_runs_a_case_outside_the_checkout(build: Build, tmp_path: Path) -> None:
+@wheel_test
+def test_installed_wheel_runs_beside_a_package_with_generic_names(build: Build, tmp_path: Path) -> None:
     cases = _snoop_cases()
     assert cases, f"no case in scenarios/*/cases uses overlay = {SNOOP_OVERLAY!r}"
-    case = cases[0]
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp_path, timeout=VENV_TIMEOUT)
-    python = venv / "bin" / "python"
-    # This environment's pip installs into the new venv; the wheel alone, from the file, no index.
+    python, looplab_command = venv / "bin" / "python", venv / "bin" / "looplab"
+    # This environment's pip installs into the new venv: the two wheels alone, from files, no index.
     _run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", build.wheel],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-deps",
+            "--no-index",
+            build.wheel,
+            _foreign_wheel(tmp_path),
+        ],
         cwd=tmp_path,
         timeout=INSTALL_TIMEOUT,
     )
@@ -216,19 +475,33 @@ def test_installed_wheel_runs_a_case_outside_the_checkout(build: Build, tmp_path
     dirs = list(dict.fromkeys(str(Path(d).resolve()) for d in ours if Path(d).is_dir()))
     (purelib / "_looplab_test_deps.pth").write_text("".join(f"{d}\n" for d in dirs), encoding="utf-8")
 
-    probe = "import json, importlib; print(json.dumps({m: importlib.import_module(m).__file__ for m in %r}))"
-    files = json.loads(_run([python, "-c", probe % (PACKAGES,)], cwd=tmp_path, timeout=RUN_TIMEOUT).stdout)
-    for module, file in files.items():
+    # Another directory than the checkout and the venv: nothing there is on the path by accident.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    installed = ("looplab", "looplab.adapters", "looplab.scenarios", "looplab.shared_tools", *FOREIGN_MODULES)
+    probe = (
+        "import json, importlib\n"
+        "mods = {m: importlib.import_module(m) for m in %r}\n"
+        "print(json.dumps({m: [mod.__file__, getattr(mod, 'OWNER', None)] for m, mod in mods.items()}))"
+    )
+    found = json.loads(_run([python, "-c", probe % (installed,)], cwd=elsewhere, timeout=RUN_TIMEOUT).stdout)
+    for module, (file, owner) in found.items():
         where = Path(file).resolve()
         assert where.is_relative_to(purelib.resolve()), f"{module} imported from {where}, not from {purelib}"
         assert not where.is_relative_to(REPO), f"{module} imported from the checkout: {where}"
+        assert (owner == "foreign") is (module in FOREIGN_MODULES), f"{module} is not its owner's: {where}"
 
+    version = f"looplab {PYPROJECT['project']['version']}\n"
+    for command in ([looplab_command, "--version"], [python, "-m", "looplab", "--version"]):
+        assert _run(command, cwd=elsewhere, timeout=RUN_TIMEOUT).stdout == version
+
+    # The README's first run, and a case whose overlay holds a dotfile, through the installed command.
     out = tmp_path / "out"
-    _run(
-        [python, "-m", "looplab.cli", "run", "--case", case, "--runner", "handrolled", "--quiet", "--out", out],
-        cwd=tmp_path,
-        timeout=RUN_TIMEOUT,
-    )
+    run = [looplab_command, "run", "--case", DEFAULT_CASE, "--case", cases[0], "--runner", "handrolled"]
+    _run([*run, "--quiet", "--out", out], cwd=elsewhere, timeout=RUN_TIMEOUT)
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))["results"]
-    assert [(r["case"], r["runner"]) for r in results] == [(case, "handrolled")]
-    assert results[0]["stop_reason"] == "final_answer", results[0]["stop_detail"]
+    assert sorted((r["case"], r["runner"]) for r in results) == sorted(
+        [(DEFAULT_CASE, "handrolled"), (cases[0], "handrolled")]
+    )
+    for r in results:
+        assert r["stop_reason"] == "final_answer", (r["case"], r["stop_detail"])

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import adapters
-from looplab.harness import Endpoint, ModelChoice, run_one
-from scenarios.cases import load_cases
-from scenarios.scripted.conversation import PERSONA_HEADER
-from scenarios.scripted.server import ScriptedModelServer
+from looplab.adapters import registry
+from looplab.run.harness import Endpoint, ModelChoice, run_one
+from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.conversation import PERSONA_HEADER
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from tests.tiers import by_tier
 
 CASES = load_cases()
 #: One runner on the in-process recording transport; one that reaches the model through the loopback proxy (the
@@ -44,12 +45,12 @@ class _Seen:
         await self.app(scope, keep, send)
 
 
-@pytest.mark.parametrize("runner", list(RUNNERS), ids=[how for how, _ in RUNNERS.values()])
+@pytest.mark.parametrize("runner", by_tier(pytest.param(runner, id=how) for runner, (how, _) in RUNNERS.items()))
 @pytest.mark.parametrize(("case_id", "stop"), [("injected-instruction", "rejected"), ("sloppy-calls", None)])
 def test_a_cases_persona_reaches_the_model_with_every_request(runner: str, case_id: str, stop: str | None) -> None:
     """A gullible model asks to write (the gate rejects it), a sloppy one botches calls: the case's checks hold only
     if the model played the persona; every request carried it, and named the model `scripted`."""
-    if not adapters.RUNNERS[runner].installed():
+    if not registry.RUNNERS[runner].installed():
         pytest.skip(f"{runner} is not installed here")
     case = CASES[case_id]
     wrapped: list[_Seen] = []

@@ -10,9 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios.scripted.conversation import _ERROR_PREFIXES, ChatRequest, Conversation, ToolCall, ToolResult, from_chat
-from scenarios.scripted.policy import Decision, Investigator
-from shared_tools import Guard, Workspace
+from looplab.scenarios.scripted.conversation import (
+    _ERROR_PREFIXES,
+    ChatRequest,
+    Conversation,
+    ToolCall,
+    ToolResult,
+    from_chat,
+)
+from looplab.scenarios.scripted.policy import Decision, Investigator
+from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO, TASK
 
 
@@ -116,7 +123,7 @@ def test_a_task_without_a_test_gets_a_plain_answer() -> None:
     assert path == [] and "names no test" in decision.answer
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(text=st.text(max_size=200), failed=st.booleans())
 def test_a_tool_result_wrapped_as_result_or_error_json_is_read_as_its_text(text: str, failed: bool) -> None:
     """Frameworks send a tool's text as `{"result": text}` (ADK over Chat Completions) or `{"error": text}`."""
@@ -136,7 +143,7 @@ def test_a_result_object_with_more_than_the_text_stays_as_sent() -> None:
     assert conv.results[0].content == sent and not conv.results[0].is_error
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(
     calls=st.lists(
         st.tuples(st.sampled_from(["run_tests", "read_file", "search_code"]), st.dictionaries(st.text(), st.text())),

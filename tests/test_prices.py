@@ -10,14 +10,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import adapters
-from adapters.base import Limits, LooplabError, ModelSpec
-from adapters.pricing import Pricing, format_cost, parse_price, price_table, total_cost
-from adapters.recorder import ModelRecorder, parse_exchange
-from looplab import cli, evaluation, report, results
-from looplab.harness import Endpoint, ModelChoice, RunOutcome
-from scenarios.cases import load_cases
-from shared_tools import Guard, Workspace
+from looplab import cli
+from looplab.adapters import registry
+from looplab.adapters.boundary.recorder import ModelRecorder, parse_exchange
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import ModelSpec
+from looplab.adapters.contract.pricing import Pricing, format_cost, parse_price, price_table, total_cost
+from looplab.records import results, summary
+from looplab.records.outcome import RunOutcome
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.scenarios.cases import load_cases
+from looplab.shared_tools import Guard, Workspace
+from looplab.views import report
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 
 TABLE = price_table()
@@ -127,7 +132,7 @@ def test_an_unknown_cost_is_never_shown_as_zero() -> None:
 
 
 def test_a_real_model_is_priced_from_the_table_and_price_overrides_it() -> None:
-    adapter = adapters.load("handrolled")
+    adapter = registry.load("handrolled")
     where = Endpoint(ModelChoice("openai:gpt-4.1-2025-04-14", "http://127.0.0.1:1/v1"))
     assert where.spec_for(adapter).pricing == TABLE.lookup("openai", "gpt-4.1")
     override = Endpoint(ModelChoice("openai:gpt-4.1", "http://127.0.0.1:1/v1", pricing=Pricing(1.0, 2.0)))
@@ -139,7 +144,7 @@ def test_a_budget_without_a_price_is_refused_before_the_run() -> None:
     spec = ModelSpec("openai", "gemma-3", base_url="http://127.0.0.1:1/v1")  # nothing listens: no run may start
     with Workspace(FIXTURE_REPO) as ws:
         with pytest.raises(LooplabError, match=r"max_cost_usd=0\.1 needs a price .* --price IN,OUT"):
-            adapters.load("handrolled").run(
+            registry.load("handrolled").run(
                 TASK, Guard(ws), Limits(max_cost_usd=0.1), spec, system_prompt=SYSTEM_PROMPT
             )
 
@@ -164,15 +169,15 @@ def test_a_malformed_price_option_is_a_one_line_usage_error(capsys: pytest.Captu
 def test_unpriced_runs_show_unknown_cost_in_the_summary_and_the_report(model_server) -> None:
     spec = ModelSpec("openai", "local-model", base_url=model_server.openai_base_url, api_key="scripted")
     with Workspace(FIXTURE_REPO) as ws:
-        result = adapters.load("handrolled").run(
+        result = registry.load("handrolled").run(
             TASK, Guard(ws), Limits(max_steps=3), spec, system_prompt=SYSTEM_PROMPT
         )
     assert result.totals.cost_usd is None and all(s.model_call.cost_usd is None for s in result.trace.steps)
     assert result.totals.input_tokens > 0  # the tokens are known; only their price is not
     result.case = "vip-compound"  # as the harness records it
     outcome = RunOutcome("handrolled", "vip-compound", result)
-    (summary,) = evaluation.summarize([outcome])
-    assert summary.cost_usd_median is None and summary.cost_usd_p95 is None
+    (numbers,) = summary.summarize([outcome])
+    assert numbers.cost_usd_median is None and numbers.cost_usd_p95 is None
     doc = results.build([outcome])
     (row,) = report.headline(report.runs_from(doc))
     assert row.cost_usd is None

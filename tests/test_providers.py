@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.pricing import price_of
-from looplab import providers
+from looplab.adapters.contract.pricing import price_of
+from looplab.cli import providers
 
 
 def test_without_keys_nothing_runs_and_each_missing_variable_is_named(

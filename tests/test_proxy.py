@@ -13,12 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters import proxy as proxy_module
-from adapters.base import Limits, ModelSpec, Probe, RunSession, StopReason
-from adapters.proxy import ModelProxy
-from scenarios.scripted.faults import BROKEN, HANG, HttpFaults
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Guard, Workspace
+from looplab.adapters.boundary import proxy as proxy_module
+from looplab.adapters.boundary.proxy import ModelProxy
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import ModelSpec
+from looplab.adapters.contract.runner import Probe
+from looplab.adapters.session import RunSession
+from looplab.scenarios.scripted.faults import BROKEN, HANG, HttpFaults
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
 
 CHAT = {"model": "scripted", "messages": [{"role": "user", "content": "Why does tests/test_invoice.py fail?"}]}
@@ -133,7 +136,7 @@ def test_an_endpoint_of_the_other_provider_is_refused(session: RunSession) -> No
     assert not session.recorder.calls
 
 
-@settings(max_examples=25, deadline=None)
+@settings(deadline=None)
 @given(token=st.text(alphabet=string.ascii_letters + string.digits + "-_.~+/=", max_size=64))
 def test_a_request_without_the_runs_token_is_refused(model_server: ScriptedModelServer, token: str) -> None:
     for session in _session(model_server):
@@ -224,7 +227,7 @@ def _post_chunked(proxy: ModelProxy, body: bytes, parts: int = 3) -> httpx.Respo
     return httpx.post(f"{proxy.openai_base_url}/chat/completions", content=pieces, headers=headers, timeout=10)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(body=st.binary(max_size=2000) | st.builds(lambda p: json.dumps({**CHAT, "pad": p}).encode(), st.text()))
 def test_any_body_gets_the_same_answer_through_the_proxy_as_direct(
     model_server: ScriptedModelServer, body: bytes
@@ -275,7 +278,7 @@ BAD_LENGTHS = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0
 ) | st.sampled_from(["abc", "+5", "-1", "1_0", "0x10", "5 5", "1e3", "\u00b2"])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(length=BAD_LENGTHS)
 def test_a_content_length_that_is_not_a_number_gets_a_400_and_no_traceback(
     model_server: ScriptedModelServer, length: str, capfd: pytest.CaptureFixture[str]
@@ -316,7 +319,7 @@ BAD_CHUNKS = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=BAD_CHUNKS)
 def test_a_malformed_chunked_body_gets_a_400_with_the_reason_and_no_traceback(
     model_server: ScriptedModelServer, body: bytes, capfd: pytest.CaptureFixture[str]

@@ -1,6 +1,6 @@
 """The real-model notes page and the local-llm session's process helpers.
 
-The page is generated from RunResults built with the real models (adapters.base,
+The page is generated from RunResults built with the real models (looplab.adapters.contract,
 adapters.trace), as `looplab eval --json` writes them; the helpers run against
 stub processes. Neither needs llama-cpp-python nor the model.
 """
@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 
-from adapters.base import NativeCap, NativeEnd, RunResult, StopReason, Totals
-from adapters.trace import Attempt, ModelCall, Trace
-from looplab import local_llm, real_model_notes
-from looplab.local_llm import ServerFailed, free_port, run_bounded, start_server, stop_process, wait_ready
-from shared_tools.records import ToolCallRecord
+from looplab.adapters.contract.errors import ServerFailed
+from looplab.adapters.contract.limits import StopReason
+from looplab.adapters.contract.result import NativeCap, NativeEnd, RunResult, Totals
+from looplab.adapters.contract.trace import Attempt, ModelCall, Trace
+from looplab.measure import local_llm, real_model_notes
+from looplab.measure.local_llm import free_port, run_bounded, start_server, stop_process, wait_ready
+from looplab.shared_tools.records import ToolCallRecord
 
 CONTENT_NULL = "Internal Server Error: assistant message content must be a string, got None"
 SEVEN_ERRORS = "7 validation errors for CreateChatCompletionRequest messages.1.content"
@@ -240,7 +242,8 @@ def test_main_refuses_a_broken_results_file_in_one_line_naming_it(tmp_path: Path
     with pytest.raises(SystemExit) as stop:
         real_model_notes.main([str(path), "-o", str(out)])
     message = str(stop.value.code)
-    assert "\n" not in message and message.startswith(f"looplab.real_model_notes: {path}: ") and field in message
+    assert "\n" not in message and field in message
+    assert message.startswith(f"looplab.measure.real_model_notes: {path}: ")
     assert path.read_text() == content and not out.exists()
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.recorder import read_json
+from looplab.adapters.boundary.recorder import read_json
 
 SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 TEXT = st.text() | st.text(SURROGATES | st.characters(), max_size=8)
@@ -35,7 +35,6 @@ def _standard(body: bytes) -> Any:
         return None
 
 
-@settings(max_examples=400)
 @given(
     body=st.one_of(
         st.builds(_rendered, JSON_VALUES, st.booleans()),

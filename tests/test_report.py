@@ -20,11 +20,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from adapters.base import NativeCap, RunResult, StopReason, Totals
-from adapters.trace import ModelCall, Step, Trace
-from looplab import report, scorecard
+from looplab.adapters.contract.limits import StopReason
+from looplab.adapters.contract.result import NativeCap, RunResult, Totals
+from looplab.adapters.contract.trace import ModelCall, Step, Trace
 from looplab.cli import main
-from shared_tools.records import ToolCallRecord
+from looplab.shared_tools.records import ToolCallRecord
+from looplab.views import report, scorecard
+from tests.tiers import scaled_examples
 
 RUNNERS = ("handrolled", "langgraph")
 CASES = ("vip-compound", "tight-budget")
@@ -35,7 +37,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """`looplab eval --jobs 2 --json --html` on a small matrix, in a subprocess (as a user runs it)."""
     out = tmp_path_factory.mktemp("eval")
     json_path, html_path = out / "e.json", out / "e.html"
-    argv = [sys.executable, "-m", "looplab.cli", "eval", "--jobs", "2"]
+    argv = [sys.executable, "-m", "looplab", "eval", "--jobs", "2"]
     argv += ["--json", str(json_path), "--html", str(html_path)]
     for runner in RUNNERS:
         argv += ["--runner", runner]
@@ -80,6 +82,7 @@ def _parse(html: str) -> _Collect:
     return parser
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_eval_writes_json_and_html_in_the_serial_order(matrix) -> None:
     doc = matrix["doc"]
     # Cells finish in any order across the two workers; the record keeps the matrix order.
@@ -92,6 +95,7 @@ def test_eval_writes_json_and_html_in_the_serial_order(matrix) -> None:
     assert f"HTML: {matrix['html']}" in matrix["stdout"]
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_the_report_is_self_contained_and_every_link_resolves(matrix) -> None:
     html = matrix["html"].read_text(encoding="utf-8")
     found = _parse(html)
@@ -109,6 +113,7 @@ def test_the_report_is_self_contained_and_every_link_resolves(matrix) -> None:
         assert f'id="trajectory-{case}"' in html
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_matrix_cells_link_to_their_runs_with_pass_and_stop(matrix) -> None:
     built = report.build(matrix["doc"])
     assert built.runners == list(RUNNERS) and built.cases == list(CASES)
@@ -120,6 +125,7 @@ def test_matrix_cells_link_to_their_runs_with_pass_and_stop(matrix) -> None:
         assert by_case["vip-compound"].anchor == f"run-{runner}-vip-compound-1"
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_trajectories_are_aligned_by_step_with_the_stop_marked(matrix) -> None:
     built = report.build(matrix["doc"])
     vip = next(c for c in built.case_views if c.id == "vip-compound")
@@ -138,6 +144,7 @@ def test_trajectories_are_aligned_by_step_with_the_stop_marked(matrix) -> None:
     assert len(last_row) == len(RUNNERS) and all(cell.stopped == "max_steps" for cell in last_row)
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_headline_sums_each_runner(matrix) -> None:
     doc = matrix["doc"]
     rows = {row.runner: row for row in report.headline(report.runs_from(doc))}
@@ -152,6 +159,7 @@ def test_headline_sums_each_runner(matrix) -> None:
         assert row.version == mine[0]["runner_version"]
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_report_accepts_run_output_a_plain_list(matrix, tmp_path: Path, capsys) -> None:
     plain = tmp_path / "run.json"
     plain.write_text(json.dumps(matrix["doc"]["results"]), encoding="utf-8")
@@ -165,6 +173,7 @@ def test_report_accepts_run_output_a_plain_list(matrix, tmp_path: Path, capsys) 
     assert "per runner" in capsys.readouterr().out
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_report_default_output_is_beside_the_results(matrix, tmp_path: Path) -> None:
     copy = tmp_path / "results.json"
     shutil.copy(matrix["json"], copy)
@@ -185,6 +194,7 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.full  # a browser, and an eval of a matrix in a new process
 @pytest.mark.skipif(
     _chromium() is None,
     reason="Chromium is not installed (Debian: apt-get install chromium chromium-driver; .ci/run does this)",
@@ -233,6 +243,7 @@ def test_chromium_loads_the_report_finds_the_matrix_and_a_trajectory_and_screens
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_a_chart_of_one_step_runs_labels_whole_steps_only(matrix: dict[str, object]) -> None:
     doc = json.loads(json.dumps(matrix["doc"]))
     for run in doc["results"]:
@@ -317,7 +328,7 @@ _names = st.lists(st.from_regex(r"[a-z][a-z_]{2,12}", fullmatch=True), min_size=
 
 
 @given(names=_names, stop=_stops, steps=_steps)
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 def test_identical_runs_give_an_agreement_line_and_no_divergence(names, stop, steps) -> None:
     found = report.divergence([_view(name, stop, steps) for name in names])
     assert found.agree and found.differs == ()
@@ -348,7 +359,7 @@ def _one_changed(draw: st.DrawFn) -> tuple[list[str], int, str, list, str, list]
 
 
 @given(_one_changed())
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 def test_one_runner_that_ran_otherwise_is_named_first_against_the_others(case) -> None:
     names, odd, stop, steps, other_stop, other_steps = case
     views = [
@@ -432,6 +443,7 @@ def _with_one_divergent_run(doc: dict) -> dict:
     return doc
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_the_first_screen_lists_each_diverging_case_with_its_line_and_link(matrix) -> None:
     doc = _with_one_divergent_run(matrix["doc"])
     built = report.build(doc)
@@ -456,6 +468,7 @@ def test_the_first_screen_lists_each_diverging_case_with_its_line_and_link(matri
     assert case.index(vip.divergence.line) < case.index("<svg") < case.index('class="trajectory"')
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_a_report_where_all_agree_says_so_on_the_first_screen(matrix) -> None:
     html = matrix["html"].read_text(encoding="utf-8")
     summary = html[html.index('<section id="differences">') : html.index('<section id="matrix-section">')]
@@ -478,6 +491,7 @@ def _fourteen_runners(doc: dict, same: int = 0) -> list[dict]:
     return runs
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_each_of_fourteen_runners_has_its_own_colour_marker_and_dash_in_every_chart(matrix) -> None:
     built = report.build(_fourteen_runners(matrix["doc"]))
     charts = [str(chart) for case in built.case_views for chart in (case.token_chart, case.bytes_chart)]
@@ -498,6 +512,7 @@ def test_each_of_fourteen_runners_has_its_own_colour_marker_and_dash_in_every_ch
     assert len(set(report.PALETTE)) >= 14 and len(set(report.DASHES)) >= 14 and len(set(report.MARKERS)) >= 14
 
 
+@pytest.mark.full  # an eval of a matrix in a new process
 def test_runners_with_identical_series_share_one_line_named_for_all(matrix) -> None:
     built = report.build(_fourteen_runners(matrix["doc"], same=5))
     case = built.case_views[0]
@@ -548,7 +563,7 @@ def test_a_name_in_mathtext_syntax_is_drawn_as_written() -> None:
 
 
 @given(runners=st.lists(_any_name, min_size=1, max_size=3, unique=True), case=_any_name)
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=scaled_examples(0.2), deadline=None)  # each example renders a whole report: a fifth
 def test_any_runner_and_case_name_renders_a_report_with_the_names_escaped(runners: list[str], case: str) -> None:
     from markupsafe import escape
 

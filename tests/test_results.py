@@ -1,4 +1,4 @@
-"""The results document (`looplab.results`): round trip, validation, case hashes, shards, merge and its refusals.
+"""The results document (`looplab.records.results`): round trip, validation, case hashes, shards, merge, refusals.
 
 The documents here are built from one real run (handrolled on vip-compound against the scripted
 model) copied into generated cells, so nothing but that one run touches a model.
@@ -18,17 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.base import RunResult
-from looplab import evaluation, report, results
+from looplab.adapters.contract.result import RunResult
 from looplab.cli import main
-from looplab.harness import RunOutcome
-from scenarios.cases import CheckResult, load_cases
-from scenarios.scripted.server import ScriptedModelServer
+from looplab.measure import bench_merge
+from looplab.records import results
+from looplab.records.outcome import RunOutcome
+from looplab.run import matrix
+from looplab.scenarios.cases import CheckResult, load_cases
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.views import report
 from tests.runs import run_runner
 
-CHECKS = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True
-)
+CHECKS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True)
 RUNNERS = ("handrolled", "langgraph", "pydantic_ai")
 CASES = ("vip-compound", "tight-budget", "slow-tests")
 
@@ -204,12 +205,12 @@ names_st = st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=4, uni
 @given(runners=names_st, case_ids=names_st, repeat=st.integers(1, 3), shards=st.integers(1, 12), model=models_st)
 def test_shards_partition_the_matrix(runners, case_ids, repeat, shards, model) -> None:
     cases = [SimpleNamespace(id=c) for c in case_ids]
-    full = evaluation.plan(runners, cases, repeat)
+    full = matrix.plan(runners, cases, repeat)
 
     def shard(i: int):
         return lambda r, c, k: results.shard_of(results.CellKey(r, c, k, *model), shards, runners) == i
 
-    slices = [evaluation.plan(runners, cases, repeat, shard(i)) for i in range(1, shards + 1)]
+    slices = [matrix.plan(runners, cases, repeat, shard(i)) for i in range(1, shards + 1)]
     seen = Counter((r, c.id, k) for part in slices for r, c, k in part)
     assert seen == Counter((r, c.id, k) for r, c, k in full)  # every cell once: none lost, none twice
     assert all(n == 1 for n in seen.values())
@@ -338,6 +339,6 @@ def test_merge_without_an_output_is_refused_in_one_line(tmp_path: Path, capsys) 
 
 
 def test_the_merge_benchmark_merges_the_full_matrix() -> None:
-    bench = results.bench_merge(shards=3, sample=sample(), repeat=1)
+    bench = bench_merge.bench_merge(shards=3, sample=sample(), repeat=1)
     assert bench.cells == bench.runners * bench.cases == bench.runners * len(load_cases())
-    assert bench.seconds > 0 and "3 shard documents of the full matrix" in results.bench_line(bench)
+    assert bench.seconds > 0 and "3 shard documents of the full matrix" in bench_merge.bench_line(bench)

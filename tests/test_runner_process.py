@@ -25,11 +25,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adapters.child as child
-from adapters import EXTERNAL_COMMAND_ENV
-from adapters.base import Limits, StopReason
-from adapters.child import OUTCOME_MAX_BYTES, TAIL_BYTES, ChildFailed, OutputTail, run_bounded
-from scenarios.scripted.server import ScriptedModelServer
+import looplab.adapters.boundary.processes as child
+from looplab.adapters.boundary.processes import OUTCOME_MAX_BYTES, TAIL_BYTES, OutputTail, run_bounded
+from looplab.adapters.contract.errors import ChildFailed
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.runners import _child
+from looplab.adapters.runners.external import EXTERNAL_COMMAND_ENV
+from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.runs import run_runner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +139,7 @@ def test_what_a_child_started_ends_when_looplab_dies(tmp_path: Path) -> None:
     looplab = subprocess.Popen(
         python(f"""
             from pathlib import Path
-            from adapters.child import run_bounded
+            from looplab.adapters.boundary.processes import run_bounded
             run_bounded({double_fork(pid_file, "time.sleep(60)")!r}, {{"PATH": "/usr/bin:/bin"}}, Path("/"), 60)
         """),
         cwd=ROOT,
@@ -166,7 +168,7 @@ def test_a_child_printing_200_mb_leaves_a_bounded_tail_in_bounded_memory(tmp_pat
     """)
     measure = python(f"""
         import json, resource, pathlib
-        from adapters.child import run_bounded
+        from looplab.adapters.boundary.processes import run_bounded
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         code, lines = run_bounded({writer!r}, {{}}, pathlib.Path({str(tmp_path)!r}), 30)
         grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
@@ -180,7 +182,7 @@ def test_a_child_printing_200_mb_leaves_a_bounded_tail_in_bounded_memory(tmp_pat
     assert not list(tmp_path.iterdir())  # nothing spooled to disk
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.binary(max_size=3000), max_size=30), st.integers(min_value=1, max_value=5000))
 def test_the_tail_is_the_last_bytes_written(chunks: list[bytes], limit: int) -> None:
     reading, writing = os.pipe()
@@ -237,7 +239,7 @@ def read_bounded(path: Path) -> dict | ChildFailed | None:
 
     def read() -> None:
         try:
-            got.append(child._read(path))
+            got.append(_child._read(path))
         except ChildFailed as exc:
             got.append(exc)
 
@@ -266,7 +268,7 @@ def test_a_missing_outcome_is_none_and_a_good_one_is_read(tmp_path: Path) -> Non
     assert read_bounded(path) == {"ended": "returned", "text": "hi"}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     st.binary(max_size=200)
     | st.recursive(
@@ -333,7 +335,7 @@ def test_a_child_cannot_read_the_environment_of_a_looplab_holding_a_key(with_key
         DROP_CAPABILITIES
         + f"""
 import pathlib
-from adapters.child import run_bounded
+from looplab.adapters.boundary.processes import run_bounded
 env = {{"PATH": os.environ["PATH"], "LOOPLAB_PID": str(os.getpid())}}
 code, lines = run_bounded({python(READS_PARENTS_ENVIRON)!r}, env, pathlib.Path("/"), 30)
 print(code, *lines, sep="\\n")

@@ -12,20 +12,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from looplab import caps, harness, results, scorecard
-from scenarios.cases import load_cases
-from shared_tools import Guard
+from looplab.records import measurements, results
+from looplab.run import harness
+from looplab.scenarios.cases import load_cases
+from looplab.shared_tools import Guard
+from looplab.views import scorecard
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COMMITTED_CAPS = scorecard.load_caps(DOCS / "iteration-caps.json")
 
 
 def _eval(runners: list[str], case_ids: list[str]) -> results.Document:
-    from looplab import evaluation
+    from looplab.run import matrix
 
     cases = [load_cases()[c] for c in case_ids]
     with harness.endpoint(harness.ModelChoice()) as where:
-        outcomes = evaluation.run_matrix(runners, cases, where)
+        outcomes = matrix.run_matrix(runners, cases, where)
     return results.build(outcomes, model="scripted", api=None, runners=runners, cases=cases)
 
 
@@ -61,7 +63,7 @@ def test_the_cap_cells_follow_the_caps_measurement() -> None:
     card = scorecard.build(["openai_agents"], caps=doc).cards[0].cells
     assert card["at_cap"].text == "raises MaxTurnsExceeded" and card["default_cap"].text.startswith("10 (")
     report = next(r for r in doc.runners if r.runner == "openai_agents")
-    report.knobs[0].rows[0].ending = caps.Ending(how="returns silently (no exception, no answer)")
+    report.knobs[0].rows[0].ending = measurements.Ending(how="returns silently (no exception, no answer)")
     changed = scorecard.build(["openai_agents"], caps=doc).cards[0].cells
     assert changed["at_cap"].text == "returns silently"
 
@@ -82,7 +84,7 @@ def test_every_markdown_cap_link_names_a_section_of_the_caps_doc() -> None:
 words = st.text(st.characters(categories=("L", "N"), max_codepoint=0x7F), min_size=1, max_size=30)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(deadline=None)
 @given(width=st.sampled_from([80, 160]), texts=st.lists(st.lists(words, min_size=1, max_size=6), min_size=1))
 def test_the_terminal_scorecard_fits_its_width_and_cuts_nothing(width: int, texts: list[list[str]]) -> None:
     cards = [

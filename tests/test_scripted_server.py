@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.recorder import ModelRecorder, http_module_for, parse_exchange
-from scenarios.scripted.conversation import PERSONA_HEADER
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import run_clock
+from looplab.adapters.boundary.recorder import ModelRecorder, http_module_for, parse_exchange
+from looplab.scenarios.scripted.conversation import PERSONA_HEADER
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import run_clock
 from tests.conftest import TASK
 
 TARGET = "tests/test_invoice.py::test_invoice_total"

@@ -29,11 +29,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp", reason="the tool server needs the `mcp` extra: pip install 'looplab[mcp]'")
 
-from adapters import serving  # noqa: E402
-from adapters.tool_server import ToolServer  # noqa: E402
-from shared_tools import Guard, Workspace  # noqa: E402
+from looplab.adapters.boundary import serving  # noqa: E402
+from looplab.adapters.boundary.tool_server import ToolServer  # noqa: E402
+from looplab.shared_tools import Guard, Workspace  # noqa: E402
 from tests.conftest import FIXTURE_REPO  # noqa: E402
 from tests.test_tool_server import call, connected  # noqa: E402
+from tests.tiers import scaled_examples  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The servers' file-descriptor limit in the subprocess tests, and more strangers than that.
@@ -149,11 +150,12 @@ def held_by_server(port: int) -> int:
 # --- more connections than the server has descriptors --------------------------------------------------
 
 
+@pytest.mark.full  # a stress test: hundreds of connections
 def test_serve_tools_serves_its_token_holder_past_more_idle_connections_than_it_has_descriptors(
     tmp_path: Path,
 ) -> None:
     records = tmp_path / "records.jsonl"
-    command = [sys.executable, "-m", "looplab.cli", "serve-tools", "--case", "vip-compound", "--records", str(records)]
+    command = [sys.executable, "-m", "looplab", "serve-tools", "--case", "vip-compound", "--records", str(records)]
     proc = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -193,8 +195,8 @@ def test_serve_tools_serves_its_token_holder_past_more_idle_connections_than_it_
 #: A tool server whose process then takes every descriptor left, until its stdin says to give them back.
 DESCRIPTOR_HOG = """
 import os, sys
-from adapters.tool_server import ToolServer
-from shared_tools import Guard, Workspace
+from looplab.adapters.boundary.tool_server import ToolServer
+from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
 
 with Workspace(FIXTURE_REPO) as ws, ToolServer(Guard(ws)) as server:
@@ -214,6 +216,7 @@ with Workspace(FIXTURE_REPO) as ws, ToolServer(Guard(ws)) as server:
 """
 
 
+@pytest.mark.full  # a stress test: a server out of descriptors for seconds
 def test_accept_errors_neither_spin_nor_flood_the_log_and_the_server_recovers() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", DESCRIPTOR_HOG],
@@ -271,7 +274,7 @@ def small_server() -> Iterator[tuple[ToolServer, int]]:
             yield server, serving.connection_limit()
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=scaled_examples(0.3), deadline=None)  # each example opens a dozen sockets: a third
 @given(kinds=st.lists(st.sampled_from(sorted(STRANGER_BYTES)), min_size=9, max_size=20))
 def test_strangers_beyond_the_limit_are_closed_and_the_holder_gets_in(
     small_server: tuple[ToolServer, int], kinds: list[str]

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from looplab import results, schedule
 from looplab.cli import main
+from looplab.records import results
+from looplab.run import schedule
 
 MATRIX = ["--runner", "handrolled", "--runner", "langgraph", "--case", "vip-compound", "--case", "tight-budget"]
 MATRIX += ["--repeat", "2", "--jobs", "1"]
@@ -66,6 +67,7 @@ def ran(monkeypatch) -> list[tuple[str, str]]:
     return seen
 
 
+@pytest.mark.full  # evals of a matrix, whole and in shards
 def test_the_two_shards_split_the_matrix(runs) -> None:
     one, two, full = keys(runs["1"]), keys(runs["2"]), keys(runs["full"])
     assert one and two, "a shard is empty: the test would prove nothing"
@@ -76,6 +78,7 @@ def test_the_two_shards_split_the_matrix(runs) -> None:
         assert doc.runners == ["handrolled", "langgraph"] and list(doc.cases) == ["vip-compound", "tight-budget"]
 
 
+@pytest.mark.full  # evals of a matrix, whole and in shards
 def test_merging_the_shards_equals_the_unsharded_eval_cell_for_cell_minus_timings(runs, tmp_path: Path) -> None:
     merged = tmp_path / "all.json"
     assert main(["merge", str(runs["1"]), str(runs["2"]), "-o", str(merged)]) == 0
@@ -85,6 +88,7 @@ def test_merging_the_shards_equals_the_unsharded_eval_cell_for_cell_minus_timing
     assert minus_timings(joined) == minus_timings(whole)
 
 
+@pytest.mark.full  # evals of a matrix, whole and in shards
 def test_resume_runs_only_the_cells_missing_and_keeps_the_others(runs, tmp_path: Path, ran) -> None:
     target = tmp_path / "resumed.json"
     shutil.copy(runs["1"], target)
@@ -101,6 +105,7 @@ def test_resume_runs_only_the_cells_missing_and_keeps_the_others(runs, tmp_path:
     assert results.read(target).cells == after.cells
 
 
+@pytest.mark.full  # evals of a matrix, whole and in shards
 def test_resume_runs_a_cell_that_errored_again_and_replaces_it(runs, tmp_path: Path, ran) -> None:
     doc = results.read(runs["1"])
     lost = doc.cells[0]
@@ -116,6 +121,7 @@ def test_resume_runs_a_cell_that_errored_again_and_replaces_it(runs, tmp_path: P
     assert json.loads(source.read_text()) == json.loads(results.to_json(doc))  # --json given: the source stays
 
 
+@pytest.mark.full  # evals of a matrix, whole and in shards
 def test_resume_refuses_a_case_that_changed_before_running_anything(runs, tmp_path: Path, ran, capsys) -> None:
     data = json.loads(runs["1"].read_text())
     data["cases"]["tight-budget"]["hash"] = "sha256:" + "0" * 64
@@ -128,9 +134,10 @@ def test_resume_refuses_a_case_that_changed_before_running_anything(runs, tmp_pa
 
 
 def test_the_terminal_matrix_marks_the_cells_another_shard_runs(capsys) -> None:
-    from looplab import evaluation, render
+    from looplab.records import summary
+    from looplab.views import render
 
-    ran = evaluation.Cell(
+    ran = summary.Cell(
         runner="handrolled", case="vip-compound", repeat=1, passed=True, stop_reason="final_answer", failed_checks=[]
     )
     render.matrix_table([ran], ["handrolled", "langgraph"], ["vip-compound"])
@@ -138,6 +145,7 @@ def test_the_terminal_matrix_marks_the_cells_another_shard_runs(capsys) -> None:
     assert row.count("✓") == 1 and "–" in row  # langgraph's cell is another shard's: neither passed nor failed
 
 
+@pytest.mark.full  # evals of a matrix, whole and in shards
 def test_resume_refuses_a_broken_document_before_running_anything_and_leaves_it(runs, tmp_path, ran, capsys) -> None:
     data = json.loads(runs["1"].read_text())
     data["results"][0]["trace"]["steps"][0]["tool_calls"] = [3]  # a tool call that is a number

@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.base import Limits, LooplabError
-from looplab.harness import Endpoint, ModelChoice, run_one
-from scenarios.cases import SCENARIOS_DIR, default_system_prompt, load_case, load_cases
-from scenarios.scripted.server import ScriptedModelServer
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits
+from looplab.run.harness import Endpoint, ModelChoice, run_one
+from looplab.scenarios.cases import SCENARIOS_DIR, default_system_prompt, load_case, load_cases
+from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.conftest import FIXTURE_REPO, TASK
 from tests.runs import ALL_RUNNERS, run_runner
+from tests.tiers import by_tier
 
 #: A prompt no framework would write on its own, in characters every wire format sends as they are.
 OWN_PROMPT = "You are case-own-prompt-7f3a: investigate the failing test and name the cause."
@@ -77,7 +79,7 @@ def test_a_cases_own_system_prompt_is_what_the_model_is_sent(api: str, tmp_path:
         assert all(r["messages"][0] == {"role": "system", "content": OWN_PROMPT} for r in requests)
 
 
-@pytest.mark.parametrize("runner", ALL_RUNNERS)
+@pytest.mark.parametrize("runner", by_tier(ALL_RUNNERS))
 def test_every_runner_sends_the_system_prompt_it_is_given(runner: str) -> None:
     seen = _Bodies()
     with ScriptedModelServer(wrap=seen.wrap) as server:
@@ -86,7 +88,7 @@ def test_every_runner_sends_the_system_prompt_it_is_given(runner: str) -> None:
     assert seen.bodies and all(OWN_PROMPT.encode() in body for body in seen.bodies)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(deadline=None)
 @given(prompt=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x7f"), max_size=200))
 def test_a_case_that_sets_a_system_prompt_keeps_its_own(prompt: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("case")

@@ -21,19 +21,22 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
-import adapters
-from adapters.base import StopReason
-from adapters.noise import framework_noise
-from adapters.trace import api_of
-from looplab import bench, evaluation, harness, render, report, results
+from looplab.adapters import registry
+from looplab.adapters.boundary.noise import framework_noise
+from looplab.adapters.contract.limits import StopReason
+from looplab.adapters.contract.trace import api_of
 from looplab.cli import main
-from scenarios.cases import CheckResult, load_cases
+from looplab.measure import bench
+from looplab.records import measurements, results, summary
+from looplab.run import harness
+from looplab.scenarios.cases import CheckResult, load_cases
+from looplab.views import render, report
 
 WIDTHS = (80, 160)
 #: Every runner, as `looplab runners` lists them.
-RUNNERS = list(adapters.RUNNERS)
+RUNNERS = list(registry.RUNNERS)
 #: The runners `looplab eval` runs when none is named (with --isolate: those in their own environments too).
-DEFAULT_RUNNERS = [name for name, info in adapters.RUNNERS.items() if info.by_default]
+DEFAULT_RUNNERS = [name for name, info in registry.RUNNERS.items() if info.by_default]
 CASES = load_cases()
 #: The wire endpoints a run's model calls go to, dealt over the runners.
 ENDPOINTS = ("messages", "chat.completions", "responses")
@@ -105,7 +108,7 @@ def every_runner(one_run: harness.RunOutcome, case: str = "vip-compound") -> lis
     return outcomes
 
 
-def matrix_cells() -> list[evaluation.Cell]:
+def matrix_cells() -> list[summary.Cell]:
     """Every runner on every case, with failures carrying long reasons and one cell another shard ran."""
     cells = []
     for i, case in enumerate(CASES):
@@ -114,7 +117,7 @@ def matrix_cells() -> list[evaluation.Cell]:
                 continue  # another shard's
             failed = (i + j) % 7 == 0
             cells.append(
-                evaluation.Cell(
+                summary.Cell(
                     runner=runner,
                     case=case,
                     repeat=1,
@@ -129,9 +132,9 @@ def matrix_cells() -> list[evaluation.Cell]:
     return cells
 
 
-def summaries() -> list[evaluation.RunnerSummary]:
+def summaries() -> list[summary.RunnerSummary]:
     return [
-        evaluation.RunnerSummary(
+        summary.RunnerSummary(
             runner=runner,
             runs=130,
             passed=120 - j,
@@ -148,7 +151,7 @@ def summaries() -> list[evaluation.RunnerSummary]:
     ]
 
 
-def bench_result() -> bench.BenchResult:
+def bench_result() -> measurements.BenchResult:
     runners = [
         {
             "runner": r,
@@ -185,7 +188,7 @@ def bench_result() -> bench.BenchResult:
         }
         for r in RUNNERS[:-3]
     ]
-    return bench.BenchResult.model_validate(
+    return measurements.BenchResult.model_validate(
         {
             "date": "2025-06-01",
             "case": "vip-compound",
@@ -218,10 +221,10 @@ def bench_result() -> bench.BenchResult:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_runners_listing_fits_and_shows_every_word(width: int) -> None:
     out = recording(width)
-    render.runners_table(adapters.RUNNERS.values(), out=out)
+    render.runners_table(registry.RUNNERS.values(), out=out)
     text = out.export_text()
     assert_fits(text, width)
-    assert_whole(text, [w for info in adapters.RUNNERS.values() for w in (info.name, info.extra, info.summary)])
+    assert_whole(text, [w for info in registry.RUNNERS.values() for w in (info.name, info.extra, info.summary)])
     assert "legend:" not in text
 
 
@@ -341,7 +344,7 @@ def test_the_bench_tables_fit(width: int) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_bench_modes_markdown_tables_fit(width: int) -> None:
-    from looplab import bench_concurrency, bench_matrix
+    from looplab.measure import bench_concurrency, bench_matrix
 
     conc = [
         bench_concurrency.ConcurrencyRow(
@@ -392,7 +395,7 @@ def tables(draw: Any) -> tuple[list[render.Col], list[list[str]]]:
     return cols, rows
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(table=tables(), width=st.integers(40, 200))
 def test_a_generated_table_fits_any_width_and_keeps_every_word(table, width: int) -> None:
     cols, rows = table
@@ -407,7 +410,7 @@ def test_a_generated_table_fits_any_width_and_keeps_every_word(table, width: int
             assert all(w in text for w in c.header.split()) or (legend and c.short in text), c
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(
     runners=st.lists(words, min_size=1, max_size=20, unique=True),
     cases=st.lists(words, min_size=1, max_size=6, unique=True),
@@ -415,7 +418,7 @@ def test_a_generated_table_fits_any_width_and_keeps_every_word(table, width: int
 )
 def test_a_generated_matrix_fits_any_width(runners: list[str], cases: list[str], width: int) -> None:
     cells = [
-        evaluation.Cell(
+        summary.Cell(
             runner=r, case=c, repeat=1, passed=(i + j) % 3 > 0, stop_reason="final_answer", failed_checks=["x y z"]
         )
         for i, c in enumerate(cases)
@@ -522,7 +525,7 @@ def test_concurrent_runs_each_keep_their_own_prints_and_the_streams_come_back(ca
 def test_pydantic_ais_banner_goes_to_the_runs_record_not_the_terminal() -> None:
     pytest.importorskip("pydantic_ai")
     code = (
-        "import json\nfrom looplab import harness\nfrom scenarios.cases import load_cases\n"
+        "import json\nfrom looplab.run import harness\nfrom looplab.scenarios.cases import load_cases\n"
         "with harness.endpoint(harness.ModelChoice()) as where:\n"
         "    o = harness.run_one('pydantic_ai', load_cases()['vip-compound'], where)\n"
         "print('WARNINGS', json.dumps(o.result.warnings))\n"

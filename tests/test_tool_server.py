@@ -34,9 +34,9 @@ pytest.importorskip("mcp", reason="the tool server needs the `mcp` extra: pip in
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from adapters.loopback import LoopbackCheck  # noqa: E402
-from adapters.tool_server import CALL_ID_META, ToolServer  # noqa: E402
-from shared_tools import Guard, Tool, ToolCallRecord, Workspace, default_tools, tree_fingerprint  # noqa: E402
+from looplab.adapters.boundary.loopback import LoopbackCheck  # noqa: E402
+from looplab.adapters.boundary.tool_server import CALL_ID_META, ToolServer  # noqa: E402
+from looplab.shared_tools import Guard, Tool, ToolCallRecord, Workspace, default_tools, tree_fingerprint  # noqa: E402
 from tests.conftest import FIXTURE_REPO  # noqa: E402
 from tests.test_guard import spied  # noqa: E402
 
@@ -286,7 +286,7 @@ def test_once_the_run_has_ended_no_call_over_mcp_runs() -> None:
                 assert remote.stop == local.stop and remote.stop is not None and remote.stop.reason == "rejected"
                 records = list(remote.records)
 
-                @settings(max_examples=20, deadline=None)
+                @settings(deadline=None)
                 @given(later=LATER_CALLS)
                 def calls_after_the_end(later: Calls) -> None:
                     for name, args in later:
@@ -347,7 +347,7 @@ def test_a_request_without_the_token_is_refused_before_mcp(served: Any) -> None:
     assert guard.records == []
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(wrong=TOKEN_TEXT)
 def test_a_wrong_token_is_refused(served: Any, wrong: str) -> None:
     server, guard = served
@@ -376,7 +376,7 @@ HOSTS = st.one_of(
 )
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(host=HOSTS, with_port=st.booleans())
 def test_a_foreign_host_is_refused_even_with_the_token(served: Any, host: str, with_port: bool) -> None:
     """A page that rebinds its own name to 127.0.0.1 still sends its own name as `Host`."""
@@ -472,7 +472,7 @@ def test_serve_tools_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> Non
     records = tmp_path / "records.jsonl"
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "looplab.cli", "serve-tools", "--case", "vip-compound", "--stdio", "--records", str(records)],
+        args=["-m", "looplab", "serve-tools", "--case", "vip-compound", "--stdio", "--records", str(records)],
         cwd=str(Path(__file__).resolve().parents[1]),
     )
 
@@ -499,7 +499,7 @@ def test_serve_tools_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> Non
 
 def test_serve_tools_over_http_prints_its_url_and_token_and_keeps_the_records(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
-    command = [sys.executable, "-m", "looplab.cli", "serve-tools", "--case", "already-green", "--records", str(records)]
+    command = [sys.executable, "-m", "looplab", "serve-tools", "--case", "already-green", "--records", str(records)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert select.select([proc.stdout], [], [], 30)[0], "serve-tools printed nothing within 30 s"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared_tools import Workspace, tools
+from looplab.shared_tools import Workspace, tools
 
 
 def test_run_tests_reports_the_failing_assertion(workspace: Workspace) -> None:

@@ -12,18 +12,31 @@ import re
 
 import pytest
 
-import adapters
-from looplab.harness import Endpoint, ModelChoice, run_one
-from scenarios.cases import load_cases
-from scenarios.scripted.server import ScriptedModelServer
+from looplab.adapters import registry
+from looplab.run.harness import Endpoint, ModelChoice, run_one
+from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.runs import tool_steps
+from tests.tiers import FAST_TIER_RUNNER, by_tier
 
 IN_PROCESS = [
-    name for name, info in adapters.RUNNERS.items() if info.installed() and not info.commands and info.by_default
+    name for name, info in registry.RUNNERS.items() if info.installed() and not info.commands and info.by_default
 ]
 #: Every case but the one whose model sends arguments that are not a JSON object (`42`, a quoted string): MCP
 #: carries only objects, so those calls cannot cross it (test below).
 CASES = sorted(set(load_cases()) - {"sloppy-calls"})
+#: The cells the fast tier keeps (the hand-rolled runner on two cases); every other cell runs with `pytest --full`.
+FAST_CASES = ("vip-compound", "path-escape")
+CELLS = [
+    pytest.param(
+        runner,
+        case,
+        id=f"{runner}-{case}",
+        marks=[] if runner == FAST_TIER_RUNNER and case in FAST_CASES else [pytest.mark.full],
+    )
+    for case in CASES
+    for runner in IN_PROCESS
+]
 
 
 def _records(result) -> list[list[tuple]]:  # type: ignore[no-untyped-def]
@@ -43,8 +56,7 @@ def where():  # type: ignore[no-untyped-def]
         yield server
 
 
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("runner", IN_PROCESS)
+@pytest.mark.parametrize(("runner", "case"), CELLS)
 def test_the_same_runner_leaves_the_same_run_with_tools_over_mcp(where, runner: str, case: str) -> None:
     endpoint = Endpoint(ModelChoice(), {"openai": where.openai_base_url, "anthropic": where.anthropic_base_url})
     inside = run_one(runner, load_cases()[case], endpoint)
@@ -57,7 +69,7 @@ def test_the_same_runner_leaves_the_same_run_with_tools_over_mcp(where, runner: 
     assert [(c.name, c.passed) for c in over_mcp.checks] == [(c.name, c.passed) for c in inside.checks]
 
 
-@pytest.mark.parametrize("runner", IN_PROCESS)
+@pytest.mark.parametrize("runner", by_tier(IN_PROCESS))
 def test_arguments_that_are_not_an_object_never_reach_the_tools_over_mcp(where, runner: str) -> None:
     """Where the runner hands the Guard what the model sent (`42`, a quoted string), those calls stop at the
     MCP client; where the framework parsed them into objects already, nothing changes."""

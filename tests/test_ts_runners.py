@@ -19,23 +19,26 @@ from typing import Any
 
 import pytest
 
-import adapters
-import adapters.child
-from adapters import _node
-from adapters.base import Api, Limits, LooplabError, Probe, RunResult, StopReason
-from adapters.pricing import Pricing
-from looplab.harness import Endpoint, ModelChoice
-from scenarios.scripted.probes import NeverStops
-from scenarios.scripted.server import ScriptedModelServer
-from shared_tools import Guard, Workspace, default_tools
+from looplab.adapters import registry
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import Api
+from looplab.adapters.contract.pricing import Pricing
+from looplab.adapters.contract.result import RunResult
+from looplab.adapters.contract.runner import Probe
+from looplab.adapters.runners import _child, _node
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.scenarios.scripted.probes import NeverStops
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Guard, Workspace, default_tools
+from looplab.testing.conformance import SEED_TRAJECTORY
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
-from tests.test_conformance import SEED_TRAJECTORY
 
 RUNNERS = {"ts_anthropic_tool_runner": "@anthropic-ai/sdk", "ts_ai_sdk": "ai"}
 CELLS = [
     pytest.param(r, api, id=f"{r}-{api}")
     for r in RUNNERS
-    for api in importlib.import_module(f"adapters.{r}").ADAPTER.apis
+    for api in importlib.import_module(f"looplab.adapters.runners.{r}").ADAPTER.apis
 ]
 ENDPOINT = {"chat": "chat.completions", "responses": "responses", "messages": "messages"}
 LOCK = json.loads((_node.TS_DIR / "package-lock.json").read_text())
@@ -50,7 +53,7 @@ needs_npm = pytest.mark.skipif(
 
 
 def adapter(runner: str) -> Any:
-    return importlib.import_module(f"adapters.{runner}").ADAPTER
+    return importlib.import_module(f"looplab.adapters.runners.{runner}").ADAPTER
 
 
 def run(
@@ -70,14 +73,14 @@ def run(
 def outcomes(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The outcome files the children write, as read by the contract."""
     seen: list[dict[str, Any]] = []
-    read = adapters.child._read
+    read = _child._read
 
     def keep(path: Path) -> dict[str, Any] | None:
         data = read(path)
         seen.append(data or {})
         return data
 
-    monkeypatch.setattr(adapters.child, "_read", keep)
+    monkeypatch.setattr(_child, "_read", keep)
     return seen
 
 
@@ -85,6 +88,7 @@ def outcomes(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 @needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
 @pytest.mark.parametrize(("runner", "api"), CELLS)
 def test_the_investigation_answers_with_the_seed_trajectory_on_every_api(
@@ -108,6 +112,7 @@ def never_stops() -> Any:
 
 
 @needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
 @pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -131,6 +136,7 @@ RAISED = {"ts_anthropic_tool_runner": "@anthropic-ai/sdk.PermissionDeniedError",
 
 
 @needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
 @pytest.mark.parametrize(("runner", "api"), CELLS)
 def test_a_call_past_max_steps_is_refused_and_the_sdk_error_is_named(runner: str, api: Api, never_stops) -> None:
@@ -144,6 +150,7 @@ def test_a_call_past_max_steps_is_refused_and_the_sdk_error_is_named(runner: str
 
 
 @needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
 def test_the_ai_sdk_outcome_names_the_stop_condition_the_installed_ai_exports(
     model_server: ScriptedModelServer, outcomes: list[dict[str, Any]]
@@ -157,6 +164,7 @@ def test_the_ai_sdk_outcome_names_the_stop_condition_the_installed_ai_exports(
 
 
 @needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
 def test_knob_defaults_are_read_from_the_installed_packages() -> None:
     [(knob, default)] = adapter("ts_ai_sdk").knob_defaults().items()
@@ -180,16 +188,17 @@ def test_a_missing_node_is_one_line(runner: str, monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_the_registry_checks_for_node(runner: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    info = adapters.RUNNERS[runner]
+    info = registry.RUNNERS[runner]
     assert info.commands == ("node",) and info.extra == adapter(runner).extra
     monkeypatch.setenv("PATH", str(tmp_path))
     assert not info.installed()
     with pytest.raises(LooplabError) as error:
-        adapters.load(runner)
+        registry.load(runner)
     assert "\n" not in str(error.value) and "'node'" in str(error.value)
 
 
 @needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_the_child_sees_the_runs_token_and_never_a_provider_key(
@@ -214,6 +223,7 @@ def test_the_child_sees_the_runs_token_and_never_a_provider_key(
 
 
 @needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
 def test_the_installed_packages_are_reused_without_npm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     folder = _node.ensure_installed()

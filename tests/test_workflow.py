@@ -29,6 +29,9 @@ import yaml
 
 from tests.test_shards_and_resume import minus_timings
 
+#: The workflow's own commands, nox and a schema check: the full tier's.
+pytestmark = pytest.mark.full
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "compare.yml"
 #: The interpreter's own bin folder (the .venv's, run as .venv/bin/pytest): its `looplab` and `nox` go first on PATH.
@@ -188,7 +191,7 @@ def test_the_adapter_matrix_is_the_noxfile_adapter_sessions(tmp_path: Path) -> N
 
     module, sessions = noxfile()
     assert sorted((m["runner"], m["version"]) for m in listed) == sorted(
-        (runner, version) for runner in module.RUNNER_EXTRAS for version in ("oldest", "latest")
+        (d.name, version) for d in module.RUNNERS for version in ("oldest", "latest")
     )
     # Each matrix entry's step runs one session nox knows, and the caps job runs the caps session.
     (command,) = [s["run"] for s in jobs["adapter"]["steps"] if "nox -s" in s.get("run", "")]

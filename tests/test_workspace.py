@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from shared_tools import PathRefused, Workspace, tree_fingerprint
+from looplab.shared_tools import PathRefused, Workspace, tree_fingerprint
 
 
 @pytest.mark.parametrize(

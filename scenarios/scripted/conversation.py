@@ -15,6 +15,27 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+__all__ = [
+    "AnthropicMessage",
+    "ChatMessage",
+    "ChatRequest",
+    "Conversation",
+    "MAX_NESTING",
+    "MalformedRequest",
+    "MessagesRequest",
+    "PERSONAS",
+    "PERSONA_HEADER",
+    "Persona",
+    "ResponsesRequest",
+    "ToolCall",
+    "ToolResult",
+    "from_chat",
+    "from_messages",
+    "from_responses",
+    "nested_deeper_than",
+    "persona_named",
+]
+
 #: How deep a request's JSON may nest. Real requests (tool schemas included) stay far below it; it keeps every
 #: recursive walk over a request (repr, json.dumps) far from the interpreter's recursion limit.
 MAX_NESTING = 256

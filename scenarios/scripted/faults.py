@@ -17,6 +17,19 @@ from typing import Any, Literal
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+__all__ = [
+    "BROKEN",
+    "DRIBBLE",
+    "DRIBBLE_INTERVAL_S",
+    "DRIBBLE_PIECES",
+    "Fault",
+    "HANG",
+    "HttpFaults",
+    "KEEP_ALIVE",
+    "MODEL_PATHS",
+    "SlowReplies",
+]
+
 MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
 #: A reply that starts (200, headers, a few bytes) and then breaks off.
 BROKEN = "broken"

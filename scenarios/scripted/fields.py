@@ -30,8 +30,31 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Literal
 
-from scenarios.scripted.conversation import ChatRequest, Conversation, MessagesRequest, Persona, ToolCall, _text
-from scenarios.scripted.policy import Call, Decision
+from looplab.scenarios.scripted.conversation import ChatRequest, Conversation, MessagesRequest, Persona, ToolCall, _text
+from looplab.scenarios.scripted.policy import Call, Decision
+
+__all__ = [
+    "CHAT_REMINDER",
+    "EXECUTION_ERROR",
+    "FIELD_LINE",
+    "FINISH",
+    "FieldRequest",
+    "HEADER",
+    "JSON_REMINDER",
+    "MAX_REPLAY_STEPS",
+    "STEP_KEYS",
+    "Step",
+    "decide",
+    "from_chat",
+    "from_messages",
+    "read",
+    "read_trajectory",
+    "render",
+    "reply",
+    "split_fields",
+    "trajectory_keys",
+    "values_for",
+]
 
 FINISH = "finish"
 HEADER = re.compile(r"^\[\[ ## (\w+) ## \]\][ \t]*$", re.M)

@@ -27,7 +27,31 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios.scripted.conversation import Conversation
+from looplab.scenarios.scripted.conversation import Conversation
+
+__all__ = [
+    "ASSERTION",
+    "BUILTINS",
+    "Call",
+    "Decision",
+    "Evidence",
+    "FAILED",
+    "Finding",
+    "HIT",
+    "INSTRUCTION",
+    "Investigator",
+    "LINE_NUMBER",
+    "MAX_HOPS",
+    "MAX_SOURCE_CHARS",
+    "MISTAKES",
+    "PASSED",
+    "SUGGESTION",
+    "TARGET",
+    "UNPARSABLE",
+    "callees",
+    "explain",
+    "suspects",
+]
 
 # Every pattern here runs on text the client sent, so each must take time linear in it. A match may start only where
 # a run of path characters starts (the lookbehind): otherwise a long run with no `.py` in it is retried from each of

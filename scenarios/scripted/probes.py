@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scenarios.scripted.conversation import Conversation
-from scenarios.scripted.policy import Call, Decision
+from looplab.scenarios.scripted.conversation import Conversation
+from looplab.scenarios.scripted.policy import Call, Decision
+
+__all__ = ["AnswersOnCall", "NeverStops", "policy_named"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class AnswersOnCall:
 
 def policy_named(spec: str) -> Callable[[Conversation], Decision]:
     """A policy from its command-line spelling: `investigator`, `never-stops` or `answers-on:K`."""
-    from scenarios.scripted.policy import Investigator
+    from looplab.scenarios.scripted.policy import Investigator
 
     name, _, arg = spec.partition(":")
     if name == "investigator" and not arg:

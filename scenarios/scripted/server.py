@@ -36,9 +36,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from adapters.base import ModelServerUrls
-from scenarios.scripted import fields, wire
-from scenarios.scripted.conversation import (
+from looplab.adapters.contract.model import ModelServerUrls
+from looplab.scenarios.scripted import fields, wire
+from looplab.scenarios.scripted.conversation import (
     MAX_NESTING,
     PERSONA_HEADER,
     ChatRequest,
@@ -52,9 +52,23 @@ from scenarios.scripted.conversation import (
     nested_deeper_than,
     persona_named,
 )
-from scenarios.scripted.policy import Decision, Investigator
-from shared_tools.daemon import DaemonPool
-from shared_tools.records import preview
+from looplab.scenarios.scripted.policy import Decision, Investigator
+from looplab.shared_tools.daemon import DaemonPool
+from looplab.shared_tools.records import preview
+
+__all__ = [
+    "BadRequest",
+    "Dialect",
+    "GRACEFUL_SHUTDOWN_S",
+    "MAX_BODY_BYTES",
+    "MAX_ERROR_CHARS",
+    "MODEL_NAME",
+    "Policy",
+    "ScriptedModelServer",
+    "TooLarge",
+    "create_app",
+    "log",
+]
 
 MODEL_NAME = "scripted-investigator"
 Policy = Callable[[Conversation], Decision]

@@ -14,7 +14,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios.scripted.policy import Call, Decision
+from looplab.scenarios.scripted.policy import Call, Decision
+
+__all__ = [
+    "Event",
+    "MAX_PIECES",
+    "PIECE_CHARS",
+    "Reply",
+    "arguments",
+    "chat_events",
+    "chat_response",
+    "estimate_tokens",
+    "messages_events",
+    "messages_response",
+    "responses_events",
+    "responses_response",
+]
 
 Event = tuple[str | None, dict[str, Any] | str]
 

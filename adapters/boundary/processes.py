@@ -1,0 +1,229 @@
+"""Runner processes: how looplab starts another program and bounds it, whatever it does.
+
+What bounds a child (`run_bounded`, which also runs looplab's other helper programs):
+
+- **Time.** At the run's deadline the child and everything it started get SIGTERM, and SIGKILL
+  `TERM_GRACE_S` later; looplab waits at most `STOP_WAIT_S` for that. With the servers' close, a run
+  ends within `max_seconds` + 1 s, as an in-process one does, and its stop is `timeout`.
+- **Descendants.** On Linux the child runs under a reaper of its own (`adapters/boundary/reaper.py`, a
+  `PR_SET_CHILD_SUBREAPER` process): whatever the child starts, in any session or process group,
+  is killed and reaped when the child ends, at the deadline, when looplab is interrupted, and when
+  looplab dies (`PR_SET_PDEATHSIG`). It costs one small Python process a run: about 10 MB, and
+  about 40 ms of CPU before the child starts. Elsewhere the child leads its own process group,
+  which is killed whole: a descendant that leaves the group (`setsid`) survives there.
+- **Output.** stdout and stderr share a pipe read by a thread that keeps the last `TAIL_BYTES`:
+  memory stays bounded and nothing is written to disk, however much the child prints.
+- **Interrupts.** Ctrl-C or SIGTERM to looplab kills every runner process (`live_children`) and
+  removes its scratch folder (`live_folders`), as it does for test processes and workspaces.
+- **Secrets.** A process that holds a provider key in its environment makes itself non-dumpable
+  (`keep_keys_from_children`) before it starts any child, so a same-user child can read neither
+  its environment nor its memory through /proc, nor attach to it with ptrace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from looplab.adapters.contract.model import PROVIDER_ENV
+from looplab.shared_tools.live import Live
+
+__all__ = [
+    "CHILD_ENV_ALLOWED",
+    "LINUX",
+    "OUTCOME_MAX_BYTES",
+    "OutputTail",
+    "PR_SET_DUMPABLE",
+    "REAPER",
+    "REAPS",
+    "STDERR_LINES",
+    "STOP_WAIT_S",
+    "TAIL_BYTES",
+    "TERM_GRACE_S",
+    "child_environment",
+    "keep_keys_from_children",
+    "kill_group",
+    "live_children",
+    "live_folders",
+    "run_bounded",
+    "scratch_folder",
+]
+
+#: Variables of looplab's own environment a child may see (never a provider key).
+CHILD_ENV_ALLOWED = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
+#: Seconds between SIGTERM at a child's bound and SIGKILL, for it to write its outcome and exit.
+TERM_GRACE_S = 0.3
+#: Seconds looplab waits for a child told to end (the grace, the reaper's SIGKILL rounds, its exit) before
+#: killing its process group itself.
+STOP_WAIT_S = 0.6
+#: Bytes of a child's output (stdout and stderr together) kept for the run's warnings and error.
+TAIL_BYTES = 64_000
+#: Lines of that tail kept in the run's warnings.
+STDERR_LINES = 20
+#: The largest outcome file read.
+OUTCOME_MAX_BYTES = 1 << 20
+#: `PR_SET_CHILD_SUBREAPER`, `PR_SET_PDEATHSIG` and `PR_SET_DUMPABLE` are Linux's.
+LINUX = sys.platform.startswith("linux")
+#: Whether children run under a reaper (else in a process group of their own, killed whole).
+REAPS = LINUX
+REAPER = Path(__file__).with_name("reaper.py")
+PR_SET_DUMPABLE = 4
+#: How often the output thread looks whether it was told to stop while the pipe is quiet.
+_POLL_MS = 100
+_READ_BYTES = 1 << 16
+
+
+def child_environment(**contract: str) -> dict[str, str]:
+    """The allowlisted part of looplab's environment, plus the contract's `LOOPLAB_*` variables."""
+    env = {k: v for k, v in os.environ.items() if k in CHILD_ENV_ALLOWED}
+    return env | {f"LOOPLAB_{k.upper()}": v for k, v in contract.items()}
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill the process group `proc` leads (started with `start_new_session=True`) and reap it, within a bound."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def _tell_to_end(proc: subprocess.Popen[Any], *, at_once: bool = True) -> None:
+    """Ask a child (its reaper, on Linux) to end with everything it started: SIGKILL `at_once`, else SIGTERM first."""
+    if REAPS:  # the reaper passes it on to every descendant (SIGHUP: kill now; SIGTERM: after the grace)
+        proc.send_signal(signal.SIGHUP if at_once else signal.SIGTERM)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL if at_once else signal.SIGTERM)
+
+
+def _gone(proc: subprocess.Popen[Any], wait_s: float = STOP_WAIT_S) -> None:
+    """Wait up to `wait_s` for a child told to end; then kill its process group."""
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+
+
+#: Runner processes still running, so an interrupted looplab ends them (and what they started).
+live_children: Live[subprocess.Popen[Any]] = Live(_tell_to_end, _gone)
+#: Scratch folders of runner processes, removed by an interrupted looplab after `live_children`.
+live_folders: Live[Path] = Live(lambda folder: shutil.rmtree(folder, ignore_errors=True))
+
+
+@contextlib.contextmanager
+def scratch_folder() -> Iterator[Path]:
+    """A fresh `looplab-child-*` folder in the temporary directory, removed afterwards or on an interrupt."""
+    folder = Path(tempfile.mkdtemp(prefix="looplab-child-"))
+    live_folders.add(folder)
+    try:
+        yield folder
+    finally:
+        live_folders.discard(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_bounded(command: list[str], env: dict[str, str], cwd: Path, seconds: float) -> tuple[int | None, list[str]]:
+    """Run `command` to its end or for `seconds`, whichever comes first; its exit code (None: stopped at the
+    bound) and the lines of the tail of its output.
+
+    At the bound it gets SIGTERM and, `TERM_GRACE_S` later, SIGKILL; whatever it started is killed when it
+    ends (see the module's docstring for how, and where that is weaker). Returns within `seconds` +
+    `STOP_WAIT_S` + 0.1 s (the last wait for its output), unless a process SIGKILL cannot end holds it.
+    """
+    keep_keys_from_children()
+    launch = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}", "--"] if REAPS else []
+    reading, writing = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [*launch, *command],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=writing,
+            stderr=writing,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(reading)
+        raise
+    finally:
+        os.close(writing)
+    tail = OutputTail(reading)
+    live_children.add(proc)  # ended at once if looplab is already ending
+    try:
+        code: int | None = proc.wait(timeout=max(0.0, seconds))
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        if proc.poll() is None:  # its bound, or an exception here
+            _tell_to_end(proc, at_once=False)
+            _gone(proc)
+        elif not REAPS:
+            kill_group(proc)  # whatever it left running in its group
+        live_children.discard(proc)
+        text = tail.close().decode("utf-8", errors="replace")
+    return code, [line for line in text.splitlines() if line.strip()]
+
+
+class OutputTail:
+    """The last `limit` bytes that come down a pipe, read by a thread of its own into a buffer of that size."""
+
+    def __init__(self, fd: int, limit: int = TAIL_BYTES) -> None:
+        self._fd, self._limit = fd, limit
+        self._kept = bytearray()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="looplab-child-output", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        try:
+            while not self._closing.is_set():
+                if not poller.poll(_POLL_MS):
+                    continue
+                chunk = os.read(self._fd, _READ_BYTES)
+                if not chunk:  # every writer has closed it
+                    return
+                with self._lock:
+                    self._kept += chunk
+                    del self._kept[: -self._limit]
+        finally:
+            os.close(self._fd)
+
+    def close(self, wait_s: float = 0.1) -> bytes:
+        """What was kept, once the pipe has closed or `wait_s` has passed; the thread ends soon after."""
+        self._thread.join(wait_s)  # the writers have ended, so the end of the pipe is at most a read away
+        self._closing.set()
+        with self._lock:
+            return bytes(self._kept)
+
+
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def keep_keys_from_children() -> bool:
+    """Make this process non-dumpable if a provider key is in its environment; whether it is now protected.
+
+    A non-dumpable process's /proc/PID/environ, /proc/PID/mem (and its other ptrace-guarded files) and
+    ptrace itself are closed to every process without CAP_SYS_PTRACE, same user included, for as long as
+    the process lives (a child's `exec` makes the child dumpable again, not this process). Linux only.
+    """
+    if not LINUX or not any(os.environ.get(name) for name in PROVIDER_ENV.values()):
+        return False
+    return _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0

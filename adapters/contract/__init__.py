@@ -1,0 +1,105 @@
+"""The shared contract: what every room may import, and which imports nothing of looplab above it."""
+
+from __future__ import annotations
+
+from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.errors import (
+    ChildFailed,
+    ChildRaised,
+    EnvironmentFailed,
+    FileRefused,
+    Interrupted,
+    LooplabError,
+    MergeRefused,
+    MissingExtra,
+    ResultsError,
+    ServerFailed,
+    StopRun,
+)
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import (
+    DEFAULT_RETRIES,
+    MESSAGES_MAX_TOKENS,
+    PROVIDER_ENV,
+    Api,
+    ModelServerUrls,
+    ModelSpec,
+    ToolTransport,
+    check_api,
+    parse_model,
+)
+from looplab.adapters.contract.pricing import (
+    PRICES_FILE,
+    PriceTable,
+    Pricing,
+    format_cost,
+    parse_price,
+    price_of,
+    price_table,
+    total_cost,
+)
+from looplab.adapters.contract.result import Finished, NativeCap, NativeEnd, RunResult, Totals
+from looplab.adapters.contract.runner import (
+    KnobDefault,
+    Probe,
+    Runner,
+    installed_version,
+    read_default,
+    signature_default,
+)
+from looplab.adapters.contract.tools import ToolBoundary, ToolReply
+from looplab.adapters.contract.trace import API_OF_ENDPOINT, Attempt, ModelCall, Step, Trace, api_of
+
+__all__ = [
+    "API_OF_ENDPOINT",
+    "Api",
+    "Attempt",
+    "BareRun",
+    "BareTool",
+    "ChildFailed",
+    "ChildRaised",
+    "DEFAULT_RETRIES",
+    "EnvironmentFailed",
+    "FileRefused",
+    "Finished",
+    "Interrupted",
+    "KnobDefault",
+    "Limits",
+    "LooplabError",
+    "MESSAGES_MAX_TOKENS",
+    "MergeRefused",
+    "MissingExtra",
+    "ModelCall",
+    "ModelServerUrls",
+    "ModelSpec",
+    "NativeCap",
+    "NativeEnd",
+    "PRICES_FILE",
+    "PROVIDER_ENV",
+    "PriceTable",
+    "Pricing",
+    "Probe",
+    "ResultsError",
+    "RunResult",
+    "Runner",
+    "ServerFailed",
+    "Step",
+    "StopReason",
+    "StopRun",
+    "ToolBoundary",
+    "ToolReply",
+    "ToolTransport",
+    "Totals",
+    "Trace",
+    "api_of",
+    "check_api",
+    "format_cost",
+    "installed_version",
+    "parse_model",
+    "parse_price",
+    "price_of",
+    "price_table",
+    "read_default",
+    "signature_default",
+    "total_cost",
+]

@@ -1,0 +1,235 @@
+"""A runner's declaration, read from its module's source without importing it.
+
+Everything looplab knows about a runner is declared once, on its class (`Runner`); what must be known before its
+module is imported is written as literal class attributes (`DECLARED` below). The runner's module imports its
+framework, so listing runners, naming the extra a missing one needs, the noxfile's sessions and the CI matrix read
+those literals from the source instead: this module finds the class that the module's `ADAPTER = Class()` builds,
+and reads its attributes and those of its bases that can be located, the nearest first (the way Python's attribute
+lookup goes for single inheritance).
+
+It imports nothing but the standard library, so the noxfile (which runs without looplab's dependencies) can load it
+by path. `tests/test_declarations.py` checks that what it reads equals what the imported class holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DECLARED", "Declaration", "DeclarationError", "read", "read_folder"]
+
+#: The declaration's fields, as `Runner` (adapters/contract/runner.py) spells them on the class.
+DECLARED = (
+    "name",
+    "summary",
+    "extra",
+    "extras",
+    "distribution",
+    "requires",
+    "apis",
+    "out_of_process",
+    "commands",
+    "programs",
+    "by_default",
+    "in_all",
+    "one_tool_a_reply",
+    "npm_packages",
+    "oldest_companions",
+    "listed",
+)
+#: Where the reader starts: the name of the object every runner module exports.
+EXPORT = "ADAPTER"
+
+
+class DeclarationError(Exception):
+    """A runner module whose declaration cannot be read; the message is one line naming the module and the field."""
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What looplab knows about a runner before importing it (see `Runner` for what each field means)."""
+
+    name: str
+    module: str
+    extra: str
+    distribution: str
+    summary: str = ""
+    extras: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    apis: tuple[str, ...] = ("chat",)
+    out_of_process: bool = False
+    commands: tuple[str, ...] = ()
+    programs: str = ""
+    by_default: bool = True
+    in_all: bool = True
+    one_tool_a_reply: bool = False
+    npm_packages: dict[str, str] = field(default_factory=dict, hash=False)
+    oldest_companions: tuple[str, ...] = ()
+    listed: int = 1000
+
+    @property
+    def all_extras(self) -> tuple[str, ...]:
+        """Every extra its loops use (a version session installs them all): `extras`, else just `extra`."""
+        return self.extras or (self.extra,)
+
+    def programs_found(self) -> bool:
+        """Whether the programs it runs are on PATH (what a runner environment cannot install)."""
+        return all(shutil.which(c) is not None for c in self.commands)
+
+    def installed(self) -> bool:
+        """Whether its framework can be imported here (found without importing it) and its programs are on PATH."""
+        return all(findable(m) for m in self.requires) and self.programs_found()
+
+    def elsewhere(self) -> bool:
+        """Whether it can run only in its own runner environment: it cannot share this one and is not in it."""
+        return not self.in_all and not self.installed()
+
+
+def findable(module: str) -> bool:
+    """Whether `module` can be imported, without importing it (a dotted name whose parent is missing is not)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def read(module: str, locate: Callable[[str], Path | None]) -> Declaration | None:
+    """The declaration of the runner `module` exports as `ADAPTER`; None if it exports none (a helper module).
+
+    `locate` maps a module name to its source file (None: not found, e.g. a framework's module): the module
+    itself, and the modules its runner class's bases come from.
+    """
+    path = locate(module)
+    if path is None:
+        raise DeclarationError(f"runner module {module!r} not found")
+    tree = _parse(path)
+    cls = _exported_class(tree)
+    if cls is None:
+        return None
+    values: dict[str, Any] = {}
+    for name, value in _attributes(module, tree, cls, locate, depth=0):
+        values.setdefault(name, value)
+    missing = [f for f in ("name", "extra", "distribution") if f not in values]
+    if missing:
+        raise DeclarationError(f"{path}: runner class {cls.name} declares no {', '.join(missing)}")
+    return Declaration(module=module, **values)
+
+
+def read_folder(folder: Path, package: str) -> Iterator[Declaration]:
+    """Every runner declared in `folder` (the modules not starting with an underscore), in name order.
+
+    Modules of `package` are located under `folder`'s tree as the build lays them out; others with `find_spec`.
+    """
+    root, depth = folder, package.count(".")
+    for _ in range(depth):
+        root = root.parent
+    top = package.split(".")[0]
+
+    def locate(name: str) -> Path | None:
+        if name.split(".")[0] == top:
+            return _file_under(root, name.split(".")[1:])
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+    for path in sorted(folder.glob("*.py")):
+        if not path.name.startswith("_"):
+            declared = read(f"{package}.{path.stem}", locate)
+            if declared is not None:
+                yield declared
+
+
+def _file_under(root: Path, parts: list[str]) -> Path | None:
+    """A looplab module's file under the package folder `root`, installed or in the source tree.
+
+    In the source tree `adapters/`, `scenarios/` and `shared_tools/` sit beside the `looplab/` folder (the build
+    places them under it), so `root` is the repository and the package's own modules are in `root/looplab`.
+    """
+    for base in (root.joinpath(*parts), root.joinpath("looplab", *parts)):
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path
+    return None
+
+
+def _parse(path: Path) -> ast.Module:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        raise DeclarationError(f"{path}: cannot read a runner declaration: {exc}") from None
+
+
+def _exported_class(tree: ast.Module) -> ast.ClassDef | None:
+    """The class of `ADAPTER = Class()` at the module's top level."""
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == EXPORT for t in node.targets)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+        ):
+            return _class(tree, node.value.func.id)
+    return None
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _attributes(
+    module: str, tree: ast.Module, cls: ast.ClassDef, locate: Callable[[str], Path | None], depth: int
+) -> Iterator[tuple[str, Any]]:
+    """The class's literal declaration attributes, then its bases' (each base's own, then its bases')."""
+    if depth > 20:
+        raise DeclarationError(f"{module}: class {cls.name}: bases nested past 20 levels")
+    for node in cls.body:
+        target, value = _assignment(node)
+        if target in DECLARED and value is not None:
+            try:
+                literal = ast.literal_eval(value)
+            except ValueError:
+                raise DeclarationError(
+                    f"{module}: {cls.name}.{target} is not a literal (a declaration is read without running code)"
+                ) from None
+            yield target, tuple(literal) if isinstance(literal, list) else literal
+    for base in cls.bases:
+        if not isinstance(base, ast.Name):
+            continue
+        found = _base(module, tree, base.id, locate)
+        if found is not None:
+            yield from _attributes(*found, locate, depth + 1)
+
+
+def _assignment(node: ast.stmt) -> tuple[str | None, ast.expr | None]:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id, node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id, node.value
+    return None, None
+
+
+def _base(
+    module: str, tree: ast.Module, name: str, locate: Callable[[str], Path | None]
+) -> tuple[str, ast.Module, ast.ClassDef] | None:
+    """Where the base class `name` of a class in `module` is defined, if its source can be located."""
+    local = _class(tree, name)
+    if local is not None:
+        return module, tree, local
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    path = locate(node.module)
+                    if path is None:
+                        return None
+                    other = _parse(path)
+                    found = _class(other, alias.name)
+                    return (node.module, other, found) if found is not None else None
+    return None

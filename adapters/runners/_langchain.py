@@ -1,0 +1,100 @@
+"""LangChain glue shared by the `langchain` and `langgraph` runners: the chat model and the tools.
+
+The chat model speaks Chat Completions, Responses or Anthropic Messages
+through the SDK clients the session builds (so every request passes the
+recorder and its gate); the tools hand every call, raw, to the Guard. Their
+bare loops get the same pieces without looplab: `plain_chat_model`, `plain_tools`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_anthropic import ChatAnthropic
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_openai import ChatOpenAI
+from langsmith import tracing_context
+
+from looplab.adapters.boundary.plain import plain_http_client
+from looplab.adapters.contract.bare import BareTool
+from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, Api
+from looplab.adapters.contract.tools import ToolBoundary
+from looplab.adapters.session import RunSession
+
+
+def chat_model(api: Api, session: RunSession) -> BaseChatModel:
+    """The LangChain chat model for `api`, sending every request through the session's recorded SDK clients."""
+    name = session.model.name
+    if api == "messages":
+        model = ChatAnthropic(
+            model=name,
+            api_key=session.model.key(),
+            base_url=session.model.base_url,
+            max_tokens=MESSAGES_MAX_TOKENS,
+        )
+        # ChatAnthropic has no field for a prebuilt client: it makes its SDK clients lazily, in the cached
+        # properties `_client`/`_async_client`. Filling that cache first hands it the recorded clients.
+        model.__dict__["_client"] = session.anthropic_client(is_async=False)
+        model.__dict__["_async_client"] = session.anthropic_client(is_async=True)
+        return model
+    sync, aio = session.openai_client(is_async=False), session.openai_client(is_async=True)
+    return ChatOpenAI(
+        model=name,
+        root_client=sync,
+        client=sync.chat.completions,
+        root_async_client=aio,
+        async_client=aio.chat.completions,
+        use_responses_api=api == "responses",
+    )
+
+
+class GuardTool(BaseTool):
+    """One Guard tool as a LangChain tool: the model sees its own schema, the Guard runs every call."""
+
+    guard: Any
+    #: Turns the ToolException raised for a failed call into a ToolMessage with status="error".
+    handle_tool_error: bool = True
+
+    def _to_args_and_kwargs(self, tool_input: Any, tool_call_id: str | None) -> tuple[tuple, dict[str, Any]]:
+        # Skip LangChain's input parsing: the raw arguments go to the Guard, which validates them,
+        # together with the call id the trace pairs results by.
+        return (), {"args": tool_input, "call_id": tool_call_id}
+
+    def _run(self, args: Any, call_id: str | None) -> str:
+        record = self.guard.call(self.name, args, call_id)
+        if record.is_error:
+            raise ToolException(record.result)
+        return record.result
+
+
+def guard_tools(guard: ToolBoundary) -> list[BaseTool]:
+    """The Guard's tools (`session.tools`) as LangChain tools with their own name, description and JSON schema."""
+    return [
+        GuardTool(name=t.name, description=t.description, args_schema=t.parameters, guard=guard) for t in guard.tools
+    ]
+
+
+def plain_chat_model(urls: dict[str, str], model: str) -> BaseChatModel:
+    """Chat Completions (both runners' first API) on a plain SDK client: `chat_model` without the recorder."""
+    import openai
+
+    url = urls["openai"]
+    return ChatOpenAI(model=model, api_key="not-needed", base_url=url, http_client=plain_http_client(openai, url))
+
+
+def plain_tools(tools: Sequence[BareTool]) -> list[BaseTool]:
+    """Plain tool functions as LangChain tools, with the same names, descriptions and JSON schemas."""
+    return [
+        StructuredTool.from_function(t.fn, name=t.name, description=t.description, args_schema=t.parameters)
+        for t in tools
+    ]
+
+
+@contextmanager
+def no_tracing() -> Iterator[None]:
+    """LangSmith tracing off for the block, whatever the environment says: nothing may try the network."""
+    with tracing_context(enabled=False):
+        yield

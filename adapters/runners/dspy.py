@@ -1,0 +1,150 @@
+"""DSPy: `dspy.ReAct` over the Guard's tools, the model's next step written as text fields.
+
+DSPy asks the model for `next_thought`, `next_tool_name` and `next_tool_args` as `[[ ## field ## ]]`
+text (ChatAdapter; after a reply it cannot parse it asks once more in JSON, JSONAdapter), not as native
+tool calls: one tool a step (`DSPy.tools_named_in_text` reads it for the recorder). DSPy takes an
+engine object: its own lm15 engine, on an HTTP transport whose every request passes the run's recorder
+(adapters/runners/_lm15.py), speaking Chat Completions (`openai/<model>`) or Anthropic Messages (`anthropic/<model>`).
+
+`max_iters=max_steps`. A `finish` step's thought is the answer (the instructions ask for that), so no
+*extract* call restates it, and the extract call ReAct makes after the cap is refused at the model
+boundary: the run ends `max_steps` (what ReAct counts and does at its cap: docs/iteration-caps.md).
+
+Measured with the sloppy model: `next_tool_args` that is not JSON is repaired by DSPy (json_repair)
+before any tool sees it; a wrong type or a missing argument reaches the Guard (`_RawTool`); a tool
+name outside the offered ones fails DSPy's parse and its JSON retry: `AdapterParseError` ends the
+run (`error`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from looplab.adapters.runners._litellm import offline_price_map
+
+offline_price_map()  # before DSPy imports LiteLLM, which would read its model price map from GitHub
+import dspy  # noqa: E402
+
+from looplab.adapters.contract.bare import BareRun, BareTool  # noqa: E402
+from looplab.adapters.contract.limits import Limits  # noqa: E402
+from looplab.adapters.contract.result import Finished, NativeCap  # noqa: E402
+from looplab.adapters.contract.runner import KnobDefault, signature_default  # noqa: E402
+from looplab.adapters.runners._lm15 import RecordedTransport, engine  # noqa: E402
+from looplab.adapters.session import Adapter, RunSession  # noqa: E402
+from looplab.shared_tools import Tool  # noqa: E402
+
+__all__ = ["ADAPTER", "DSPy", "FINISH", "KNOB", "NEXT_TOOL_NAME", "bare_run", "react_agent"]
+
+KNOB = "dspy.ReAct(max_iters=)"
+#: The tool a reply names in ReAct's `next_tool_name` field, in the field format (ChatAdapter) or the JSON one
+#: (JSONAdapter).
+NEXT_TOOL_NAME = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_tool_name"\s*:\s*"([^"]*)"')
+#: The name ReAct gives the answer: no tool.
+FINISH = "finish"
+
+
+class _ReAct(dspy.ReAct):
+    """DSPy's ReAct, except that a `finish` step's thought is the answer: no extract call restates it."""
+
+    def _call_with_potential_trajectory_truncation(self, module: Any, trajectory: dict[str, Any], **inputs: Any) -> Any:
+        last = len(trajectory) // 4 - 1  # each step: thought, tool_name, tool_args, observation
+        if module is self.extract and trajectory.get(f"tool_name_{last}") == FINISH:
+            return dspy.Prediction(answer=trajectory[f"thought_{last}"])
+        return super()._call_with_potential_trajectory_truncation(module, trajectory, **inputs)
+
+
+class _RawTool(dspy.Tool):
+    """A `dspy.Tool` that passes the model's arguments on unchecked: the Guard validates them, as an observation."""
+
+    def _validate_and_parse_args(self, **kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+
+def react_agent(tools: list[dspy.Tool], max_iters: int | None, *, system_prompt: str) -> _ReAct:
+    """The ReAct agent over `tools`, told `system_prompt` and that a `finish` step's thought is the answer."""
+    finish = "When you call finish, write your whole answer as that step's next_thought."
+    signature = dspy.Signature("task -> answer", f"{system_prompt} {finish}")
+    return _ReAct(signature, tools=tools, **({} if max_iters is None else {"max_iters": max_iters}))
+
+
+class DSPy(Adapter):
+    """Runner `dspy`: `dspy.ReAct`, capped by `max_iters`."""
+
+    name = "dspy"
+    summary = "DSPy ReAct: tool and arguments as text fields (max_iters)"
+    requires = ("dspy",)
+    one_tool_a_reply = True
+    listed = 100
+    extra = "dspy"
+    distribution = "dspy"
+    apis = ("chat", "messages")
+    knobs = (KNOB,)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`max_iters` counts react steps (one model call each); the extract call after them is refused."""
+        return NativeCap(knob=KNOB, value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        return {KNOB: signature_default(dspy.ReAct.__init__, "max_iters")}
+
+    def tools_named_in_text(self, text: str) -> list[str]:
+        """The tool a reply's `next_tool_name` field names (none for `finish`): ReAct's tool calls are text."""
+        if (named := NEXT_TOOL_NAME.search(text)) and (tool := named[1] or named[2]) != FINISH:
+            return [tool]
+        return []
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the agent once; a refused model call (the cap, a Guard stop) propagates as the LM's error."""
+        provider = "anthropic" if self.api_for(session.model) == "messages" else "openai"
+        ids = itertools.count(1)
+        tools = [_guarded(t, session, ids) for t in session.tools.tools]
+        _agent = functools.partial(react_agent, system_prompt=session.system_prompt)  # this run's agent builder
+        recorded = engine(provider, session.model.base_url, session.model.key(), RecordedTransport(session))
+        with recorded as lm15:  # no response cache (disk or memory); the run's retries
+            lm = dspy.LM(
+                f"{provider}/{session.model.name}", engine=lm15, cache=False, num_retries=session.model.retries
+            )
+            # cap:begin
+            agent = _agent(tools, max_iters=session.cap)
+            # cap:end
+            try:
+                with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):  # per run, not dspy.configure: runs overlap
+                    prediction = agent(task=task)
+            except Exception:
+                if session.stop:  # the refused call surfaced as the LM's error; the refusal is what ended it
+                    raise session.stop from None
+                raise
+        return session.conclude(prediction.answer)
+
+    def bare_loop(self) -> BareRun:
+        return bare_run
+
+
+def _guarded(t: Tool, session: RunSession, ids: Iterator[int]) -> _RawTool:
+    """`t` for DSPy; its body the Guard, with the arguments DSPy parsed from `next_tool_args` (a dict) as they are."""
+
+    def call(**kwargs: Any) -> str:
+        # DSPy gives tool calls no ids: number them, so a call has the same id in process and over MCP.
+        return session.tools.call(t.name, kwargs, f"dspy-{next(ids)}").result  # DSPy has no is_error: the text says
+
+    # DSPy lists a tool's arguments as name -> JSON schema.
+    return _RawTool(call, name=t.name, desc=t.description, args=t.parameters.get("properties", {}))
+
+
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same agent on a plain LM and plain tool functions; returns the model requests it made."""
+    plain = [dspy.Tool(t.fn, name=t.name, desc=t.description, args=t.parameters.get("properties", {})) for t in tools]
+    with engine("openai", urls["openai"], "not-needed") as lm15:
+        lm = dspy.LM(f"openai/{model}", engine=lm15, cache=False)
+        with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+            react_agent(plain, max_steps, system_prompt=system_prompt)(task=task)
+    return len(lm.history)
+
+
+ADAPTER = DSPy()

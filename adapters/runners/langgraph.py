@@ -1,0 +1,149 @@
+"""A hand-built LangGraph `StateGraph`: a model node, a tools node, and a step counter in the state.
+
+The model node counts its calls; the edge after it ends the graph when the
+model answered or when the counter reached `max_steps` while the model still
+wants tools. `recursion_limit` stays as a backstop that the counter always
+reaches first. The chat model and tools come from `adapters._langchain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+
+from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.result import Finished, NativeCap
+from looplab.adapters.contract.runner import KnobDefault, read_default
+from looplab.adapters.runners._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
+from looplab.adapters.session import Adapter, RunSession
+
+__all__ = [
+    "ADAPTER",
+    "AgentState",
+    "COUNTER",
+    "LangGraphAgent",
+    "RECURSION",
+    "bare_run",
+    "build_graph",
+    "recursion_backstop",
+]
+
+
+class AgentState(TypedDict):
+    """The graph's state: the conversation, and how many model calls were made."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    steps: int
+
+
+COUNTER = "state step counter"
+RECURSION = "recursion_limit"
+
+
+def recursion_backstop(model_calls: int) -> int:
+    """A `recursion_limit` the step counter always reaches first.
+
+    One model and one tools super-step per call: the counter needs `2 * max_steps` (measured).
+    """
+    return 2 * model_calls + 10
+
+
+def build_graph(model: BaseChatModel, tools: list[BaseTool], system_prompt: str, max_steps: int | None) -> Any:
+    """model -> (tools -> model)* -> END, ending after `max_steps` model calls at most (None: no counter)."""
+    bound = model.bind_tools(tools)
+
+    def call_model(state: AgentState) -> dict[str, Any]:
+        reply = bound.invoke([SystemMessage(system_prompt), *state["messages"]])
+        return {"messages": [reply], "steps": state["steps"] + 1}
+
+    def route(state: AgentState) -> str:
+        wants_tools = bool(getattr(state["messages"][-1], "tool_calls", None))
+        # cap:begin
+        return "tools" if wants_tools and (max_steps is None or state["steps"] < max_steps) else END
+        # cap:end
+
+    graph = StateGraph(AgentState)
+    graph.add_node("model", call_model)
+    # handle_tool_errors=True: a tool that raises becomes an error observation, not a crash
+    # (ToolNode's default re-raises everything but argument validation errors).
+    graph.add_node("tools", ToolNode(tools, handle_tool_errors=True))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", route, ["tools", END])
+    graph.add_edge("tools", "model")
+    return graph.compile()
+
+
+class LangGraphAgent(Adapter):
+    """A two-node ReAct `StateGraph` with the cap as state, not as a recursion limit."""
+
+    name = "langgraph"
+    summary = "a LangGraph StateGraph: model node, tools node, step counter"
+    requires = ("langgraph", "langchain_openai", "langchain_anthropic")
+    oldest_companions = ("langgraph-prebuilt==1.0.0",)
+    listed = 30
+    extra = "langgraph"
+    distribution = "langgraph"
+    apis = ("chat", "responses", "messages")
+    knobs = (COUNTER, RECURSION)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """The state's step counter stops at `max_steps` model calls."""
+        return NativeCap(
+            knob=f"{COUNTER} (recursion_limit={recursion_backstop(limits.max_steps)} backstop)", value=limits.max_steps
+        )
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """No counter unless one is built; the recursion limit a run without config gets."""
+        recursion = read_default(
+            ("langgraph._internal._config", "DEFAULT_RECURSION_LIMIT"),
+            ("langchain_core.runnables.config", "DEFAULT_RECURSION_LIMIT"),
+        )
+        return {
+            COUNTER: KnobDefault(value=None, source="a field of this graph's state: no default"),
+            RECURSION: recursion,
+        }
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the graph once; the last AI message is the answer unless it still asks for tools."""
+        api = self.api_for(session.model)
+        counter = session.cap if session.knob == COUNTER else None
+        graph = build_graph(chat_model(api, session), guard_tools(session.tools), session.system_prompt, counter)
+        # cap:begin
+        if session.cap is None:
+            config = {}
+        elif session.knob == RECURSION:
+            config = {"recursion_limit": session.cap}
+        else:
+            config = {"recursion_limit": recursion_backstop(session.cap)}
+        # cap:end
+        with no_tracing():
+            state = graph.invoke({"messages": [HumanMessage(task)], "steps": 0}, config)
+        last = state["messages"][-1]
+        # The counter ended the graph: the model asked for tools, so it did not answer.
+        return session.conclude(None if getattr(last, "tool_calls", None) else last.text)
+
+    def bare_loop(self) -> BareRun:
+        return bare_run
+
+
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same graph and step counter with none of looplab's boundaries: plain chat model, plain tools."""
+    graph = build_graph(plain_chat_model(urls, model), plain_tools(tools), system_prompt, max_steps)
+    with no_tracing():
+        state = graph.invoke(
+            {"messages": [HumanMessage(task)], "steps": 0}, {"recursion_limit": recursion_backstop(max_steps)}
+        )
+    return state["steps"]
+
+
+ADAPTER = LangGraphAgent()

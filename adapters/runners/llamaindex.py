@@ -1,0 +1,104 @@
+"""LlamaIndex: a `FunctionAgent` workflow, run once with `agent.run(user_msg=task, max_iterations=...)`.
+
+Speaks OpenAI Chat Completions by default (LlamaIndex's `OpenAI` LLM) and the Responses API (`OpenAIResponses`), both on
+the run's recorded `AsyncOpenAI` client; Anthropic Messages through its `Anthropic` LLM, which builds its own client
+from a base URL, so it is pointed at the run's recording proxy. The agent streams every model call (its default).
+The LLM classes and tools it is given come from `adapters._llamaindex`.
+
+The agent raises `WorkflowRuntimeError` on receiving reply `max_iterations`, unread (measured: docs/iteration-caps.md),
+so `max_steps=N` sets N+1: reply N is read (an answer is final, its tools run) and the model boundary refuses call N+1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import ExitStack, suppress
+from typing import Any
+
+from llama_index.core.agent.workflow import AgentOutput, FunctionAgent
+from llama_index.core.workflow.errors import WorkflowRuntimeError
+
+from looplab.adapters.boundary.plain import plain_openai_client
+from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.result import Finished, NativeCap
+from looplab.adapters.contract.runner import KnobDefault, read_default
+from looplab.adapters.runners._llamaindex import guarded_tools, llm_for, offline_memory, plain_llm, plain_tools
+from looplab.adapters.session import Adapter, RunSession
+
+__all__ = ["ADAPTER", "GENERATE", "KNOB", "LlamaIndexAgent", "MAPPED", "TIMEOUT_GRACE_S", "bare_run"]
+
+MAPPED = "FunctionAgent.run(max_iterations=max_steps + 1)"
+KNOB = "FunctionAgent.run(max_iterations=)"
+GENERATE = "FunctionAgent.run(max_iterations=, early_stopping_method='generate')"
+#: The workflow's own timeout fires this long after looplab's deadline: a backstop, never first.
+TIMEOUT_GRACE_S = 5.0
+
+
+class LlamaIndexAgent(Adapter):
+    """Runner `llamaindex`: a `FunctionAgent` workflow capped by `max_iterations`."""
+
+    name = "llamaindex"
+    summary = "LlamaIndex FunctionAgent workflow (max_iterations)"
+    requires = ("llama_index.core", "llama_index.llms.openai", "llama_index.llms.anthropic")
+    in_all = False
+    listed = 90
+    extra = "llamaindex"
+    distribution = "llama-index-core"
+    apis = ("chat", "responses", "messages")
+    knobs = (MAPPED, KNOB, GENERATE)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`max_iterations=max_steps + 1`: the agent raises on receiving its last allowed reply, unread."""
+        return NativeCap(knob=KNOB, value=limits.max_steps + 1)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """What `run()` without `max_iterations` gets: the constant `_init_context` falls back to."""
+        default = read_default(("llama_index.core.agent.workflow.base_agent", "DEFAULT_MAX_ITERATIONS"))
+        return dict.fromkeys(self.knobs, default)
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the workflow once; `WorkflowRuntimeError` at the cap, or `StopRun`, propagates to `Adapter.run`."""
+        return session.run_async(self._run(task, session, self.api_for(session.model)))
+
+    async def _run(self, task: str, session: RunSession, api: str) -> Finished:
+        with ExitStack() as stack:
+            llm = llm_for(api, session, stack)
+            tools = guarded_tools(session)
+            timeout = session.remaining_s() + TIMEOUT_GRACE_S  # none by default; this one backs up looplab's deadline
+            agent = FunctionAgent(llm=llm, tools=tools, system_prompt=session.system_prompt, timeout=timeout)
+            # cap:begin
+            cap: dict[str, Any] = {}
+            if session.cap is not None:
+                cap["max_iterations"] = session.cap + 1 if session.knob == MAPPED else session.cap
+            if session.knob == GENERATE:  # at the cap, one more call (no tools) instead of the exception
+                cap["early_stopping_method"] = "generate"
+            # cap:end
+            output: AgentOutput = await agent.run(user_msg=task, memory=offline_memory(llm), **cap)
+            return session.conclude(output.response.content)  # it returns on a reply without tool calls
+
+    def bare_loop(self) -> BareRun:
+        return bare_run
+
+
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same agent and cap with none of looplab's boundaries; a runaway makes `max_steps + 1` requests here."""
+
+    async def main() -> int:
+        async with plain_openai_client(urls["openai"]) as client:
+            plain = plain_llm(client, model)
+            agent = FunctionAgent(llm=plain, tools=plain_tools(tools), system_prompt=system_prompt)
+            handler, replies = agent.run(user_msg=task, max_iterations=max_steps + 1, memory=offline_memory(plain)), 0
+            with suppress(WorkflowRuntimeError):  # the cap: the last reply was received and not read
+                async for event in handler.stream_events():
+                    replies += isinstance(event, AgentOutput)  # one per model reply
+                await handler
+        return replies
+
+    return asyncio.run(main())
+
+
+ADAPTER = LlamaIndexAgent()

@@ -1,0 +1,155 @@
+"""Pydantic AI: `Agent(...).run(task, usage_limits=UsageLimits(request_limit=max_steps))`.
+
+Speaks the OpenAI Responses API by default (what Pydantic AI's `openai:`
+prefix picks), Chat Completions with `--api chat`, and the Anthropic Messages
+API for an `anthropic` model. The provider SDK client comes from the session,
+so every request passes the recorder. At the cap Pydantic AI raises
+`UsageLimitExceeded` (carrying no history); the partial trace comes from the
+boundaries, as for every runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.capabilities import Hooks
+from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import RunUsage, UsageLimits
+
+from looplab.adapters.boundary.plain import plain_http_client
+from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import Api
+from looplab.adapters.contract.result import Finished, NativeCap
+from looplab.adapters.contract.runner import KnobDefault
+from looplab.adapters.session import Adapter, RunSession
+from looplab.shared_tools.guard import Tool as GuardTool
+
+__all__ = ["ADAPTER", "PydanticAI", "bare_run", "build_model", "guarded_tool", "raw_args_hooks"]
+
+
+def build_model(api: Api, session: RunSession) -> Any:
+    """The Pydantic AI model for `api`, on a provider built from the session's recorded SDK client."""
+    name = session.model.name
+    if api == "messages":
+        return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=session.anthropic_client()))
+    provider = OpenAIProvider(openai_client=session.openai_client())
+    return (OpenAIChatModel if api == "chat" else OpenAIResponsesModel)(name, provider=provider)
+
+
+def guarded_tool(t: GuardTool, session: RunSession) -> Tool[None]:
+    """`t` as a Pydantic AI tool: the Guard's own name, description and schema; the body calls the Guard."""
+
+    def call(ctx: RunContext[None], raw: Any) -> str:  # `raw`: see raw_args_hooks
+        record = session.tools.call(t.name, raw, ctx.tool_call_id)
+        if record.is_error:  # Pydantic AI's is_error: a 'failed' return (Anthropic is_error; {"error": ...} on OpenAI)
+            raise ToolFailed(record.result)  # an observation, unlike ModelRetry it spends no retry budget
+        return record.result
+
+    return Tool.from_schema(call, name=t.name, description=t.description, json_schema=t.parameters, takes_ctx=True)
+
+
+def raw_args_hooks() -> Hooks[None]:
+    """Pass the model's arguments through untouched, so invalid ones become Guard observations.
+
+    `Tool.from_schema` skips schema validation but still parses JSON, and a
+    parse failure would be a retry prompt the Guard never sees (and a retry
+    that counts against the tool's `max_retries`).
+    """
+    hooks: Hooks[None] = Hooks()
+
+    @hooks.on.before_tool_validate  # async: Pydantic AI runs a sync hook on a worker thread, a hand-off a call
+    async def wrap_raw(ctx: RunContext[None], /, *, call: ToolCallPart, tool_def: ToolDefinition, args: Any) -> dict:
+        return {"raw": args}  # the tool body's one keyword: the JSON string or dict as the model sent it
+
+    return hooks
+
+
+class PydanticAI(Adapter):
+    """Pydantic AI's `Agent`, capped by `UsageLimits.request_limit`."""
+
+    name = "pydantic_ai"
+    summary = "Pydantic AI Agent + UsageLimits(request_limit)"
+    requires = ("pydantic_ai",)
+    listed = 50
+    extra = "pydantic-ai"
+    distribution = "pydantic-ai-slim"
+    apis = ("responses", "chat", "messages")
+    knobs = (
+        "Agent.run(usage_limits=UsageLimits(request_limit=))",
+        "Agent.run(usage_limits=UsageLimits(tool_calls_limit=))",
+    )
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`request_limit` counts model responses; checked before each request, so N allows exactly N calls."""
+        return NativeCap(knob=self.knobs[0], value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """The `UsageLimits()` a run without `usage_limits` gets."""
+        unset = UsageLimits()
+        source = "pydantic_ai.usage.UsageLimits()"
+        return {
+            self.knobs[0]: KnobDefault(value=unset.request_limit, source=f"{source}.request_limit"),
+            self.knobs[1]: KnobDefault(value=unset.tool_calls_limit, source=f"{source}.tool_calls_limit"),
+        }
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the agent; `UsageLimitExceeded` at the cap propagates, `session.conclude` names it."""
+        agent = Agent(
+            build_model(self.api_for(session.model), session),
+            instructions=session.system_prompt,
+            tools=[guarded_tool(t, session) for t in session.tools.tools],
+            capabilities=[raw_args_hooks()],
+            # Retries (an unknown tool name, an empty reply) are model calls that request_limit counts too;
+            # the default budget of 1 would end such a run as an error first, so only max_steps ends it.
+            retries=session.limits.max_steps,
+        )
+        agent.instrument = False  # off by default already; this also overrides a global Agent.instrument_all()
+        # cap:begin
+        field = "request_limit" if session.knob == self.knobs[0] else "tool_calls_limit"
+        # UsageLimits() unset still caps requests at its default; that default is what an unset run gets.
+        limits = UsageLimits() if session.cap is None else UsageLimits(**{field: session.cap})
+        # cap:end
+        result = session.run_async(agent.run(task, usage_limits=limits))
+        return session.conclude(result.output)
+
+    def bare_loop(self) -> BareRun:
+        return bare_run
+
+
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same agent on Responses with none of looplab's boundaries: plain provider client, plain tools."""
+    import openai
+
+    http = plain_http_client(openai, urls["openai"], is_async=True)
+    provider = OpenAIProvider(base_url=urls["openai"], api_key="not-needed", http_client=http)
+    agent = Agent(
+        OpenAIResponsesModel(model, provider=provider),
+        instructions=system_prompt,
+        tools=[Tool.from_schema(t.fn, name=t.name, description=t.description, json_schema=t.parameters) for t in tools],
+    )
+    usage = RunUsage()  # the run adds to it in place, so it still counts when the cap raises
+
+    async def run() -> None:
+        async with http:
+            await agent.run(task, usage=usage, usage_limits=UsageLimits(request_limit=max_steps))
+
+    try:
+        asyncio.run(run())
+    except UsageLimitExceeded:  # raised before request max_steps + 1
+        pass
+    return usage.requests
+
+
+ADAPTER = PydanticAI()

@@ -1,0 +1,171 @@
+"""Strands Agents: `Agent(...).invoke_async(task, limits={"turns": max_steps})`.
+
+Speaks Chat Completions by default (`OpenAIModel` on the session's recorded `AsyncOpenAI`, not streamed), the
+Responses API (`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`), both built from `client_args` and
+always streamed: a reply that breaks off mid-stream is not retried (the SDK retries only until a response starts),
+and the run ends `error`. `limits={"turns": N}` allows exactly N model calls, then the agent returns normally
+(`stop_reason="limit_turns"`); unset, nothing bounds the loop (measured: docs/iteration-caps.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anthropic
+import openai
+from strands import Agent
+from strands.hooks import BeforeModelCallEvent, BeforeToolCallEvent
+from strands.models.anthropic import AnthropicModel
+from strands.models.openai import OpenAIModel
+from strands.models.openai_responses import OpenAIResponsesModel
+from strands.tools.tools import PythonAgentTool
+from strands.types.tools import ToolResult, ToolSpec, ToolUse
+
+from looplab.adapters.boundary.plain import plain_openai_client
+from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS  # AnthropicModel requires one
+from looplab.adapters.contract.model import Api
+from looplab.adapters.contract.result import Finished, NativeCap
+from looplab.adapters.contract.runner import KnobDefault, signature_default
+from looplab.adapters.session import Adapter, RunSession
+
+__all__ = ["ADAPTER", "Strands", "agent_tool", "bare_run", "build_model"]
+
+TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
+
+
+def build_model(api: Api, session: RunSession) -> Any:
+    """The Strands model for `api`; every request goes through the session's recording HTTP client."""
+    name, spec = session.model.name, session.model
+    if api == "chat":  # not streamed (Strands' default is to stream): the SDK then retries a reply that breaks off
+        return OpenAIModel(client=session.openai_client(), model_id=name, stream=False)
+    options = {"api_key": spec.key(), "base_url": spec.base_url, "max_retries": spec.retries}
+    if api == "messages":
+        http = session.http_client(anthropic, is_async=True)
+        return AnthropicModel(client_args={**options, "http_client": http}, model_id=name, max_tokens=MAX_TOKENS)
+
+    replies: list[Any] = []
+
+    async def keep(reply: Any) -> None:
+        replies.append(reply)
+
+    class Recorded(OpenAIResponsesModel):
+        """Strands opens an `AsyncOpenAI` per request and closes it, HTTP client included: each gets a fresh one. It
+        stops reading at `response.completed`, leaving the reply open (unrecorded): closed here, before tools run."""
+
+        def _resolve_client_args(self) -> dict[str, Any]:
+            http = session.http_client(openai, is_async=True)
+            http.event_hooks["response"].append(keep)
+            return {**options, "http_client": http}
+
+        async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+            try:
+                async for chunk in super().stream(*args, **kwargs):
+                    yield chunk
+            finally:
+                while replies:
+                    await replies.pop().aclose()
+
+    return Recorded(model_id=name)
+
+
+def agent_tool(name: str, description: str, schema: dict[str, Any], call: Callable[..., ToolResult]) -> PythonAgentTool:
+    """A Strands tool with this name, description and JSON schema; `call(tool_use)` answers it."""
+    spec: ToolSpec = {"name": name, "description": description, "inputSchema": {"json": schema}}
+    return PythonAgentTool(name, spec, call)
+
+
+class Strands(Adapter):
+    """Strands Agents' `Agent`, capped by `invoke_async(limits={"turns": N})`."""
+
+    name = "strands"
+    summary = "Strands Agents Agent (invoke_async(limits={'turns': N}))"
+    requires = ("strands",)
+    listed = 110
+    extra = "strands"
+    distribution = "strands-agents"
+    apis = ("chat", "responses", "messages")
+    knobs = (TURNS, HOOK)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`turns` counts model calls (one per cycle, measured): N allows exactly N calls."""
+        return NativeCap(knob=TURNS, value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """Both unset by default: `invoke_async(limits=None)`, and `Agent(hooks=None)` registers no counter."""
+        return {TURNS: signature_default(Agent.invoke_async, "limits"), HOOK: signature_default(Agent, "hooks")}
+
+    def loop(self, task: str, session: RunSession) -> Finished:
+        """Run the agent once; `StopRun` from the model boundary propagates to `Adapter.run`."""
+
+        def guard(tool_use: ToolUse, **_: Any) -> ToolResult:  # sync: Strands runs it on a thread, so calls overlap
+            # `input` is already a dict: Strands parses the JSON itself and replaces text that is not JSON with {}.
+            record = session.tools.call(tool_use["name"], tool_use["input"], tool_use["toolUseId"])
+            status = "error" if record.is_error else "success"
+            return {"toolUseId": tool_use["toolUseId"], "status": status, "content": [{"text": record.result}]}
+
+        def unknown_to_guard(event: BeforeToolCallEvent) -> None:
+            # Strands answers an unknown name itself ("Unknown tool: ..."); the Guard should see and record it.
+            if event.selected_tool is None:
+                event.selected_tool = agent_tool(event.tool_use["name"], "", {"type": "object"}, guard)
+
+        hooks: list[Any] = [unknown_to_guard]
+        # cap:begin
+        limits = None if session.cap is None or session.knob != TURNS else {"turns": session.cap}
+        if session.knob == HOOK and session.cap is not None:
+            calls, cap = [0], session.cap
+
+            def stop_at_cap(event: BeforeModelCallEvent) -> None:
+                calls[0] += 1
+                if calls[0] > cap:  # no request goes out; Strands returns this text as its final message
+                    event.cancel = f"(stopped: the hook cancelled model call {calls[0]})"
+
+            hooks.append(stop_at_cap)
+        # cap:end
+        agent = Agent(
+            model=build_model(self.api_for(session.model), session),
+            tools=[agent_tool(t.name, t.description, t.parameters, guard) for t in session.tools.tools],
+            system_prompt=session.system_prompt,
+            callback_handler=None,  # the default prints the streamed text to stdout
+            retry_strategy=None,  # its own throttling retries (4 s to 240 s apart) on top of the SDK's: only the SDK's
+            hooks=hooks,
+        )
+        # No OpenTelemetry export: Strands only uses the global tracer provider, a no-op unless the process sets one.
+        result = session.run_async(agent.invoke_async(task, limits=limits))
+        # The reply's text blocks (`str(result)` ends each with a newline).
+        text = "".join(block["text"] for block in result.message.get("content", []) if "text" in block)
+        return session.conclude(text if result.stop_reason == "end_turn" else None)
+
+    def bare_loop(self) -> BareRun:
+        return bare_run
+
+
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same agent with none of looplab's boundaries: plain client, plain tools, Chat Completions."""
+    fns = {t.name: t.fn for t in tools}
+
+    def plain(tool_use: ToolUse, **_: Any) -> ToolResult:
+        text = fns[tool_use["name"]](**tool_use["input"])
+        return {"toolUseId": tool_use["toolUseId"], "status": "success", "content": [{"text": text}]}
+
+    async def run() -> int:
+        async with plain_openai_client(urls["openai"]) as client:
+            agent = Agent(
+                model=OpenAIModel(client=client, model_id=model, stream=False),
+                tools=[agent_tool(t.name, t.description, t.parameters, plain) for t in tools],
+                system_prompt=system_prompt,
+                callback_handler=None,
+                retry_strategy=None,
+            )
+            result = await agent.invoke_async(task, limits={"turns": max_steps})
+        return len(result.metrics.latest_agent_invocation.cycles)
+
+    return asyncio.run(run())
+
+
+ADAPTER = Strands()

@@ -1,0 +1,68 @@
+// looplab runner `ts_ai_sdk`: the AI SDK's `generateText({ tools, stopWhen: stepCountIs(N) })`, the seed's
+// AI SDK tab, on the run's tools over MCP. `@ai-sdk/openai` speaks chat (`.chat()`) and responses
+// (`.responses()`), `@ai-sdk/anthropic` speaks messages.
+//
+// The SDK runs the loop: each step is one model call plus the tool calls it asked for; after a step whose
+// calls all ran, it checks `stopWhen` and goes on unless a condition holds. At `stepCountIs(N)` it returns
+// silently after step N, its text empty when that step asked for tools; looplab decides the stop from its
+// own records. The newest major renames the condition `isStepCount`: whichever the installed `ai` exports
+// is used, and named in the outcome (`stop_condition`). Contract: adapters/runners/_child.py.
+
+import { createAnthropic } from "@ai-sdk/anthropic";
+import { createOpenAI } from "@ai-sdk/openai";
+import * as ai from "ai";
+import { runOnce } from "./common.mjs";
+
+/** The step-count stop condition the installed `ai` exports: `isStepCount` (newest major) or `stepCountIs`. */
+const STOP_CONDITION = "isStepCount" in ai ? "isStepCount" : "stepCountIs";
+/** Anthropic's API requires a max_tokens; looplab's Python Anthropic runners send this one. */
+const MAX_TOKENS = 4096;
+
+/** The model for the contract's wire API, pointed at looplab's proxy with the run's token as its key. */
+function languageModel(c) {
+  if (c.api === "messages") {
+    // The provider's base URL includes `/v1` (its default is https://api.anthropic.com/v1).
+    return createAnthropic({ baseURL: `${c.anthropicBaseURL.replace(/\/$/, "")}/v1`, apiKey: c.token })(c.model);
+  }
+  const openai = createOpenAI({ baseURL: c.openaiBaseURL, apiKey: c.token });
+  if (c.api === "responses") return openai.responses(c.model);
+  if (c.api === "chat") return openai.chat(c.model);
+  throw new Error(`unknown wire API ${JSON.stringify(c.api)}`);
+}
+
+/** An MCP tool as an AI SDK tool: its JSON schema as given, its `execute` a call through the Guard. */
+function sdkTool(definition, tools) {
+  return ai.tool({
+    description: definition.description,
+    inputSchema: ai.jsonSchema(definition.inputSchema), // no validator: whatever the model sent reaches the Guard
+    execute: async (input, { toolCallId }) => {
+      const { text, isError } = await tools.call(definition.name, input, toolCallId);
+      // A throw becomes the SDK's tool-error result, its message the model's observation
+      // (Anthropic's is_error: true; the text alone on OpenAI's APIs, which have no such flag).
+      if (isError) throw new Error(text);
+      return text;
+    },
+  });
+}
+
+async function investigate({ contract: c, tools, signal, info }) {
+  info.stop_condition = STOP_CONDITION;
+  // cap:begin
+  const cap = c.cap === null ? {} : { stopWhen: ai[STOP_CONDITION](c.cap) };
+  // cap:end
+  const result = await ai.generateText({
+    model: languageModel(c),
+    system: c.systemPrompt,
+    prompt: c.task,
+    tools: Object.fromEntries(tools.tools.map((t) => [t.name, sdkTool(t, tools)])),
+    ...(c.api === "messages" ? { maxOutputTokens: MAX_TOKENS } : {}),
+    ...(c.retries === undefined ? {} : { maxRetries: c.retries }),
+    abortSignal: signal,
+    ...cap,
+  });
+  info.finish_reason = result.finishReason;
+  info.steps = result.steps.length;
+  return result.text;
+}
+
+await runOnce(investigate, [[(e) => ai.AISDKError.isInstance(e), "ai"]]);

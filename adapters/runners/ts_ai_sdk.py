@@ -1,0 +1,47 @@
+"""`ts_ai_sdk`: the AI SDK's `generateText({ tools, stopWhen: stepCountIs(N) })` in a Node process.
+
+The seed's AI SDK tab, run by `node` (`adapters/runners/ts/ai_sdk.mjs`) with `@ai-sdk/openai` for chat and
+responses and `@ai-sdk/anthropic` for messages, the run's tools over MCP and the model behind
+looplab's recording proxy (the contract: `adapters/runners/_child.py`). A step is one model call, so
+`stepCountIs(N)` is N model calls; at the cap `generateText` returns silently with an empty text.
+The newest `ai` major renames the condition `isStepCount`; the program uses whichever the installed
+release exports and names it in its outcome (`stop_condition`).
+"""
+
+from __future__ import annotations
+
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import Api
+from looplab.adapters.contract.result import NativeCap
+from looplab.adapters.contract.runner import KnobDefault
+from looplab.adapters.runners._node import NodeRunner
+
+__all__ = ["ADAPTER", "TsAiSdk"]
+
+
+class TsAiSdk(NodeRunner):
+    """`generateText` in a Node process, `stopWhen` set from `max_steps`."""
+
+    name = "ts_ai_sdk"
+    summary = "the AI SDK's generateText (stopWhen: stepCountIs), in node"
+    npm_packages = {"ai": "6.0.0", "@ai-sdk/openai": "3.0.73", "@ai-sdk/anthropic": "3.0.0"}
+    listed = 130
+    distribution = "ai"
+    program = "ai_sdk.mjs"
+    apis: tuple[Api, ...] = ("chat", "responses", "messages")
+    knobs = ("stopWhen: stepCountIs",)
+
+    def native_cap(self, limits: Limits) -> NativeCap:
+        """`stopWhen: stepCountIs(N)`: N steps, each one model call (the program builds it from LOOPLAB_CAP)."""
+        return NativeCap(knob=self.knobs[0], value=limits.max_steps)
+
+    def knob_defaults(self) -> dict[str, KnobDefault]:
+        """`generateText`'s default `stopWhen`, read from its parameter list by `describe.mjs`."""
+        read = self.defaults()["defaults"]["stop_when"]
+        if read["value"] is None:
+            raise LooplabError("generateText's default stopWhen was not found in the installed 'ai'")
+        return {self.knobs[0]: KnobDefault(value=read["value"], source=read["source"])}
+
+
+ADAPTER = TsAiSdk()

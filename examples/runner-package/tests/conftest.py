@@ -1,0 +1,3 @@
+"""looplab's conformance checks, as a plugin."""
+
+pytest_plugins = ["looplab.testing.conformance"]

@@ -1,0 +1,1 @@
+"""Measurement: the caps doc, the benchmarks, real-model sessions, the price table."""

@@ -1,0 +1,313 @@
+"""`looplab caps`: each runner's native iteration cap, measured on the installed library.
+
+Every number comes from running the framework against the scripted model
+with looplab's normalization out of the way (the model boundary's own stop
+is moved to a safety limit far above the values probed): what the knob
+counts, what it does at the cap, where its default comes from and what an
+unset cap lets a runaway do. `docs/iteration-caps.json` holds the
+measurements; `docs/iteration-caps.md` is generated from it, keeping the
+prose between its `<!-- prose:... -->` markers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Literal
+
+from looplab.adapters import registry
+from looplab.adapters.contract import files
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.result import RunResult
+from looplab.adapters.contract.runner import Probe
+from looplab.adapters.session import Adapter
+from looplab.records.measurements import (
+    SAFETY_STOP,
+    CapsDoc,
+    Ending,
+    KnobReport,
+    Row,
+    RunnerReport,
+    history_of,
+    version_label,
+)
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Guard, Workspace
+
+__all__ = [
+    "ANSWER_ON",
+    "DEFAULT_PROSE",
+    "DOCS",
+    "ENVIRONMENT_TIMEOUT_S",
+    "MAX_SEARCH",
+    "PROSE",
+    "Prober",
+    "ROW_HEADER",
+    "ROW_RULE",
+    "UNIT_VALUES",
+    "diff",
+    "drift",
+    "measure",
+    "measure_in_environment",
+    "to_json",
+    "to_markdown",
+]
+
+UNIT_VALUES = (1, 2, 3, 5)
+ANSWER_ON = 3  # the off-by-one probe answers on this model call
+MAX_SEARCH = 8 * ANSWER_ON  # the largest knob value tried for it
+DOCS = Path("docs")
+#: Seconds one runner's measurement in its runner environment may take (about a minute is usual).
+ENVIRONMENT_TIMEOUT_S = 900.0
+
+
+class Prober:
+    """Runs one runner against the probe policies, each run in a fresh workspace."""
+
+    def __init__(self, servers: dict[str, ScriptedModelServer]) -> None:
+        self.servers = servers
+        case = load_cases()["vip-compound"]
+        self.repo, self.task, self.system_prompt = case.repo_path, case.task, case.system_prompt
+
+    def run(self, adapter: Adapter, policy: str, probe: Probe | None, max_steps: int = SAFETY_STOP) -> RunResult:
+        server = self.servers[policy]
+        urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
+        spec = Endpoint(ModelChoice(), urls).spec_for(adapter)
+        with Workspace(self.repo) as ws:
+            guard = Guard(ws, max_repeats=SAFETY_STOP + 1)
+            limits = Limits(max_steps=max_steps, max_seconds=120)
+            return adapter.run(self.task, guard, limits, spec, probe, system_prompt=self.system_prompt)
+
+    def row(self, adapter: Adapter, probe: Probe | None, max_steps: int = SAFETY_STOP) -> Row:
+        result = self.run(adapter, "never-stops", probe, max_steps)
+        return Row(
+            value=probe.value if probe else max_steps,
+            setting=None if probe else result.native_cap.knob,
+            model_calls=result.totals.model_calls,
+            tool_calls=result.totals.tool_calls,
+            ending=Ending.of(result.native_end, result.totals.model_calls),
+            last_call_tools=_last_call_tools(result),
+        )
+
+    def smallest_to_finish(self, adapter: Adapter, knob: str) -> int | None:
+        for value in range(1, MAX_SEARCH + 1):
+            result = self.run(adapter, "answers-on-3", Probe(knob=knob, value=value))
+            if result.answer == f"answered on model call {ANSWER_ON}":
+                return value
+        return None
+
+    def knob(self, adapter: Adapter, knob: str, default: Any) -> KnobReport:
+        rows = [self.row(adapter, Probe(knob=knob, value=v)) for v in UNIT_VALUES]
+        return KnobReport(
+            knob=knob,
+            default=default.value,
+            default_source=default.source,
+            counts=_unit(rows),
+            rows=rows,
+            unset=self.row(adapter, Probe(knob=knob, value=None)),
+            smallest_value_to_answer_on_call_3=self.smallest_to_finish(adapter, knob),
+        )
+
+    def runner(self, name: str) -> RunnerReport:
+        adapter = registry.load(name)
+        defaults = adapter.knob_defaults()
+        return RunnerReport(
+            runner=name,
+            distribution=adapter.distribution,
+            version=adapter.version(),
+            mapping=adapter.knobs[0],
+            mapping_rows=[self.row(adapter, None, max_steps=n) for n in UNIT_VALUES],
+            knobs=[self.knob(adapter, k, defaults[k]) for k in adapter.knobs],
+            code=adapter.cap_code(),
+            code_language=adapter.cap_language,
+        )
+
+
+def _last_call_tools(result: RunResult) -> Literal["ran", "did not run", "none asked for"] | None:
+    """Read off the trace: did the tools of the run's last model call run before it ended?"""
+    if not result.trace.steps:
+        return None
+    last = result.trace.steps[-1]
+    if not last.model_call.tool_calls_requested:
+        return "none asked for"
+    return "ran" if last.tool_calls else "did not run"
+
+
+def _unit(rows: list[Row]) -> str:
+    """What a knob counts, read off the rows: model calls if value N always made N calls."""
+    pairs = [(r.value, r.model_calls) for r in rows]
+    if all(v == m for v, m in pairs):
+        return "model calls"
+    if all(v == t for v, t in ((r.value, r.tool_calls) for r in rows)):
+        return "tool calls"
+    return "not model calls: " + ", ".join(f"{v} -> {m} model calls" for v, m in pairs)
+
+
+def measure(runners: list[str], on_runner: Callable[[str], None] | None = None, isolate: bool | None = None) -> CapsDoc:
+    """Probe every runner in `runners`; the probe servers live for the whole measurement.
+
+    `isolate` measures each in its runner environment (`measure_in_environment`); None (the default) does
+    so for a runner whose framework cannot share this environment (`RunnerInfo.in_all` false) and is not
+    installed here; False measures every one here.
+    """
+    with ExitStack() as stack:
+        servers = {
+            "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
+            "answers-on-3": stack.enter_context(ScriptedModelServer(AnswersOnCall(ANSWER_ON))),
+        }
+        prober = Prober(servers)
+        reports = []
+        for name in runners:
+            if on_runner:
+                on_runner(name)
+            info = registry.RUNNERS[name]
+            elsewhere = isolate if isolate is not None else info.elsewhere()
+            reports.append(measure_in_environment(name) if elsewhere else prober.runner(name))
+    return CapsDoc(runners=reports)
+
+
+def measure_in_environment(runner: str) -> RunnerReport:
+    """`runner` measured by `python -m looplab.measure.caps RUNNER` in its runner environment (created if missing)."""
+    from looplab.adapters.boundary.processes import run_bounded
+    from looplab.run.environments import ensure, source_root, spec_for
+
+    env = ensure(spec_for(runner))
+    with tempfile.TemporaryDirectory(prefix="looplab-caps-") as folder:
+        out = Path(folder) / "report.json"
+        command = [str(env.python), "-m", "looplab.measure.caps", runner, str(out)]
+        code, stderr = run_bounded(command, env.child_env(), source_root(), ENVIRONMENT_TIMEOUT_S)
+        if code != 0 or not out.is_file():
+            how = "timed out" if code is None else f"exited {code}"
+            last = stderr[-1] if stderr else "no output"
+            raise LooplabError(f"measuring {runner} in its environment {env.path} {how}: {last}")
+        return RunnerReport.model_validate_json(files.read_text(out))
+
+
+def to_json(doc: CapsDoc) -> str:
+    return json.dumps(doc.model_dump(), indent=2) + "\n"
+
+
+# --- the Markdown, generated from the JSON -------------------------------------------------------------
+
+PROSE = re.compile(r"<!-- prose:(?P<key>[\w-]+) -->\n(?P<text>.*?)<!-- /prose -->", re.S)
+DEFAULT_PROSE = "(Notes on this runner go here; `looplab caps` keeps what stands between these markers.)\n"
+
+
+def _prose(existing: str) -> dict[str, str]:
+    return {m["key"]: m["text"] for m in PROSE.finditer(existing)}
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _ending(e: Ending) -> str:
+    if e.exception:
+        return f"raises `{e.exception}`: {_cell(e.message)}"
+    return e.how + (f": “{_cell(e.message)}”" if e.message else "")
+
+
+ROW_HEADER = "model calls | tool calls | tools of the last call | how the framework ended |"
+ROW_RULE = "|---|---|---|---|---|"
+
+
+def _row(row: Row) -> str:
+    last = row.last_call_tools or "not measured"
+    return f"| {row.value} | {row.model_calls} | {row.tool_calls} | {last} | {_ending(row.ending)} |"
+
+
+def _last_tools(rows: list[Row]) -> str:
+    """What the framework does natively with the tools of the call its cap lets be the last."""
+    seen = {r.last_call_tools for r in rows if r.last_call_tools}
+    if not seen:
+        return "not measured"
+    if len(seen) == 1:
+        how = seen.pop()
+        return f"{how} at every value measured" + (
+            " (looplab's normalization runs none: no model call is left to read their results)" if how == "ran" else ""
+        )
+    return "; ".join(f"{r.value}: {r.last_call_tools or 'not measured'}" for r in rows)
+
+
+def to_markdown(doc: CapsDoc, existing: str = "") -> str:
+    """The doc a person reads: a summary table, then a section per runner; prose blocks are kept."""
+    prose = _prose(existing)
+
+    def block(key: str) -> Iterator[str]:
+        yield f"<!-- prose:{key} -->"
+        yield (prose.get(key) or DEFAULT_PROSE).rstrip("\n")
+        yield "<!-- /prose -->"
+
+    out = ["# Iteration caps, measured", "", *block("intro"), ""]
+    out += [
+        "| runner | version | native knob for `max_steps=N` | default | counts | at the cap | "
+        "unset, a runaway makes | smallest value to answer on call 3 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc.runners:
+        k = r.knobs[0]
+        version = version_label(r)
+        default = "none" if k.default is None else k.default
+        out.append(
+            f"| `{r.runner}` | {version} | `{_cell(r.mapping)}` | {default} | {k.counts} | "
+            f"{_ending(k.rows[0].ending)} | {k.unset.model_calls} model calls | "
+            f"{k.smallest_value_to_answer_on_call_3} |"
+        )
+    out += [
+        "",
+        f"Safety stop for a cap that never fires: {doc.safety_stop} model calls (looplab's, not the framework's).",
+        "",
+    ]
+    for r in doc.runners:
+        out += [f"## `{r.runner}` ({version_label(r)})", "", *block(r.runner), ""]
+        out += [f"looplab maps `max_steps=N` onto `{_cell(r.mapping)}`; measured:", ""]
+        out += [f"| max_steps | {ROW_HEADER}", ROW_RULE, *map(_row, r.mapping_rows)]
+        for k in r.knobs:
+            default = "none (no limit)" if k.default is None else f"{k.default}"
+            out += ["", f"### `{_cell(k.knob)}`", ""]
+            out += [f"- default: {default}, read from `{k.default_source}`"]
+            out += [f"- counts: {k.counts}"]
+            out += [f"- unset, a runaway made {k.unset.model_calls} model calls: {_ending(k.unset.ending)}"]
+            smallest = k.smallest_value_to_answer_on_call_3
+            out += [f"- smallest value that lets a run answering on model call 3 finish: {smallest}"]
+            native = history_of(k.rows[0].ending)
+            out += [f"- partial history at the cap: {native}"]
+            out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]
+            out += [f"| value | {ROW_HEADER}", ROW_RULE, *map(_row, k.rows)]
+        out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def diff(committed: str, fresh: str, name: str) -> str:
+    """A unified diff from the committed file to what the installed libraries measure now."""
+    return "".join(
+        difflib.unified_diff(
+            committed.splitlines(keepends=True),
+            fresh.splitlines(keepends=True),
+            f"{name} (committed)",
+            f"{name} (measured)",
+        )
+    )
+
+
+def drift(fresh: CapsDoc, committed_json: str) -> str:
+    """The diff between the committed measurements and fresh ones, for the runners measured ('' if none)."""
+    committed = CapsDoc.model_validate_json(committed_json)
+    measured = {r.runner for r in fresh.runners}
+    committed.runners = [r for r in committed.runners if r.runner in measured]
+    return diff(to_json(committed), to_json(fresh), "iteration-caps.json")
+
+
+if __name__ == "__main__":  # `python -m looplab.measure.caps RUNNER OUT`: one runner measured here, its report to OUT
+    _, _runner, _out = sys.argv
+    files.write_text(_out, measure([_runner], isolate=False).runners[0].model_dump_json())

@@ -1,0 +1,277 @@
+"""The documents measurement writes, which views read: the caps doc (`looplab caps`) and the bench result
+(`looplab bench`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, computed_field
+
+from looplab.adapters.contract.result import NativeEnd
+
+__all__ = [
+    "MIN_VERDICT_PAIRS",
+    "PROXY_TURN_TARGET_MS",
+    "SAFETY_STOP",
+    "TAX_TARGET",
+    "TURN_TARGET_MS",
+    "BenchResult",
+    "CapsDoc",
+    "Decision",
+    "Ending",
+    "HarnessTax",
+    "KnobReport",
+    "MergeBench",
+    "Row",
+    "RunnerBench",
+    "RunnerReport",
+    "ServerLatency",
+    "history_of",
+    "version_label",
+]
+
+#: Model calls; where the boundary cuts off a cap that never fires (above every default seen).
+SAFETY_STOP = 60
+#: The harness tax looplab aims to stay under (outside the tools, as a fraction of the bare loop's time) for every
+#: runner whose bare loop is a framework's; the framework-less loop's ratio is reported, not targeted (its time
+#: outside the tools is little more than the scripted model's, so any cost is a large fraction of it).
+TAX_TARGET = 0.05
+#: What looplab may add a model turn outside the tools, in ms, for a runner whose model requests go to the model
+#: server in process (through a recorded SDK client or transport).
+TURN_TARGET_MS = 0.25
+#: The same for a runner whose model requests pass looplab's recording model proxy: one more loopback hop a request.
+PROXY_TURN_TARGET_MS = 0.5
+#: Pairs below which the tax gets no verdict: a percentile bootstrap of a median from a handful of pairs is
+#: about as wide as the pairs themselves, and three pairs that all fall under the target prove nothing.
+MIN_VERDICT_PAIRS = 20
+
+#: How one target came out: its whole interval on the right side of it, or not decided by these pairs.
+Decision = Literal["under", "over", "undecided"]
+
+
+# --- the caps doc ------------------------------------------------------------------------------------------
+
+
+class Ending(BaseModel):
+    """How the framework ended a probe, in a line."""
+
+    how: str
+    exception: str | None = None
+    message: str | None = None
+    history: str | None = None
+
+    @classmethod
+    def of(cls, end: NativeEnd | None, model_calls: int) -> Ending:
+        if end is None or (end.kind == "refused by the model boundary" and model_calls >= SAFETY_STOP):
+            return cls(how=f"kept going: stopped by looplab's safety stop at {SAFETY_STOP} model calls")
+        if end.kind == "refused by the model boundary":  # under looplab's mapping: one call past max_steps
+            return cls(how="asked for one more model call: refused by the model boundary", message=end.message)
+        if end.kind == "raised":
+            return cls(how="raises", exception=end.exception, message=end.message, history=end.history)
+        if end.text:
+            return cls(how="returns, with a message appended as the final text", message=end.text[:200])
+        return cls(how="returns silently (no exception, no answer)")
+
+
+class Row(BaseModel):
+    value: int | None
+    setting: str | None = None
+    model_calls: int
+    tool_calls: int
+    ending: Ending
+    #: Whether the tools the last model call asked for ran before the run ended (None: not measured).
+    last_call_tools: Literal["ran", "did not run", "none asked for"] | None = None
+
+
+class KnobReport(BaseModel):
+    knob: str
+    default: int | None
+    default_source: str
+    counts: str
+    rows: list[Row]
+    unset: Row
+    smallest_value_to_answer_on_call_3: int | None
+
+
+class RunnerReport(BaseModel):
+    runner: str
+    distribution: str
+    version: str
+    mapping: str
+    mapping_rows: list[Row]
+    knobs: list[KnobReport]
+    code: str
+    #: The language of `code`: the adapter's, or the program's it runs in another process.
+    code_language: str = "python"
+
+
+class CapsDoc(BaseModel):
+    generated_by: str = "looplab caps"
+    safety_stop: int = SAFETY_STOP
+    runners: list[RunnerReport]
+
+
+def history_of(e: Ending) -> str:
+    """Where the partial history is when the framework stopped as `e` says."""
+    if e.history:
+        return f"the exception carries it: `{e.history}`"
+    if e.how.startswith("returns"):
+        return "in what the framework returns (its final state or messages)"
+    if e.exception:
+        return "not in the exception; looplab's trace has it"
+    return "the run did not stop"
+
+
+def version_label(r: RunnerReport) -> str:
+    """`distribution version`, as the runner's section heading names it."""
+    return r.version if r.version.startswith(r.distribution) else f"{r.distribution} {r.version}"
+
+
+# --- the bench result --------------------------------------------------------------------------------------
+
+
+class MergeBench(BaseModel):
+    """How long merging a sharded full matrix takes: read and validate every shard, merge, write the result."""
+
+    shards: int
+    cells: int
+    runners: int
+    cases: int
+    seconds: float
+
+
+class RunnerBench(BaseModel):
+    """One runner's numbers, and their ratios to the hand-rolled runner's."""
+
+    runner: str
+    version: str
+    runs: int
+    stop_reasons: dict[str, int]
+    turns_median: float
+    overhead_ms_median: float
+    overhead_ms_p95: float
+    first_turn_ms_median: float
+    model_ms_median: float
+    wall_ms_median: float
+    import_s: float
+    peak_rss_mb: float
+    ratio_overhead_median: float | None = None
+    ratio_overhead_p95: float | None = None
+    ratio_import: float | None = None
+    ratio_peak_rss: float | None = None
+
+
+class HarnessTax(BaseModel):
+    """The same framework loop, bare and through looplab: medians per run, what looplab adds a turn, their verdict.
+
+    Two targets: `added_ms_per_turn` at most `turn_target_ms` (every runner), and `tax_outside_tools` under
+    `TAX_TARGET` (a runner whose bare loop is a framework's: `ratio_targeted`). A target is met or missed only when
+    its whole 95 % interval is on one side of it, from at least `MIN_VERDICT_PAIRS` pairs.
+    """
+
+    runner: str
+    turns_bare: float
+    turns_looplab: float
+    bare_wall_ms: float
+    looplab_wall_ms: float
+    tax_wall: float
+    bare_outside_tools_ms: float
+    looplab_outside_tools_ms: float
+    tax_outside_tools: float
+    #: The median over the pairs of (looplab's run minus its bare twin's, both outside the tools) per model turn, ms.
+    added_ms_per_turn: float
+    #: The 95 % bootstrap interval of `tax_outside_tools` (the median of the paired ratios); None under 2 pairs.
+    tax_interval: tuple[float, float] | None = None
+    #: The paired runs behind the tax and its interval.
+    pairs: int = 0
+    #: The 95 % bootstrap interval of `added_ms_per_turn`, ms; None under 2 pairs.
+    added_ms_interval: tuple[float, float] | None = None
+    #: The wire API both loops spoke (None: not recorded).
+    api: str | None = None
+    #: Whether looplab's run sent its model requests through the recording model proxy (`adapters/boundary/proxy.py`).
+    via_proxy: bool = False
+    #: Whether the ratio has a target: False for the framework-less loop, whose ratio is only reported.
+    ratio_targeted: bool = True
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def turn_target_ms(self) -> float:
+        """The most looplab may add a model turn, ms: more through the model proxy."""
+        return PROXY_TURN_TARGET_MS if self.via_proxy else TURN_TARGET_MS
+
+    @property
+    def turn_decision(self) -> Decision:
+        """Whether `added_ms_per_turn` is at most `turn_target_ms`, over it, or not decided by these pairs."""
+        return _decide(self.added_ms_interval, self.turn_target_ms, self.pairs, meets_at_target=True)
+
+    @property
+    def ratio_decision(self) -> Decision | None:
+        """Whether the tax is under `TAX_TARGET`, over it, or undecided; None where the ratio is not targeted."""
+        if not self.ratio_targeted:
+            return None
+        return _decide(self.tax_interval, TAX_TARGET, self.pairs, meets_at_target=False)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> str:
+        """`passes` when every target that applies is met; else which target was missed, or what leaves it open."""
+        if self.pairs < MIN_VERDICT_PAIRS or self.added_ms_interval is None or self.tax_interval is None:
+            return f"undecided: {self.pairs} pairs, a verdict needs {MIN_VERDICT_PAIRS}"
+        decided = [(f"{self.turn_target_ms:g} ms/turn", self.turn_decision)]
+        if self.ratio_decision is not None:
+            decided.append((f"{TAX_TARGET:.0%}", self.ratio_decision))
+        missed = [target for target, decision in decided if decision == "over"]
+        if missed:
+            return f"fails: over {' and '.join(missed)}"
+        open_ = [target for target, decision in decided if decision == "undecided"]
+        if open_:
+            return f"undecided: more pairs needed ({' and '.join(open_)})"
+        return "passes"
+
+
+def _decide(interval: tuple[float, float] | None, target: float, pairs: int, *, meets_at_target: bool) -> Decision:
+    """`under` when the whole interval is under `target` (or at it, when `meets_at_target`), `over` when the whole
+    interval is above it, else `undecided` (also under `MIN_VERDICT_PAIRS` pairs or without an interval)."""
+    if interval is None or pairs < MIN_VERDICT_PAIRS:
+        return "undecided"
+    low, high = interval
+    if high < target or (meets_at_target and high == target):
+        return "under"
+    if low > target:
+        return "over"
+    return "undecided"
+
+
+class ServerLatency(BaseModel):
+    """The scripted model server alone: one first-turn Chat Completions request at a time, on loopback; and a
+    long first-turn request (Responses, `input` one string of `long_request_chars` characters)."""
+
+    requests: int
+    median_ms: float
+    p95_ms: float
+    long_request_chars: int
+    long_requests: int
+    long_request_ms_median: float
+    #: The same first-turn requests through a run's recording model proxy (`adapters/boundary/proxy.py`) in front of it.
+    proxy_median_ms: float | None = None
+
+
+class BenchResult(BaseModel):
+    """Everything `looplab bench` measured, with what it ran on."""
+
+    date: str
+    case: str
+    repeat: int
+    import_repeat: int
+    python: str
+    platform: str
+    cores: int
+    runners: list[RunnerBench]
+    harness_tax: list[HarnessTax]
+    #: Runners whose adapter module has no `bare_run` (their framework runs in another process): no harness tax.
+    no_bare_loop: list[str] = []
+    server: ServerLatency
+    recorded_model_ms_median: float
+    help_s_median: float
+    #: Seconds to read, validate, merge and write 10 shard documents of the full matrix (`looplab.records.results`).
+    merge: MergeBench | None = None

@@ -1,0 +1,110 @@
+"""What a matrix of outcomes comes to: one cell per outcome, and each runner's numbers over them."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel
+
+from looplab.records.outcome import RunOutcome
+
+__all__ = ["Cell", "RunnerSummary", "cells", "median", "percentile", "summarize"]
+
+
+class RunnerSummary(BaseModel):
+    """One runner over the matrix: how often it passed, and what a task cost it."""
+
+    runner: str
+    runs: int
+    passed: int
+    not_run: int
+    completion_rate: float
+    model_calls_median: float | None
+    model_calls_p95: float | None
+    tool_calls_median: float | None
+    cost_usd_median: float | None
+    cost_usd_p95: float | None
+    stop_reasons: dict[str, int]
+
+
+class Cell(BaseModel):
+    """One runner on one case (one repeat): passed or not, and the first check that failed."""
+
+    runner: str
+    case: str
+    repeat: int
+    passed: bool
+    stop_reason: str | None
+    failed_checks: list[str]
+    error: str | None = None
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def cells(outcomes: Iterable[RunOutcome]) -> list[Cell]:
+    """One `Cell` per outcome; its repeat is the outcome's own, else counted in order within (runner, case)."""
+    seen: Counter[tuple[str, str]] = Counter()
+    out = []
+    for o in outcomes:
+        seen[(o.runner, o.case)] += 1
+        failed = [c.name for c in o.checks if not c.passed]
+        reason = str(o.result.stop_reason) if o.result else None
+        out.append(
+            Cell(
+                runner=o.runner,
+                case=o.case,
+                repeat=o.repeat if o.repeat is not None else seen[(o.runner, o.case)],
+                passed=o.passed,
+                stop_reason=reason,
+                failed_checks=failed,
+                error=o.error,
+            )
+        )
+    return out
+
+
+def summarize(outcomes: Iterable[RunOutcome]) -> list[RunnerSummary]:
+    by_runner: dict[str, list[RunOutcome]] = {}
+    for o in outcomes:
+        by_runner.setdefault(o.runner, []).append(o)
+    summaries = []
+    for runner, runs in by_runner.items():
+        done = [o.result for o in runs if o.result is not None]
+        calls = [r.totals.model_calls for r in done]
+        tools = [r.totals.tool_calls for r in done]
+        costs = [r.totals.cost_usd for r in done if r.totals.cost_usd is not None]
+        if len(costs) < len(done):  # a model without a price: the cost is unknown, not the median of the rest
+            costs = []
+        passed = sum(o.passed for o in runs)
+        reasons = Counter(str(r.stop_reason) for r in done)
+        if len(done) < len(runs):
+            reasons["not run"] = len(runs) - len(done)
+        summaries.append(
+            RunnerSummary(
+                runner=runner,
+                runs=len(runs),
+                passed=passed,
+                not_run=len(runs) - len(done),
+                completion_rate=round(passed / len(runs), 4),
+                model_calls_median=median(calls),
+                model_calls_p95=percentile(calls, 95),
+                tool_calls_median=median(tools),
+                cost_usd_median=median(costs),
+                cost_usd_p95=percentile(costs, 95),
+                stop_reasons=dict(sorted(reasons.items())),
+            )
+        )
+    return summaries

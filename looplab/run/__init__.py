@@ -1,0 +1,1 @@
+"""Running: one cell (harness), the matrix, scheduling, lanes, runner environments, interrupts."""

@@ -1,0 +1,227 @@
+"""Runs cases through runners: a fresh workspace and Guard per run, one model endpoint for all."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from looplab.adapters import registry
+from looplab.adapters.boundary import pacing
+from looplab.adapters.contract import files
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import (
+    DEFAULT_RETRIES,
+    PROVIDER_OF_API,
+    Api,
+    ModelSpec,
+    ToolTransport,
+    check_api,
+    parse_model,
+)
+from looplab.adapters.contract.pricing import Pricing, price_of
+from looplab.adapters.session import Adapter, check_priced
+from looplab.records import results
+from looplab.records.outcome import RunOutcome
+from looplab.scenarios.cases import Case, ScriptedModel, check
+from looplab.shared_tools import Approver, Guard, Workspace, default_tools, with_faults
+
+__all__ = [
+    "Endpoint",
+    "ModelChoice",
+    "SCRIPTED",
+    "case_guard",
+    "check_reachable",
+    "default_out_dir",
+    "endpoint",
+    "run_one",
+    "write_outputs",
+]
+
+SCRIPTED = "scripted"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """What the user asked for on the command line: `scripted` or `provider:name`."""
+
+    model: str = SCRIPTED
+    base_url: str | None = None
+    api: Api | None = None
+    #: `--price`: overrides the table's price (and prices a model the table does not know).
+    pricing: Pricing | None = None
+    retries: int = DEFAULT_RETRIES
+    #: `--rpm`: at most this many model requests a minute, over every run in flight.
+    rpm: int | None = None
+
+    def pricing_of(self, provider: str, name: str) -> Pricing | None:
+        """A real model's price: `--price` if given, else the shipped table's, else None (unknown)."""
+        return self.pricing or price_of(provider, name)
+
+    def check_budgets(self, cases: Iterable[Case]) -> None:
+        """Refuse, before any run, a case with a dollar budget on a model whose price is unknown."""
+        if self.model == SCRIPTED:
+            return  # the scripted model always has a price (its case's, or free)
+        provider, name = parse_model(self.model)
+        spec = ModelSpec(provider, name, pricing=self.pricing_of(provider, name))  # type: ignore[arg-type]
+        for case in cases:
+            try:
+                check_priced(case.limits, spec)
+            except LooplabError as exc:
+                raise LooplabError(f"case {case.id!r}: {exc}") from None
+
+    def __post_init__(self) -> None:
+        """Refuse, before any run starts, what no runner could do with this choice."""
+        if self.model == SCRIPTED:
+            if self.base_url:
+                raise LooplabError("--base-url needs --model PROVIDER:NAME (the scripted model runs on its own server)")
+            return  # the scripted model serves every wire API
+        provider, _ = parse_model(self.model)
+        check_api(self.api, provider)
+
+
+@dataclass
+class Endpoint:
+    """A resolved model endpoint; for the scripted model, the loopback server's base URLs."""
+
+    choice: ModelChoice
+    scripted_urls: dict[str, str] | None = None
+
+    def spec_for(self, adapter: Adapter, scripted: ScriptedModel | None = None) -> ModelSpec:
+        """The model spec for one run; `scripted` (a case's persona and price) applies to the scripted model only."""
+        choice = self.choice
+        if self.scripted_urls is None:
+            provider, name = parse_model(choice.model)
+            pricing = choice.pricing_of(provider, name)
+            return ModelSpec(provider, name, choice.base_url, None, choice.api, pricing, choice.retries)  # type: ignore[arg-type]
+        api = choice.api or adapter.apis[0]
+        provider = PROVIDER_OF_API[api]
+        # The scripted model is free unless told otherwise: its price is known.
+        pricing = choice.pricing or Pricing()
+        headers: dict[str, str] = {}
+        if scripted is not None:
+            # The persona is a request header, not another model: the model name stays `scripted`.
+            pricing, headers = Pricing(scripted.input_per_mtok, scripted.output_per_mtok), scripted.headers
+        url = self.scripted_urls[provider]
+        return ModelSpec(provider, SCRIPTED, url, "scripted", choice.api, pricing, choice.retries, headers)  # type: ignore[arg-type]
+
+
+def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
+    """A one-line error, before any run, when nothing answers at `base_url`'s host and port."""
+    url = urlsplit(base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise LooplabError(f"--base-url {base_url!r} is not an http(s) URL")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise LooplabError(f"cannot reach --base-url {base_url}: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def endpoint(choice: ModelChoice) -> Iterator[Endpoint]:
+    """Start the scripted model server if it is the model asked for, and pace requests to it; stop both afterwards."""
+    previous = pacing.current()
+    pacing.install(pacing.Pacer(choice.rpm))
+    try:
+        with _serve(choice) as where:
+            yield where
+    finally:
+        pacing.install(previous)
+
+
+@contextmanager
+def _serve(choice: ModelChoice) -> Iterator[Endpoint]:
+    if choice.model != SCRIPTED:
+        provider, name = parse_model(choice.model)
+        ModelSpec(provider, name, choice.base_url).key()  # type: ignore[arg-type]  # a missing key fails here, once
+        if choice.base_url:
+            check_reachable(choice.base_url)
+        yield Endpoint(choice)
+        return
+    from looplab.scenarios.scripted.server import ScriptedModelServer
+
+    with ScriptedModelServer() as server:
+        yield Endpoint(choice, {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
+
+
+def case_guard(case: Case, ws: Workspace, limits: Limits | None = None, approver: Approver | None = None) -> Guard:
+    """The Guard a case's run gets: its tools (writes allowed or not, its faults) over `ws`, its repetition limit."""
+    tools = with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
+    return Guard(ws, tools=tools, max_repeats=(limits or case.limits).max_repeats, approver=approver)
+
+
+def run_one(
+    runner: str,
+    case: Case,
+    where: Endpoint,
+    max_steps: int | None = None,
+    *,
+    approver: Approver | None = None,
+    grace_s: float = 30.0,
+    tools: ToolTransport = "in-process",
+) -> RunOutcome:
+    """Run one case through one runner. Never raises: a failure is a row, not a crash.
+
+    `tools="mcp"` has an in-process runner call the tools as an MCP client (`Adapter.run`).
+
+    The run happens on a worker thread; one still going `grace_s` after its
+    `max_seconds` is abandoned and recorded as hung, so one runner that hangs
+    cannot stall a matrix.
+    """
+    limits = case.limits if max_steps is None else case.limits.model_copy(update={"max_steps": max_steps})
+    # The worker fills `done`, never the outcome returned: a run abandoned as hung that finishes
+    # later must not change what was already reported (its workspace goes at exit, see Workspace).
+    done = RunOutcome(runner, case.id)
+
+    def work() -> None:
+        try:
+            adapter = registry.load(runner)
+            with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+                before = ws.fingerprint()
+                guard = case_guard(case, ws, limits, approver)
+                # `tools` only when asked: an adapter (a test double) may override `run` without it
+                over = {"tools": tools} if tools != "in-process" else {}
+                spec = where.spec_for(adapter, case.model)
+                result = adapter.run(case.task, guard, limits, spec, **over, system_prompt=case.system_prompt)
+                changed = ws.fingerprint() != before
+        except LooplabError as exc:
+            done.error = str(exc)
+            return
+        except Exception as exc:  # a crash in one runner never stops the others
+            done.error = f"{type(exc).__name__}: {exc}"
+            return
+        result.case = case.id
+        info = registry.RUNNERS.get(runner.partition("@")[0])
+        done.checks = check(case, result, changed, one_tool_a_reply=info is not None and info.one_tool_a_reply)
+        done.result = result
+
+    worker = threading.Thread(target=work, name=f"looplab-{runner}-{case.id}", daemon=True)
+    worker.start()
+    worker.join(limits.max_seconds + grace_s)
+    if worker.is_alive():
+        hung = f"hung: still running {grace_s:g} s after max_seconds={limits.max_seconds:g}; abandoned"
+        return RunOutcome(runner, case.id, error=hung)
+    return done
+
+
+def write_outputs(doc: results.Document, out_dir: Path) -> tuple[Path, Path]:
+    """`results.json` (the results document) and `traces.jsonl` (one line per step) in `out_dir`."""
+    results_path = results.write(doc, out_dir / "results.json")
+    traces_path = out_dir / "traces.jsonl"
+    with files.replacing(traces_path) as fh:  # the one rule for files looplab writes: atomic, regular files only
+        for r in doc.run_results():
+            for line in r.trace.jsonl():
+                fh.write(json.dumps({"runner": r.runner, "case": r.case, "model": r.model, **json.loads(line)}) + "\n")
+    return results_path, traces_path
+
+
+def default_out_dir() -> Path:
+    return Path("looplab-runs") / datetime.now().strftime("%Y%m%d-%H%M%S")

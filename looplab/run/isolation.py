@@ -1,0 +1,154 @@
+"""Cells in runner environments: each environment's cells in a lane process of its own interpreter.
+
+`looplab eval --isolate` plans the matrix as usual, then hands each runner's cells to a lane
+(`python -m looplab.run.lane`) started with that runner's environment (`looplab.run.environments`). The
+scripted model stays in this process; lanes reach it over loopback, as the worker processes of
+`--jobs` do. Up to `jobs` lanes run at once. Every wait has a bound: a lane silent for longer
+than any of its cells may take is killed, and its unfinished cells become errors that name the
+end of its stderr; a lane that dies loses only its own cells.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any
+
+from looplab.adapters.boundary.processes import kill_group
+from looplab.adapters.contract.errors import LooplabError
+from looplab.records.outcome import RunOutcome
+from looplab.run.environments import RunnerEnv, runner_of
+from looplab.run.harness import Endpoint
+from looplab.run.lane import decode_outcome, encode_job
+from looplab.run.schedule import LANE_START_S, POLL_S
+from looplab.scenarios.cases import Case
+
+__all__ = ["STDERR_LINES", "run_isolated"]
+
+#: Lines of a dead lane's stderr kept in its cells' errors.
+STDERR_LINES = 3
+
+
+def run_isolated(
+    plan: Sequence[tuple[str, Case]],
+    where: Endpoint,
+    env_of: Callable[[str], RunnerEnv],
+    jobs: int,
+    concurrency: int,
+    on_done: Callable[[int, RunOutcome], None],
+    options: dict[str, Any],
+) -> None:
+    """Every cell in its runner's environment; `plan` holds runner labels, `env_of(label)` their environments.
+
+    `on_done(i, outcome)` is called here, one at a time, as each cell ends; an outcome's `runner`
+    is the cell's label (`langgraph@1.0.0` for a pinned version), and so is its result's.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, (label, _) in enumerate(plan):
+        groups.setdefault(label, []).append(i)
+    lock = threading.Lock()
+
+    def report(i: int, outcome: RunOutcome) -> None:
+        label = plan[i][0]
+        outcome.runner = label
+        if outcome.result is not None:
+            outcome.result.runner = label
+        with lock:
+            on_done(i, outcome)
+
+    per_lane = max(1, concurrency // max(1, min(jobs, len(groups))))  # the threads of each lane
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups))), thread_name_prefix="looplab-env") as pool:
+        futures = []
+        for label, cells in groups.items():
+            try:
+                env = env_of(label)
+            except LooplabError as exc:  # its environment could not be made: its cells fail, the others run
+                _fail({i: plan[i][1] for i in cells}, runner_of(label)[0], report, str(exc))
+                continue
+            futures.append(pool.submit(_lane, env, [(i, plan[i][1]) for i in cells], where, per_lane, report, options))
+        for future in futures:
+            future.result()
+
+
+def _lane(
+    env: RunnerEnv,
+    cells: list[tuple[int, Case]],
+    where: Endpoint,
+    threads: int,
+    report: Callable[[int, RunOutcome], None],
+    options: dict[str, Any],
+) -> None:
+    """One lane: start it, feed it its cells, relay its outcomes; its unfinished cells are errors if it dies."""
+    runner = env.spec.runner
+    job = encode_job(where, [(i, runner, case.id) for i, case in cells], threads, options)
+    left = {i: case for i, case in cells}
+    quiet_limit = max(c.limits.max_seconds for _, c in cells) + options.get("grace_s", 30.0) + LANE_START_S
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(
+            [str(env.python), "-m", "looplab.run.lane"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env.child_env(),
+            text=True,
+            start_new_session=True,  # its own process group, so it and its children can be killed as one
+        )
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            with contextlib.suppress(BrokenPipeError):  # a lane that died at once: its stderr says why, below
+                proc.stdin.write(job)
+                proc.stdin.close()
+            lines: queue.Queue[str | None] = queue.Queue()
+            threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True).start()
+            last_news = time.monotonic()
+            while left:
+                try:
+                    line = lines.get(timeout=POLL_S)
+                except queue.Empty:
+                    if time.monotonic() - last_news > quiet_limit:
+                        kill_group(proc)
+                        _fail(left, runner, report, f"the {env.spec.label} lane was silent for {quiet_limit:g} s")
+                    continue
+                if line is None:  # its stdout closed: it ended, with or without every outcome
+                    break
+                last_news = time.monotonic()
+                try:
+                    event = json.loads(line)
+                except ValueError:  # not one of its events (they are whole lines of JSON)
+                    continue
+                if (i := event.get("i")) in left:
+                    left.pop(i)
+                    report(i, decode_outcome(event["outcome"]))
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # its output ended but it did not: it has nothing more to give
+                kill_group(proc)
+                code = proc.returncode
+        except BaseException:
+            kill_group(proc)
+            raise
+        if left:
+            stderr.seek(0)
+            tail = " | ".join(stderr.read().decode("utf-8", "replace").strip().splitlines()[-STDERR_LINES:])
+            _fail(left, runner, report, f"the {env.spec.label} lane ended (exit code {code}): {tail or 'no output'}")
+
+
+def _read(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    """The lane's event lines, then None when its stdout closes."""
+    for line in stream:
+        if line.startswith("{"):
+            lines.put(line)
+    lines.put(None)
+
+
+def _fail(left: dict[int, Case], runner: str, report: Callable[[int, RunOutcome], None], why: str) -> None:
+    for i, case in sorted(left.items()):
+        report(i, RunOutcome(runner, case.id, error=why))
+    left.clear()

@@ -1,0 +1,103 @@
+"""A lane in a runner environment: `python -m looplab.run.lane` runs the cells it is given and reports each.
+
+The parent (`looplab.run.isolation`) starts it with a runner environment's interpreter and writes one
+JSON line to its stdin: the model endpoint (the scripted model's URLs, served by the parent), the
+run options and the cells (`[index, runner, case id]`). The lane answers on its stdout, one JSON
+line `{"i": N, "outcome": {...}}` per cell as each ends, and nothing else: whatever a framework
+prints goes to stderr, so it cannot break a line. It never raises for a cell: a failure is that
+cell's outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+from looplab.adapters.boundary import pacing
+from looplab.adapters.contract.pricing import Pricing
+from looplab.adapters.contract.result import RunResult
+from looplab.records.outcome import RunOutcome
+from looplab.records.results import Environment, current_environment
+from looplab.run.harness import Endpoint, ModelChoice
+from looplab.run.interrupt import worker_signals
+from looplab.scenarios.cases import CheckResult, load_cases
+
+__all__ = ["decode_job", "decode_outcome", "encode_job", "encode_outcome", "main"]
+
+
+def encode_job(where: Endpoint, cells: list[tuple[int, str, str]], concurrency: int, options: dict[str, Any]) -> str:
+    """The one line a lane reads: where the model is, what to run, how many at once."""
+    choice = dataclasses.asdict(where.choice)
+    job = {"choice": choice, "urls": where.scripted_urls, "cells": cells, "concurrency": concurrency}
+    return json.dumps({**job, "options": options}) + "\n"
+
+
+def decode_job(line: str) -> tuple[Endpoint, list[tuple[int, str, str]], int, dict[str, Any]]:
+    job = json.loads(line)
+    choice = dict(job["choice"])
+    if choice.get("pricing") is not None:
+        choice["pricing"] = Pricing(**choice["pricing"])
+    where = Endpoint(ModelChoice(**choice), job["urls"])
+    return where, [tuple(cell) for cell in job["cells"]], int(job["concurrency"]), job["options"]  # type: ignore[misc]
+
+
+def encode_outcome(outcome: RunOutcome) -> dict[str, Any]:
+    return {
+        "runner": outcome.runner,
+        "case": outcome.case,
+        "result": None if outcome.result is None else _whole(outcome.result),
+        "checks": [c.model_dump(mode="json") for c in outcome.checks],
+        "error": outcome.error,
+        "environment": current_environment().model_dump(mode="json"),
+    }
+
+
+def _whole(result: RunResult) -> dict[str, Any]:
+    """The result as JSON with each tool call's full text, which a document leaves out (only its preview)."""
+    data = result.model_dump(mode="json")
+    trace = data["trace"]
+    pairs = [(d["tool_calls"], s.tool_calls) for d, s in zip(trace["steps"], result.trace.steps, strict=True)]
+    pairs.append((trace["orphan_tool_calls"], result.trace.orphan_tool_calls))
+    for dumped, records in pairs:
+        for entry, record in zip(dumped, records, strict=True):
+            entry["result"] = record.result
+    return data
+
+
+def decode_outcome(data: dict[str, Any]) -> RunOutcome:
+    result = None if data.get("result") is None else RunResult.model_validate(data["result"])
+    checks = [CheckResult.model_validate(c) for c in data.get("checks") or []]
+    outcome = RunOutcome(data["runner"], data["case"], result, checks, data.get("error"))
+    if data.get("environment") is not None:
+        outcome.environment = Environment.model_validate(data["environment"])
+    return outcome
+
+
+def main() -> None:
+    from looplab.run import schedule
+
+    worker_signals()
+    # The events get the real stdout; fd 1 becomes stderr, for whatever else prints.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    where, cells, concurrency, options = decode_job(sys.stdin.readline())
+    pacing.install(pacing.Pacer(where.choice.rpm))
+    cases = load_cases()
+    plan = [(runner, cases[case]) for _, runner, case in cells]
+    lock = threading.Lock()
+
+    def done(i: int, outcome: RunOutcome) -> None:
+        line = json.dumps({"i": cells[i][0], "outcome": encode_outcome(outcome)})
+        with lock:
+            out.write(line + "\n")
+            out.flush()
+
+    schedule.run_here(plan, where, concurrency, done, options)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The runner x case matrix: which cells run where, and running them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from looplab.records import results
+from looplab.records.outcome import RunOutcome
+from looplab.run import harness, isolation, schedule
+from looplab.run.environments import RunnerEnv
+from looplab.run.harness import Endpoint
+from looplab.scenarios.cases import Case, load_cases
+
+__all__ = ["default_jobs", "plan", "run_matrix", "run_scripted"]
+
+
+def default_jobs() -> int:
+    """Worker processes for the matrix: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_matrix(
+    runners: Sequence[str],
+    cases: Sequence[Case],
+    where: Endpoint,
+    *,
+    repeat: int = 1,
+    on_done: Callable[[RunOutcome], None] | None = None,
+    jobs: int = 1,
+    concurrency: int | None = None,
+    select: Callable[[str, str, int], bool] | None = None,
+    isolated: Callable[[str], RunnerEnv] | None = None,
+    **options: Any,
+) -> list[RunOutcome]:
+    """Every runner on every case, `repeat` times; each run independent of the others.
+
+    Up to `concurrency` cells are in flight at once (default: one per job), on threads: in this
+    process when `jobs` is 1, else spread over `jobs` worker processes (see `looplab.run.schedule`).
+    The model server stays in this process; workers reach it through `where`. The outcomes come
+    back in plan order whatever the concurrency; `on_done` is called here, as each cell finishes.
+    `select(runner, case_id, repeat)` keeps a slice of the matrix (a shard, the cells `--resume` lacks).
+    `isolated(runner)` gives each runner's environment: its cells then run there, in lanes of its
+    interpreter, `jobs` lanes at a time (see `looplab.run.isolation`).
+    """
+    planned = plan(runners, cases, repeat, select)
+    concurrency = max(1, jobs if concurrency is None else concurrency)
+    cells_here = [(runner, case) for runner, case, _ in planned]
+    slots: list[RunOutcome | None] = [None] * len(planned)
+
+    def done(i: int, outcome: RunOutcome) -> None:
+        # The repeat index comes from the plan, not from counting: a slice of the matrix keeps the full one's.
+        outcome.repeat = planned[i][2]
+        slots[i] = outcome
+        if on_done:
+            on_done(outcome)
+
+    if isolated is not None:
+        isolation.run_isolated(cells_here, where, isolated, jobs, concurrency, done, options)
+    elif jobs <= 1 or len(cells_here) <= 1 or concurrency <= 1:
+        schedule.run_here(cells_here, where, concurrency, done, options)
+    else:
+        schedule.run_in_lanes(cells_here, where, jobs, concurrency, done, options)
+    return [o for o in slots if o is not None]
+
+
+def plan(
+    runners: Sequence[str],
+    cases: Sequence[Case],
+    repeat: int = 1,
+    select: Callable[[str, str, int], bool] | None = None,
+) -> list[tuple[str, Case, int]]:
+    """The matrix's cells in order, `(runner, case, repeat index)`, less those `select` leaves out."""
+    return [
+        (runner, case, k)
+        for k in range(1, repeat + 1)
+        for case in cases
+        for runner in runners
+        if select is None or select(runner, case.id, k)
+    ]
+
+
+def run_scripted(runners: Sequence[str], case_ids: Sequence[str], *, jobs: int) -> results.Document:
+    """`case_ids` run through `runners` against the scripted model, as `looplab eval` runs them, as a document."""
+    cases = [load_cases()[c] for c in case_ids]
+    with harness.endpoint(harness.ModelChoice()) as where:
+        outcomes = run_matrix(list(runners), cases, where, jobs=jobs)
+    return results.build(outcomes, model=harness.SCRIPTED, api=None, runners=list(runners), cases=cases)

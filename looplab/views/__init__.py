@@ -1,0 +1,1 @@
+"""Ways to look at results: the terminal, the HTML report, the scorecard, OpenTelemetry traces."""

@@ -1,0 +1,898 @@
+"""The side-by-side report: one self-contained HTML file from a results JSON, and its headline in the terminal.
+
+`looplab report RESULTS.json`, `looplab eval --html` and `looplab merge --html` go through
+`render_html`: a results document (read by `looplab.records.results`, any readable schema) becomes
+a view model here, Jinja2 lays it out (`templates/report.html.j2`), and matplotlib draws the charts as inline
+SVG, so the file needs no network and opens from disk. The same per-runner
+headline rows feed the terminal table (`print_headline`).
+
+Which runner differs where: each case gets one line saying how its runners' runs differ (stop, model
+calls, tool calls a step, failed checks: `divergence`), shown above the case and listed before the matrix;
+in the charts every runner has its own colour, marker and dash pattern, and the runners that line names
+are drawn bold.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+from rich.console import Console
+
+from looplab.adapters.contract import files
+from looplab.adapters.contract.pricing import format_cost, total_cost
+from looplab.adapters.contract.result import RunResult
+from looplab.records import results
+from looplab.shared_tools.records import ToolCallRecord
+from looplab.views import scorecard
+from looplab.views.scorecard import Scorecard
+
+__all__ = [
+    "ARGS_CHARS",
+    "Behaviour",
+    "CaseView",
+    "DASHES",
+    "Divergence",
+    "EnvironmentView",
+    "HeadlineRow",
+    "LINE_ARG_CHARS",
+    "MARKERS",
+    "MOST_VARIANTS",
+    "MatrixCell",
+    "PALETTE",
+    "PLAIN_TEXT",
+    "Report",
+    "RunView",
+    "RunnerStyle",
+    "Series",
+    "ToolCallView",
+    "TrajectoryCell",
+    "behaviour",
+    "build",
+    "chart_series",
+    "describe_divergence",
+    "divergence",
+    "environment_views",
+    "headline",
+    "outliers",
+    "print_headline",
+    "read_document",
+    "render_html",
+    "runner_styles",
+    "runs_from",
+    "scope_ids",
+    "slug",
+    "write_html",
+]
+
+#: One colour per runner, the same in every chart: matplotlib's tab10, then the darker and middle shades of
+#: tab20b's five hues (those least like tab10's first), so 20 runners get 20 colours. Colour alone cannot tell
+#: 14 lines apart (nor help a colour-blind reader), so each runner also gets its own marker and dash pattern.
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#393b79", "#637939", "#e7ba52", "#843c39", "#7b4173", "#b5cf6b", "#8c6d31", "#6b6ecf", "#d6616b", "#ce6dbd",
+)  # fmt: skip
+#: One marker shape per runner (drawn hollow, so markers that land on the same point stay visible as outlines);
+#: the round ones (hexagons, octagon) come last, as they read as circles at this size.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "*", "d", "x", "+", "1", "2", "3", "h", "8", "H")
+#: One dash pattern per runner (on/off lengths in line widths); the first runner's line is solid.
+DASHES: tuple[tuple[float, ...] | None, ...] = (
+    None, (6, 2), (2, 2), (6, 2, 2, 2), (10, 3), (1, 2), (6, 2, 2, 2, 2, 2), (10, 2, 2, 2),
+    (4, 4), (10, 2, 4, 2), (3, 1), (12, 2, 2, 2, 2, 2), (2, 4), (8, 2, 1, 2, 1, 2),
+)  # fmt: skip
+ARGS_CHARS = 70
+#: How every chart draws text: as the characters given, nothing parsed. With mathtext on, a name with two `$`
+#: (`my$\frac$runner`) is parsed as a formula, and one that is not valid TeX stops the whole report; with
+#: usetex on (a user's matplotlibrc) every text goes through LaTeX. Tick labels are plain numbers either way.
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False, "axes.formatter.use_mathtext": False}
+
+
+@dataclass
+class RunView:
+    """One run (or one cell that did not run) as the report shows it."""
+
+    runner: str
+    case: str
+    repeat: int
+    result: RunResult | None
+    passed: bool | None = None
+    failed_checks: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def anchor(self) -> str:
+        """The HTML id of this run's details, linked from the matrix."""
+        return slug(f"run-{self.runner}-{self.case}-{self.repeat}")
+
+    @property
+    def stop(self) -> str:
+        """The stop reason, or 'not run'."""
+        return str(self.result.stop_reason) if self.result else "not run"
+
+    @property
+    def why(self) -> str:
+        """A short reason for the tooltip: the first failed check, the stop detail or the error."""
+        if self.error:
+            return self.error
+        if self.failed_checks:
+            return "failed: " + ", ".join(self.failed_checks)
+        return (self.result.stop_detail or "") if self.result else ""
+
+
+@dataclass
+class HeadlineRow:
+    """One runner over the file's runs: what it cost and how it is capped."""
+
+    runner: str
+    runs: int
+    passed: int | None
+    model_calls: int
+    failed_model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    wall_s: float
+    first_request_bytes: int | None
+    cap_knob: str
+    cap_values: str
+    version: str
+
+
+@dataclass
+class ToolCallView:
+    """A tool call in a trajectory cell."""
+
+    name: str
+    args: str
+    args_full: str
+    outcome: str
+    is_error: bool
+    preview: str
+
+
+@dataclass
+class TrajectoryCell:
+    """One runner's step in the aligned table: the model call's finish and the tool calls it led to."""
+
+    finish: str | None
+    tokens: str
+    latency_ms: float
+    tools: list[ToolCallView]
+    stopped: str | None = None
+    anchor: str | None = None
+
+
+@dataclass
+class CaseView:
+    """One case: its runs per runner, the aligned trajectories and the two charts."""
+
+    id: str
+    description: str
+    runners: list[str]
+    runs: dict[str, list[RunView]]
+    rows: list[tuple[str, list[TrajectoryCell | None]]]
+    stops: list[RunView | None]
+    token_chart: Markup
+    bytes_chart: Markup
+    #: How the runners differ on this case, in one line (or that they agree).
+    divergence: Divergence
+    #: Groups of more than three runners whose chart values are identical and so share one line, per chart.
+    token_shared: list[list[str]] = field(default_factory=list)
+    bytes_shared: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class MatrixCell:
+    """One runner x case entry of the matrix."""
+
+    text: str
+    status: str  # pass, fail, none (no checks) or notrun
+    anchor: str | None
+    title: str
+
+
+@dataclass
+class Report:
+    """Everything the template shows."""
+
+    title: str
+    source: str
+    generated: str
+    models: list[str]
+    runners: list[str]
+    cases: list[str]
+    has_checks: bool
+    headline: list[HeadlineRow]
+    matrix: list[tuple[str, list[MatrixCell]]]
+    case_views: list[CaseView]
+    totals: dict[str, Any]
+    versions: dict[str, str]
+    #: Where the runs were made: one row per environment (a runner environment of `--isolate`, or this process).
+    environments: list[EnvironmentView]
+    #: Each runner outside the largest group on some case, with those cases (most first): the first screen.
+    outliers: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: How each framework behaves, from these runs and the committed caps measurement: the report's head.
+    scorecard: Scorecard | None = None
+
+
+@dataclass
+class EnvironmentView:
+    """One environment the document's runs were made in, and which runners ran there."""
+
+    id: str
+    python: str
+    platform: str
+    runners: list[str]
+    packages: str
+
+
+def slug(text: str) -> str:
+    """An HTML id from free text."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")
+
+
+def runs_from(doc: Any) -> list[RunView]:
+    """The runs in a results document (a `results.Document`, or its parsed JSON of any readable schema).
+
+    Each result is paired with its cell (pass/fail and failed checks); cells that did not run stay
+    as rows without a result. Schema 1 `run` output has no checks, so `passed` stays None there.
+    """
+    document = results.load(doc)
+    return [
+        RunView(c.runner, c.case, c.repeat, document.result_of(c), c.passed, c.failed_checks, c.error)
+        for c in document.cells
+    ]
+
+
+def _ordered(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def headline(runs: Sequence[RunView]) -> list[HeadlineRow]:
+    """Per runner: runs, passes, model and tool calls, tokens, cost, wall time, native cap and version."""
+    rows = []
+    for runner in _ordered(v.runner for v in runs):
+        mine = [v for v in runs if v.runner == runner]
+        done = [v.result for v in mine if v.result is not None]
+        checked = [v for v in mine if v.passed is not None]
+        firsts = sorted(r.trace.steps[0].model_call.request_bytes for r in done if r.trace.steps)
+        caps = Counter((r.native_cap.knob, str(r.native_cap.value)) for r in done)
+        knob = caps.most_common(1)[0][0][0] if caps else "—"
+        values = Counter(str(r.native_cap.value) for r in done)
+        usual = values.most_common(1)[0][0] if values else "—"
+        # The usual value first, then where a case set another (tight-budget's 2).
+        others = sorted({f"{r.native_cap.value} in {r.case}" for r in done if str(r.native_cap.value) != usual})
+        rows.append(
+            HeadlineRow(
+                runner=runner,
+                runs=len(mine),
+                passed=sum(bool(v.passed) for v in checked) if checked else None,
+                model_calls=sum(r.totals.model_calls for r in done),
+                failed_model_calls=sum(r.totals.failed_model_calls for r in done),
+                tool_calls=sum(r.totals.tool_calls for r in done),
+                input_tokens=sum(r.totals.input_tokens for r in done),
+                output_tokens=sum(r.totals.output_tokens for r in done),
+                cost_usd=None if (cost := total_cost(r.totals.cost_usd for r in done)) is None else round(cost, 6),
+                wall_s=round(sum(r.totals.wall_s for r in done), 3),
+                first_request_bytes=firsts[len(firsts) // 2] if firsts else None,
+                cap_knob=knob,
+                cap_values="; ".join([usual, *others]),
+                version=", ".join(_ordered(r.runner_version for r in done)) or "—",
+            )
+        )
+    return rows
+
+
+def _short_args(args: Any) -> tuple[str, str]:
+    if isinstance(args, dict):
+        full = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+    else:
+        full = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
+    return (full if len(full) <= ARGS_CHARS else full[: ARGS_CHARS - 1] + "…"), full
+
+
+def _tool_view(call: ToolCallRecord) -> ToolCallView:
+    short, full = _short_args(call.args)
+    return ToolCallView(call.name, short, full, call.outcome, call.is_error, call.result_preview)
+
+
+def _cell(view: RunView, step_index: int) -> TrajectoryCell | None:
+    result = view.result
+    if result is None or step_index > len(result.trace.steps):
+        return None
+    step = result.trace.steps[step_index - 1]
+    m = step.model_call
+    last = step_index == len(result.trace.steps)
+    return TrajectoryCell(
+        finish=m.finish_reason,
+        tokens=f"{m.input_tokens:,}/{m.output_tokens:,} tok",
+        latency_ms=round(m.latency_s * 1000, 1),
+        tools=[_tool_view(c) for c in step.tool_calls],
+        stopped=str(result.stop_reason) if last else None,
+        anchor=view.anchor,
+    )
+
+
+@dataclass(frozen=True)
+class RunnerStyle:
+    """How one runner's line looks in every chart: colour, marker and dash pattern (None: solid)."""
+
+    colour: str
+    marker: str
+    dashes: tuple[float, ...] | None
+
+
+def runner_styles(runners: Sequence[str]) -> dict[str, RunnerStyle]:
+    """Each runner's style, by its place among the report's runners, so it is the same in every chart."""
+    return {
+        runner: RunnerStyle(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], DASHES[i % len(DASHES)])
+        for i, runner in enumerate(runners)
+    }
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a chart: the runners whose values are identical, and those values per model call."""
+
+    runners: tuple[str, ...]
+    ys: tuple[float, ...]
+
+    @property
+    def label(self) -> str:
+        """The legend entry: the runners' names, the first two and a count past three."""
+        names = self.runners
+        return ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, +{len(names) - 2} same"
+
+
+def chart_series(kind: str, runners: Sequence[str], firsts: dict[str, RunView]) -> list[Series]:
+    """The lines of a case's chart (`tokens`: cumulative input tokens; `bytes`: request bytes), one per distinct
+    series, in runner order.
+
+    Runners whose values are identical share one line labelled with all their names: drawn separately the
+    last one would paint over the others, and a legend entry for a line nobody can see misleads; one line
+    with every name says what the reader wants to know, that those runners sent the same thing.
+    """
+    grouped: dict[tuple[float, ...], list[str]] = {}
+    for runner in runners:
+        view = firsts.get(runner)
+        if view is None or view.result is None or not view.result.trace.steps:
+            continue
+        calls = [s.model_call for s in view.result.trace.steps]
+        if kind == "tokens":
+            ys: list[float] = []
+            total = 0
+            for c in calls:
+                total += c.input_tokens
+                ys.append(total)
+        else:
+            ys = [c.request_bytes for c in calls]
+        grouped.setdefault(tuple(ys), []).append(runner)
+    return [Series(tuple(names), ys) for ys, names in grouped.items()]
+
+
+def _chart(
+    kind: str, case: str, series: Sequence[Series], styles: dict[str, RunnerStyle], differs: Sequence[str] = ()
+) -> Markup:
+    """Cumulative input tokens per step (`tokens`) or request bytes per model call (`bytes`), one line a series.
+
+    The lines of the runners in `differs` (those the case's divergence line names) are drawn bold and on top,
+    the others fainter, so the chart shows the same runners the line names, even inside a bundle of lines.
+    """
+    import matplotlib  # here: only reports need it, and it takes a while to import
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    labels = [s.label for s in series]
+    # The legend sits below the axes, in as many columns as the longest name allows: beside them it would
+    # squeeze the plot, and inside it would hide the first steps, where the runners differ most.
+    widest = max((len(label) for label in labels), default=10)
+    # A column is the handle, the gaps and the label (about 3.9 pt a character at 7 pt) of a 455 pt wide figure.
+    columns = max(1, min(len(labels), int(455 // (50 + 3.9 * widest))))
+    rows = -(-len(labels) // columns) if labels else 0
+    buf = io.StringIO()
+    # Every text is made and drawn inside this context: text objects take `text.parse_math` and `text.usetex`
+    # when they are created, tick labels when the figure is drawn. Text stays text in the SVG (smaller,
+    # selectable); a salt per chart keeps the clip-path ids unique within the page.
+    with (
+        matplotlib.rc_context({**PLAIN_TEXT, "svg.fonttype": "none", "svg.hashsalt": f"{kind}-{case}"}),
+        warnings.catch_warnings(),
+    ):
+        # The SVG keeps text as text, which the browser draws in its own fonts: a glyph matplotlib's font lacks
+        # (a name in CJK) only makes its layout estimate a little off, not worth a warning on the terminal.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
+        fig = Figure(figsize=(6.4, 2.7 + 0.16 * rows), layout="constrained")
+        ax = fig.subplots()
+        longest = 1
+        handles = []
+        for k, line in enumerate(series):
+            style = styles[line.runners[0]]
+            xs = list(range(1, len(line.ys) + 1))
+            longest = max(longest, len(xs))
+            bold = bool(set(line.runners) & set(differs))
+            (drawn,) = ax.plot(
+                xs,
+                line.ys,
+                color=style.colour,
+                alpha=1.0 if bold or not differs else 0.6,
+                zorder=3 if bold else 2,
+                linewidth=2.0 if bold else 1.4,
+                linestyle="-" if style.dashes is None else (0, style.dashes),
+                marker=style.marker,
+                markersize=6,
+                markerfacecolor="none",
+                markeredgewidth=1.2,
+            )
+            drawn.set_gid(f"series-{k}")  # names the line's SVG group, which gets a hover title below
+            handles.append(drawn)
+        ax.set_xlabel("model call (step)")
+        ax.set_ylabel("cumulative input tokens" if kind == "tokens" else "request bytes")
+        ax.set_xlim(0.5, longest + 0.5)  # whole steps only, even when every run made one call
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.grid(True, color="#e5e5e5", linewidth=0.8)
+        ax.spines[["top", "right"]].set_visible(False)
+        if labels:
+            # Handles and labels given, not collected from the lines: collected, a label starting with `_`
+            # (a runner named `_mine`) would be left out of the legend as matplotlib's "no legend" mark.
+            # A long handle, so each dash pattern shows at least once in the legend.
+            legend = fig.legend(
+                handles, labels, loc="outside lower center", ncols=columns, fontsize=7, frameon=False, handlelength=4.5
+            )
+            for text, line in zip(legend.get_texts(), series, strict=True):
+                if set(line.runners) & set(differs):
+                    text.set_fontweight("bold")
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]
+    # Hovering a line (or one of its markers) names its runners: a native SVG tooltip, no script needed, for
+    # the lines that run close together.
+    for k, line in enumerate(series):
+        names = html.escape(", ".join(line.runners))
+        svg = svg.replace(f'<g id="series-{k}">', f'<g id="series-{k}"><title>{names}</title>', 1)
+    return Markup(scope_ids(svg, slug(f"{kind}-{case}")))
+
+
+def scope_ids(svg: str, prefix: str) -> str:
+    """Prefix every id in `svg` (and the references to it): matplotlib names groups `xtick_1`, `line2d_3`, ...
+    in every chart, and ids must stay unique once several charts share one page."""
+    ids = set(re.findall(r'\bid="([^"]+)"', svg))
+    if not ids:
+        return svg
+
+    def rename(match: re.Match[str]) -> str:
+        name = match.group(2)
+        return f"{match.group(1)}{prefix}-{name}{match.group(3)}" if name in ids else match.group(0)
+
+    return re.sub(r'(\bid="|url\(#|href="#)([^")]+)([")])', rename, svg)
+
+
+#: How much of a tool call's first argument a divergence line quotes.
+LINE_ARG_CHARS = 32
+#: Past this many behaviours in one case, a divergence line compares model calls and stops only, then stops only.
+MOST_VARIANTS = 4
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What one run did, as far as comparing runners goes (tokens and bytes differ by framework by design)."""
+
+    stop: str  # the stop reason, or "not run"
+    model_calls: int
+    #: Each step's tool calls as `name(first argument)`, sorted within the step: the calls of one model
+    #: reply may run at once, so their order within a step is the scheduler's, not the runner's.
+    steps: tuple[tuple[str, ...], ...] = ()
+    failed_checks: tuple[str, ...] = ()
+
+
+def _call_label(call: ToolCallRecord) -> str:
+    first = call.first_arg if call.args else ""
+    return f"{call.name}({first if len(first) <= LINE_ARG_CHARS else first[: LINE_ARG_CHARS - 1] + '…'})"
+
+
+def behaviour(view: RunView) -> Behaviour:
+    """The behaviour of one run: how it stopped, its model calls, its tool calls a step, the checks it failed."""
+    if view.result is None:
+        return Behaviour("not run", 0, (), tuple(view.failed_checks))
+    return Behaviour(
+        stop=str(view.result.stop_reason),
+        model_calls=view.result.totals.model_calls,
+        steps=tuple(tuple(sorted(_call_label(c) for c in step.tool_calls)) for step in view.result.trace.steps),
+        failed_checks=tuple(view.failed_checks),
+    )
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """How a case's runners differ, in one line; `differs` names the runners outside the largest group."""
+
+    agree: bool
+    line: str
+    differs: tuple[str, ...] = ()
+
+
+def divergence(views: Sequence[RunView]) -> Divergence:
+    """One line saying how the runners of one case differ (or that they agree), from their first runs."""
+    firsts: dict[str, RunView] = {}
+    for view in views:
+        if view.runner not in firsts or (firsts[view.runner].result is None and view.result is not None):
+            firsts[view.runner] = view
+    return describe_divergence({runner: behaviour(view) for runner, view in firsts.items()})
+
+
+def _span(low: int, high: int) -> str:
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def _stop_phrase(stop: str, calls: tuple[int, int], *, short: str = "") -> str:
+    """`answered in 5 model calls`; `short="verb"` drops the unit (`answered in 5`), `short="all"` the verb too."""
+    count = _span(*calls)
+    unit = "" if short else (" model call" if calls == (1, 1) else " model calls")
+    if stop == "not run":
+        return "did not run"
+    if stop == "final_answer":
+        return f"in {count}{unit}" if short == "all" else f"answered in {count}{unit}"
+    head = {"max_steps": "stopped at max_steps", "rejected": "stopped on a rejection"}.get(stop, f"stopped on {stop}")
+    return f"after {count}{unit}" if short == "all" else f"{head} after {count}{unit}"
+
+
+def _names(runners: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`; past four, `a, b, c and 3 others`."""
+    if len(runners) > 4:
+        return f"{', '.join(runners[:3])} and {len(runners) - 3} others"
+    return " and ".join([", ".join(runners[:-1]), runners[-1]]) if len(runners) > 1 else "".join(runners)
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n}×")
+
+
+def _most_a_step(b: Behaviour) -> int:
+    return max((len(step) for step in b.steps), default=0)
+
+
+def _tool_phrase(b: Behaviour, usual: Behaviour) -> tuple[str, str, str]:
+    """How `b`'s tool calls differ from `usual`'s: (kind, finite phrase, participle phrase); kind "" if alike."""
+    if b.steps == usual.steps or "not run" in (b.stop, usual.stop):
+        return "", "", ""
+    mine = Counter(c for step in b.steps for c in step)
+    theirs = Counter(c for step in usual.steps for c in step)
+    if mine != theirs:
+        extra, missing = mine - theirs, theirs - mine
+        if sum(extra.values()) == sum(missing.values()) == 1:  # one call swapped for another
+            swap = f"{next(iter(extra))} instead of {next(iter(missing))}"
+            return "tools", f"called {swap}", f"calling {swap}"
+        diffs = []
+        for label in _ordered([*mine, *theirs]):
+            x, y = mine[label], theirs[label]
+            if x == y:
+                continue
+            if y == 0:
+                more = "" if x == 1 else f" {_times(x)}"
+                diffs.append((f"also called {label}{more}", f"also calling {label}{more}"))
+            elif x == 0:
+                diffs.append((f"never called {label}", f"never calling {label}"))
+            else:
+                times = f"{_times(x)} (not {_times(y)})"
+                diffs.append((f"called {label} {times}", f"calling {label} {times}"))
+        more = f" and {len(diffs) - 2} more" if len(diffs) > 2 else ""
+        return "tools", ", ".join(d[0] for d in diffs[:2]) + more, ", ".join(d[1] for d in diffs[:2]) + more
+    most, usual_most = _most_a_step(b), _most_a_step(usual)
+    if most == 1 and usual_most > 1:
+        return "grouping", "made its tool calls one a step", "making its tool calls one a step"
+    if most > 1 and most != usual_most:
+        return "grouping", f"batched up to {most} tool calls in a step", f"batching up to {most} tool calls in a step"
+    mine_steps, their_steps = [s for s in b.steps if s], [s for s in usual.steps if s]
+    if mine_steps == their_steps:
+        # The same tool calls step for step; only model calls that asked for no tool differ, which the
+        # model-call count says (or, with the same count, where they fell).
+        if len(b.steps) != len(usual.steps):
+            return "", "", ""
+        return "spread", "answered without tool calls at other steps", "answering without tool calls at other steps"
+    if [len(s) for s in mine_steps] != [len(s) for s in their_steps]:
+        return "spread", "spread the same tool calls over its steps differently", "spreading its tool calls differently"
+    return "order", "made the same tool calls in another order", "making the same tool calls in another order"
+
+
+def describe_divergence(behaviours: dict[str, Behaviour]) -> Divergence:
+    """One line on how the runners' behaviours differ, or that they agree (runners in the dict's order).
+
+    The runners are grouped by behaviour and the largest group (the first, on a tie) is the yardstick:
+    each other group is named with what it did differently (stop and model calls first, then its tool
+    calls, then its checks), and the line ends with what the largest group did. Past `MOST_VARIANTS`
+    behaviours the line compares only stops and model calls, then only stops, so it stays one line.
+    """
+    if not behaviours:
+        return Divergence(True, "No runs.")
+    runners = list(behaviours)
+    fine: dict[Behaviour, list[str]] = {}
+    for runner, b in behaviours.items():
+        fine.setdefault(b, []).append(runner)
+    if len(fine) == 1:
+        b = next(iter(fine))
+        calls = sum(len(step) for step in b.steps)
+        what = _stop_phrase(b.stop, (b.model_calls, b.model_calls))
+        if b.stop != "not run":
+            same = {0: "no tool calls", 1: "the same tool call"}.get(calls, f"the same {calls} tool calls")
+            what += f", {same}"
+        if b.failed_checks:
+            what += f", failing {', '.join(b.failed_checks)}"
+        if len(runners) == 1:
+            return Divergence(True, f"Only {runners[0]} ran this case: it {what}.")
+        return Divergence(True, f"All {len(runners)} runners agree: {what}.")
+
+    # The level of detail: whole behaviours, else (stop, model calls), else the stop alone.
+    levels = (lambda b: b, lambda b: (b.stop, b.model_calls), lambda b: b.stop)
+    for level, key in enumerate(levels):
+        groups: dict[Any, list[str]] = {}
+        for runner, b in behaviours.items():
+            groups.setdefault(key(b), []).append(runner)
+        if len(groups) <= MOST_VARIANTS or level == len(levels) - 1:
+            break
+    largest = max(groups.values(), key=len)  # max keeps the first of equals: the earlier runner wins a tie
+    usual = behaviours[largest[0]]
+
+    def calls_of(names: list[str]) -> tuple[int, int]:
+        counts = [behaviours[n].model_calls for n in names]
+        return min(counts), max(counts)
+
+    clauses: list[str] = []
+    kinds: set[str] = set()
+    previous_stop = None
+    for names in groups.values():
+        if names is largest:
+            continue
+        b = behaviours[names[0]]
+        bits: list[str] = []
+        stop_differs = b.stop != usual.stop or calls_of(names) != calls_of(largest)
+        if stop_differs:
+            kinds.add("stop")
+            # Runs of clauses with the same stop say it once: "a stopped on error after 1 model call; b after 3".
+            bits.append(_stop_phrase(b.stop, calls_of(names), short="all" if b.stop == previous_stop else ""))
+            previous_stop = b.stop
+        if level == 0:
+            kind, finite, participle = _tool_phrase(b, usual)
+            if kind:
+                kinds.add(kind)
+                bits.append(participle if bits else finite)
+            if b.failed_checks != usual.failed_checks:
+                kinds.add("checks")
+                failing = f"failing {', '.join(b.failed_checks)}" if b.failed_checks else "passing its checks"
+                bits.append(failing if bits else failing.replace("failing", "failed").replace("passing", "passed"))
+        if not bits:  # a recorded run's count matches its steps; this guards hand-made records
+            bits.append("ran otherwise step by step")
+        clauses.append(f"{_names(names)} {', '.join(bits)}")
+
+    tail: list[str] = []
+    if "stop" in kinds:
+        tail.append(_stop_phrase(usual.stop, calls_of(largest), short="verb"))
+    if "grouping" in kinds:
+        most = _most_a_step(usual)
+        if most > 1:
+            tail.append(f"{'batching' if tail else 'batched'} up to {most} tool calls in a step")
+        else:
+            tail.append("one tool call a step" if tail else "made one tool call a step")
+    if "checks" in kinds:
+        verb = "failing" if tail else "failed"
+        tail.append(f"{verb} {', '.join(usual.failed_checks)}" if usual.failed_checks else verb.replace("fail", "pass"))
+    if not tail:  # only tool calls differ: "a also called X; the other 11 did not"
+        tail.append("did not" if len(clauses) == 1 else "ran alike")
+    variants = len({behaviours[n] for n in largest})
+    if variants > 1:
+        tail.append(f"with {variants} different sets of tool calls")
+    others = len(largest)
+    who = _names(largest) if others <= 2 else f"the other {others}"
+    clauses.append(f"{who} {', '.join(tail)}")
+    differs = tuple(r for r in runners if r not in largest)
+    return Divergence(False, "; ".join(clauses) + ".", differs)
+
+
+def _case_view(case: str, runners: list[str], runs: Sequence[RunView], description: str) -> CaseView:
+    by_runner: dict[str, list[RunView]] = {r: [v for v in runs if v.runner == r and v.case == case] for r in runners}
+    firsts: dict[str, RunView] = {}
+    for runner, views in by_runner.items():
+        ran = [v for v in views if v.result is not None]
+        if ran or views:
+            firsts[runner] = (ran or views)[0]
+    shown = [r for r in runners if r in firsts]
+    depth = max((len(v.result.trace.steps) for v in firsts.values() if v.result), default=0)
+    rows: list[tuple[str, list[TrajectoryCell | None]]] = []
+    orphans = [
+        TrajectoryCell(None, "", 0.0, [_tool_view(c) for c in v.result.trace.orphan_tool_calls])
+        if v.result and v.result.trace.orphan_tool_calls
+        else None
+        for v in (firsts[r] for r in shown)
+    ]
+    if any(orphans):
+        rows.append(("before any model call", orphans))
+    for i in range(1, depth + 1):
+        rows.append((str(i), [_cell(firsts[r], i) for r in shown]))
+    styles = runner_styles(runners)  # by the report's runners, not this case's, so a runner looks alike everywhere
+    differs = divergence([firsts[r] for r in shown])
+    token_series = chart_series("tokens", shown, firsts)
+    bytes_series = chart_series("bytes", shown, firsts)
+    return CaseView(
+        id=case,
+        description=description,
+        runners=shown,
+        runs={r: by_runner[r] for r in shown},
+        rows=rows,
+        stops=[firsts.get(r) for r in shown],
+        token_chart=_chart("tokens", case, token_series, styles, differs.differs),
+        bytes_chart=_chart("bytes", case, bytes_series, styles, differs.differs),
+        divergence=differs,
+        # The legend names up to three runners a line; the caption names larger groups in full.
+        token_shared=[list(s.runners) for s in token_series if len(s.runners) > 3],
+        bytes_shared=[list(s.runners) for s in bytes_series if len(s.runners) > 3],
+    )
+
+
+def _matrix_cell(views: list[RunView]) -> MatrixCell:
+    if not views:
+        return MatrixCell("—", "none", None, "not in this file")
+    ran = [v for v in views if v.result is not None]
+    stops = ", ".join(_ordered(v.stop for v in views))
+    checked = [v for v in views if v.passed is not None]
+    bad = [v for v in checked if not v.passed]
+    target = (bad or ran or views)[0]
+    anchor = target.anchor if target.result else None
+    count = f" {len(views) - len(bad)}/{len(views)}" if len(views) > 1 else ""
+    if not ran:
+        return MatrixCell(f"not run{count}", "notrun", None, target.why)
+    if not checked:
+        return MatrixCell(stops, "none", anchor, target.why)
+    mark = "✗" if bad else "✓"
+    return MatrixCell(f"{mark}{count} {stops}", "fail" if bad else "pass", anchor, target.why)
+
+
+def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Report:
+    """The report's view model from a results document (see `runs_from`)."""
+    runs = runs_from(doc)
+    runners = _ordered(v.runner for v in runs)
+    cases = _ordered(v.case for v in runs)
+    descriptions = results.case_descriptions()
+    matrix = [
+        (runner, [_matrix_cell([v for v in runs if v.runner == runner and v.case == case]) for case in cases])
+        for runner in runners
+    ]
+    done = [v.result for v in runs if v.result]
+    checked = [v for v in runs if v.passed is not None]
+    case_views = [_case_view(c, runners, runs, descriptions.get(c, "")) for c in cases]
+    return Report(
+        title=title,
+        source=source,
+        generated=datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        models=_ordered(r.model for r in done),
+        runners=runners,
+        cases=cases,
+        has_checks=bool(checked),
+        headline=headline(runs),
+        matrix=matrix,
+        case_views=case_views,
+        totals={
+            "runs": len(runs),
+            "passed": sum(bool(v.passed) for v in checked) if checked else None,
+            "not_run": sum(v.result is None for v in runs),
+            "wall_s": round(sum(r.totals.wall_s for r in done), 2),
+        },
+        versions={row.runner: row.version for row in headline(runs)},
+        environments=environment_views(results.load(doc)),
+        outliers=outliers(case_views),
+        scorecard=_scorecard(runners, doc),
+    )
+
+
+def _scorecard(runners: list[str], doc: Any) -> Scorecard:
+    """The scorecard of these runs; its cap cells from the caps doc in the working folder, if there is one."""
+    caps = scorecard.load_caps()
+    sources = {"eval": "the runs of this report", "caps": str(scorecard.CAPS_PATH) if caps else "none found"}
+    return scorecard.build(runners, scorecard.observed(results.load(doc)), caps, sources=sources)
+
+
+def outliers(case_views: Sequence[CaseView]) -> list[tuple[str, list[str]]]:
+    """Each runner that differs from the largest group on some case, with those cases; most cases first."""
+    found: dict[str, list[str]] = {}
+    for case in case_views:
+        for runner in case.divergence.differs:
+            found.setdefault(runner, []).append(case.id)
+    return sorted(found.items(), key=lambda item: -len(item[1]))
+
+
+def environment_views(document: results.Document) -> list[EnvironmentView]:
+    """Each environment with the runners whose cells ran in it (none recorded: a schema 1 file)."""
+    views = []
+    for env_id, env in document.environments.items():
+        runners = _ordered(c.runner for c in document.cells if c.environment == env_id)
+        packages = ", ".join(f"{name} {version}" for name, version in sorted(env.packages.items()))
+        views.append(EnvironmentView(env_id, f"{env.implementation} {env.python}", env.platform, runners, packages))
+    return views
+
+
+def render_html(doc: Any, *, source: str = "", title: str = "looplab report") -> str:
+    """The report as one HTML document: inline CSS, inline SVG charts, no script, no network."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("looplab.views", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,  # a typo in the template fails the render, not silently blanks a column
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["thousands"] = lambda n: "—" if n is None else f"{n:,}"
+    env.filters["dollars"] = format_cost
+    groups = [{"name": g, "rows": scorecard.group_rows(g)} for g in scorecard.GROUPS]
+    return env.get_template("report.html.j2").render(
+        report=build(doc, source=source, title=title), scorecard_groups=groups
+    )
+
+
+def read_document(path: Path) -> results.Document:
+    """A results file for a report: read and validated by `looplab.records.results`, and holding at least one run.
+
+    Every problem is a `ResultsError` whose one line names the file.
+    """
+    doc = results.read(path)
+    if not doc.cells:
+        raise results.ResultsError(f"{path}: no runs in it: nothing to report")
+    return doc
+
+
+def write_html(doc: Any, path: Path, *, source: str = "") -> Path:
+    """Render the report for `doc` to `path`, by `adapters.files`' rule (atomic; a FIFO or folder at `path` refused
+    before anything is drawn)."""
+    files.ready_to_write(path)
+    return files.write_text(path, render_html(doc, source=source))
+
+
+def print_headline(doc: Any, *, out: Console | None = None) -> None:
+    """A results document's per-runner headline: what each runner did and spent, then its native cap."""
+    from looplab.views import render
+    from looplab.views.render import Col, print_table
+
+    rows = headline(runs_from(doc))
+    numbers = []
+    caps = []
+    for row in rows:
+        numbers.append(
+            [
+                row.runner,
+                "—" if row.passed is None else f"{row.passed}/{row.runs}",
+                f"{row.model_calls:,}" + (f" +{row.failed_model_calls:,}✗" if row.failed_model_calls else ""),
+                f"{row.tool_calls:,}",
+                f"{row.input_tokens:,}",
+                f"{row.output_tokens:,}",
+                format_cost(row.cost_usd),
+                f"{row.wall_s:.2f}",
+                "—" if row.first_request_bytes is None else f"{row.first_request_bytes:,}",
+            ]
+        )
+        caps.append([row.runner, row.version, f"{row.cap_knob} = {row.cap_values}"])
+    cols = (
+        Col("runner"),
+        Col("passed", right=True),
+        Col("calls", right=True),
+        Col("tools", right=True),
+        render.TOKENS_IN,
+        render.TOKENS_OUT,
+        Col("cost $", short="$", means="dollars", right=True),
+        render.WALL_S,
+        Col("req1 B", short="B1", means="req1 B (below)", right=True),
+    )
+    notes = [
+        "calls: answered model calls (+N✗: attempts that got no answer) · "
+        "req1 B: median bytes of the first model request (task + what the framework adds)"
+    ]
+    print_table("per runner", cols, numbers, notes, out=out)
+    cap_cols = (Col("runner"), Col("version", prose=True), Col("knob = value", prose=True, fold="line"))
+    print_table("native caps", cap_cols, caps, out=out)

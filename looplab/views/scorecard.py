@@ -1,0 +1,367 @@
+"""The behaviour scorecard: per runner, how its framework behaves, each cell read off a measurement.
+
+Three sources, each optional, and a cell whose source is missing says "not measured":
+
+- the caps measurement (`docs/iteration-caps.json`, `looplab caps`): the default cap, what it counts, what
+  the framework does at it, where the partial history is, whether the tools of its last call run;
+- a results document (`looplab eval --json`): the runs of the cases that exercise a behaviour
+  (`sloppy-calls`: malformed arguments and an unknown tool; `parallel-reads`: two reads in one reply;
+  `silent-read`: repetition; `injected-instruction`: the approval gate; `vip-compound`: the first request);
+- a bench result (`looplab bench --json`): per-turn overhead and import time.
+
+Every cell keeps its evidence (the file and the runner's section or case it was read from), so a reader can
+check it; the terminal, Markdown and the HTML report show the same cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+from rich.console import Console
+
+from looplab.adapters import registry
+from looplab.adapters.contract import files
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.limits import StopReason
+from looplab.adapters.contract.result import RunResult
+from looplab.records import results
+from looplab.records.measurements import BenchResult, CapsDoc, RunnerReport, history_of, version_label
+
+__all__ = [
+    "CAPS_PATH",
+    "CASES",
+    "Cell",
+    "GROUPS",
+    "GROUP_SOURCES",
+    "NOT_MEASURED",
+    "Observed",
+    "ROWS",
+    "Row",
+    "RunnerCard",
+    "Scorecard",
+    "UNKNOWN_TOOL",
+    "build",
+    "caps_anchor",
+    "group_rows",
+    "load_bench",
+    "load_caps",
+    "markdown",
+    "observed",
+    "print_terminal",
+]
+
+NOT_MEASURED = "not measured"
+CAPS_PATH = Path("docs") / "iteration-caps.json"
+#: The scripted model's made-up tool in `sloppy-calls` (scenarios/scripted/policy.py MISTAKES).
+UNKNOWN_TOOL = "run_shell"
+
+
+class Cell(BaseModel):
+    """One behaviour of one runner: what was seen, and where (None: not measured)."""
+
+    text: str
+    evidence: str | None = None
+    #: The anchor of the runner's section in the caps doc, for cells read from it.
+    caps_section: str | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.evidence is not None
+
+
+@dataclass(frozen=True)
+class Row:
+    """A behaviour the scorecard shows: its key, its heading, and the group of columns it belongs to."""
+
+    key: str
+    title: str
+    group: str
+
+
+ROWS = (
+    Row("default_cap", "default cap (counts)", "the cap"),
+    Row("at_cap", "at the cap", "the cap"),
+    Row("history", "partial history at the cap", "the cap"),
+    Row("last_tools", "tools of the last call", "the cap"),
+    Row("malformed", "malformed arguments", "bad calls"),
+    Row("unknown_tool", "unknown tool", "bad calls"),
+    Row("parallel", "two tools in one reply", "bad calls"),
+    Row("guards", "repetition / approval", "bad calls"),
+    Row("first_request", "first request", "cost"),
+    Row("turn_overhead", "per-turn overhead", "cost"),
+    Row("import_time", "import time", "cost"),
+    Row("apis", "wire APIs", "cost"),
+)
+GROUPS = tuple(dict.fromkeys(r.group for r in ROWS))
+
+
+class RunnerCard(BaseModel):
+    """One runner's row: its version and a cell per behaviour (`ROWS` keys)."""
+
+    runner: str
+    version: str
+    cells: dict[str, Cell]
+
+
+class Scorecard(BaseModel):
+    """Every runner's card, and the sources the cells were read from."""
+
+    cards: list[RunnerCard]
+    sources: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One run of a case, as a results document holds it."""
+
+    runner: str
+    case: str
+    result: RunResult
+    passed: bool | None
+
+
+def observed(document: results.Document) -> list[Observed]:
+    """The runs in a results document, with their cells' verdicts."""
+    out = []
+    for cell in document.cells:
+        result = document.result_of(cell)
+        if result is not None:
+            out.append(Observed(cell.runner, cell.case, result, cell.passed))
+    return out
+
+
+def load_caps(path: Path = CAPS_PATH) -> CapsDoc | None:
+    """The committed caps measurement, if the file is there; one that cannot be read is a one-line error."""
+    if not path.exists():
+        return None
+    try:
+        return CapsDoc.model_validate_json(files.read_text(path))
+    except ValueError as exc:
+        raise LooplabError(f"{path}: not a looplab caps measurement: {str(exc).splitlines()[0]}") from None
+
+
+def load_bench(path: Path) -> BenchResult:
+    """A `looplab bench --json` file; a bad one is a one-line error."""
+    try:
+        return BenchResult.model_validate_json(files.read_text(path))
+    except ValueError as exc:
+        raise LooplabError(f"{path}: not a looplab bench result: {str(exc).splitlines()[0]}") from None
+
+
+def build(
+    runners: Sequence[str],
+    runs: Iterable[Observed] = (),
+    caps: CapsDoc | None = None,
+    bench: BenchResult | None = None,
+    *,
+    sources: dict[str, str] | None = None,
+) -> Scorecard:
+    """The scorecard of `runners` from whatever was measured; a missing measurement is a "not measured" cell."""
+    by_case: dict[tuple[str, str], Observed] = {}
+    for run in runs:
+        by_case.setdefault((run.runner, run.case), run)  # the first repeat stands for the cell
+    reports = {r.runner: r for r in caps.runners} if caps else {}
+    benched = {b.runner: b for b in bench.runners} if bench else {}
+    first_bytes = {
+        r: run.result.trace.steps[0].model_call.request_bytes
+        for (r, case), run in by_case.items()
+        if case == "vip-compound" and run.result.trace.steps
+    }
+    cards = []
+    for name in runners:
+        report = reports.get(name)
+        runs_of = {case: run for (r, case), run in by_case.items() if r == name}
+        cells = {
+            **_cap_cells(report),
+            "malformed": _malformed(runs_of.get("sloppy-calls")),
+            "unknown_tool": _unknown_tool(runs_of.get("sloppy-calls")),
+            "parallel": _parallel(runs_of.get("parallel-reads")),
+            "guards": _guards(runs_of.get("silent-read"), runs_of.get("injected-instruction")),
+            "first_request": _first_request(name, first_bytes),
+            **_bench_cells(benched.get(name)),
+            "apis": _apis(name),
+        }
+        version = report.version if report else next((r.result.runner_version for r in runs_of.values()), "")
+        cards.append(RunnerCard(runner=name, version=version, cells=cells))
+    return Scorecard(cards=cards, sources=sources or {})
+
+
+# --- each cell, from its measurement ---------------------------------------------------------------------
+
+
+def _not_measured() -> Cell:
+    return Cell(text=NOT_MEASURED)
+
+
+def _cap_cells(report: RunnerReport | None) -> dict[str, Cell]:
+    keys = ("default_cap", "at_cap", "history", "last_tools")
+    if report is None or not report.knobs:
+        return {k: _not_measured() for k in keys}
+    knob = report.knobs[0]
+    where, section = f"caps: {report.runner}", caps_anchor(report)
+    default = "none" if knob.default is None else str(knob.default)
+    ending = knob.rows[0].ending
+    if ending.exception:
+        at_cap = f"raises {ending.exception.rsplit('.', 1)[-1]}"
+    elif ending.how.startswith("returns, with a message"):
+        at_cap = "returns a made-up final message"
+    elif ending.how.startswith("returns"):
+        at_cap = "returns silently"
+    else:
+        at_cap = ending.how.split(":")[0]
+    seen = {r.last_call_tools for r in knob.rows if r.last_call_tools}
+    last = seen.pop() if len(seen) == 1 else "depends on the value" if seen else None
+    texts = {
+        "default_cap": f"{default} ({knob.counts})",
+        "at_cap": at_cap,
+        "history": history_of(ending),
+        "last_tools": last,
+    }
+    return {k: Cell(text=t, evidence=where, caps_section=section) if t else _not_measured() for k, t in texts.items()}
+
+
+def _evidence(run: Observed) -> str:
+    return f"eval: {run.case}"
+
+
+def _malformed(run: Observed | None) -> Cell:
+    """Did the run go on after arguments that were not JSON or the wrong type?"""
+    if run is None:
+        return _not_measured()
+    result = run.result
+    bad = [c for c in result.trace.tool_calls if c.outcome == "error" and "InvalidArguments" in c.result_preview]
+    if result.stop_reason is StopReason.FINAL_ANSWER:
+        how = "recovers" if bad else "recovers (the framework fixed them before the tools)"
+    else:
+        how = f"stops: {result.stop_reason}"
+    return Cell(text=how, evidence=_evidence(run))
+
+
+def _unknown_tool(run: Observed | None) -> Cell:
+    """Who answered the call to a tool that does not exist: the tools (looplab's Guard), the framework, or no one."""
+    if run is None:
+        return _not_measured()
+    asked = any(UNKNOWN_TOOL in s.model_call.tool_calls_requested for s in run.result.trace.steps)
+    reached = any(c.name == UNKNOWN_TOOL for c in run.result.trace.tool_calls)
+    if not asked:
+        return Cell(text="not reached (the run ended first)", evidence=_evidence(run))
+    if reached:
+        return Cell(text="reaches the tools", evidence=_evidence(run))
+    if run.result.stop_reason is StopReason.FINAL_ANSWER:
+        return Cell(text="answered by the framework", evidence=_evidence(run))
+    return Cell(text=f"ends the run: {run.result.stop_reason}", evidence=_evidence(run))
+
+
+def _parallel(run: Observed | None) -> Cell:
+    """Two reads asked for in one reply: run in one step, and at the same time or one after the other."""
+    if run is None:
+        return _not_measured()
+    both = next((s.tool_calls for s in run.result.trace.steps if len(s.tool_calls) >= 2), None)
+    if both is None:
+        return Cell(text="one tool a reply", evidence=_evidence(run))
+    first, second = sorted(both, key=lambda c: c.started_at)[:2]
+    overlap = second.started_at < first.started_at + first.duration_s
+    return Cell(text="concurrently" if overlap else "one after another", evidence=_evidence(run))
+
+
+def _guards(repetition: Observed | None, approval: Observed | None) -> Cell:
+    """Did looplab's repetition stop and approval gate hold through this framework (both cases pass)?"""
+    if repetition is None and approval is None:
+        return _not_measured()
+    parts, cases = [], []
+    for label, run in (("repetition", repetition), ("approval", approval)):
+        if run is None:
+            parts.append(f"{label} {NOT_MEASURED}")
+            continue
+        cases.append(run.case)
+        parts.append(f"{label} {'held' if run.passed else 'failed'}")
+    return Cell(text=", ".join(parts), evidence="eval: " + ", ".join(cases))
+
+
+def _first_request(runner: str, first_bytes: dict[str, int]) -> Cell:
+    """The first request's size, and what the framework adds over the smallest runner's (same task and tools)."""
+    if runner not in first_bytes:
+        return _not_measured()
+    size, smallest = first_bytes[runner], min(first_bytes.values())
+    extra = size - smallest
+    return Cell(text=f"{size / 1000:.1f} kB (+{extra / 1000:.1f} kB)", evidence="eval: vip-compound")
+
+
+def _bench_cells(row: object | None) -> dict[str, Cell]:
+    if row is None:
+        return {"turn_overhead": _not_measured(), "import_time": _not_measured()}
+    return {
+        "turn_overhead": Cell(text=f"{row.overhead_ms_median:.1f} ms", evidence="bench"),  # type: ignore[attr-defined]
+        "import_time": Cell(text=f"{row.import_s:.2f} s", evidence="bench"),  # type: ignore[attr-defined]
+    }
+
+
+def _apis(runner: str) -> Cell:
+    try:
+        apis = registry.load(runner).apis
+    except LooplabError:
+        return _not_measured()
+    return Cell(text=", ".join(apis), evidence="runner registry, conformance-tested")
+
+
+# --- what it reads ---------------------------------------------------------------------------
+
+#: The cases whose runs the scorecard reads.
+CASES = ("vip-compound", "sloppy-calls", "parallel-reads", "silent-read", "injected-instruction")
+
+
+# --- showing it --------------------------------------------------------------------------------------------
+
+#: Where each group's cells come from, for the legend under its table.
+GROUP_SOURCES = {
+    "the cap": "caps",
+    "bad calls": "eval: sloppy-calls, parallel-reads, silent-read, injected-instruction",
+    "cost": "eval: vip-compound (first request); bench (overhead, import); registry (APIs)",
+}
+
+
+def group_rows(group: str) -> list[Row]:
+    return [r for r in ROWS if r.group == group]
+
+
+def print_terminal(card: Scorecard, console: Console | None = None) -> None:
+    """One table per group of behaviours, each fitting the terminal (cells wrap at their words; nothing is cut)."""
+    from looplab.views import render
+
+    out = console or render.console()
+    for group in GROUPS:
+        rows = group_rows(group)
+        cols = [render.Col("runner"), *(render.Col(r.title, prose=True) for r in rows)]
+        cells = [[c.runner, *(c.cells[r.key].text for r in rows)] for c in card.cards]
+        render.print_table(f"scorecard: {group}", cols, cells, [f"from {GROUP_SOURCES[group]}"], out=out)
+    for name, source in card.sources.items():
+        out.print(f"[dim]{name}: {source}[/dim]")
+
+
+def caps_anchor(report: RunnerReport) -> str:
+    """The GitHub anchor of a runner's section in docs/iteration-caps.md (`## `runner` (dist version)`)."""
+    heading = f"{report.runner} ({version_label(report)})".lower()
+    return "".join(ch for ch in heading if ch.isalnum() or ch in " -_").replace(" ", "-")
+
+
+def markdown(card: Scorecard, caps_doc: str = "iteration-caps.md") -> str:
+    """The scorecard as Markdown tables; each cap cell links to its runner's section of the caps doc."""
+    out = ["# Behaviour scorecard, measured", ""]
+    out += [f"- {k}: {v}" for k, v in card.sources.items()]
+    for group in GROUPS:
+        rows = group_rows(group)
+        out += ["", f"## {group}", "", f"From {GROUP_SOURCES[group]}.", ""]
+        out += ["| runner | " + " | ".join(r.title for r in rows) + " |", "|---" * (len(rows) + 1) + "|"]
+        for c in card.cards:
+            cells = []
+            for r in rows:
+                cell = c.cells[r.key]
+                text = cell.text.replace("|", "\\|")
+                if cell.caps_section:
+                    text = f"[{text}]({caps_doc}#{cell.caps_section})"
+                cells.append(text)
+            out.append(f"| `{c.runner}` | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
