@@ -728,7 +728,9 @@ def _http(path: str, body: bytes, length: int | None = None) -> bytes:
     return head.encode() + body
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "signum", [pytest.param(signal.SIGTERM, marks=pytest.mark.full), signal.SIGINT], ids=["SIGTERM", "SIGINT"]
+)
 def test_serve_model_stops_within_2_s_with_slow_requests_and_clients_in_flight(signum: int) -> None:
     port = _free_port()
     proc = subprocess.Popen(

@@ -128,6 +128,7 @@ PLAIN_NAMES = st.text(string.ascii_lowercase, min_size=1, max_size=6).map(lambda
     secrets=st.lists(st.tuples(st.booleans(), SECRET_NAMES, PLAIN_NAMES), min_size=1, max_size=4),
     links=st.lists(st.tuples(PLAIN_NAMES, st.integers(0, 3)), max_size=4),
 )
+@pytest.mark.full  # a workspace per example; the symlink and credentials cases above stay fast
 def test_search_code_reads_exactly_what_read_file_may_read(
     workspace: Workspace, secrets: list[tuple[bool, str, str]], links: list[tuple[str, int]]
 ) -> None:

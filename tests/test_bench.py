@@ -31,6 +31,7 @@ from looplab.shared_tools import guard as guard_module
 from looplab.shared_tools.records import ToolCallRecord
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 from tests.runs import ALL_RUNNERS, run_runner
+from tests.tiers import by_tier
 
 #: The runners under test that run in this process: each has a bare loop beside its adapter.
 IN_PROCESS = [r for r in ALL_RUNNERS if not registry.RUNNERS[r].commands]
@@ -178,7 +179,7 @@ class _Requests:
         await self.app(scope, receive, send)
 
 
-@pytest.mark.parametrize("runner", IN_PROCESS)
+@pytest.mark.parametrize("runner", by_tier(IN_PROCESS))
 def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> None:
     """Counted at the server: on vip-compound both make 5 requests; at a cap of 2 the bare loop stops.
 

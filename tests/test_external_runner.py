@@ -51,6 +51,7 @@ def test_an_answer_on_the_last_allowed_call_is_final(agent: str) -> None:
     assert result.stop_reason == StopReason.FINAL_ANSWER and result.answer == "answered on model call 3"
 
 
+@pytest.mark.full  # a child process per run: the investigation, max_steps and the last call stay fast
 def test_a_request_past_the_cap_is_refused_and_the_agent_says_how_it_ended(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -66,6 +67,7 @@ def test_a_request_past_the_cap_is_refused_and_the_agent_says_how_it_ended(
     assert "max_steps=2" in (result.native_end.message or "")
 
 
+@pytest.mark.full  # a child process per run: the investigation, max_steps and the last call stay fast
 def test_the_child_sees_the_runs_token_and_never_a_provider_key(
     monkeypatch: pytest.MonkeyPatch, model_server: ScriptedModelServer
 ) -> None:
@@ -83,6 +85,7 @@ def test_the_child_sees_the_runs_token_and_never_a_provider_key(
     assert names == ["LOOPLAB_TOKEN"] and leaked == []
 
 
+@pytest.mark.full  # a child process per run: the investigation, max_steps and the last call stay fast
 def test_a_child_that_writes_no_outcome_ends_as_error_with_its_stderr(
     monkeypatch: pytest.MonkeyPatch, model_server: ScriptedModelServer
 ) -> None:
@@ -94,6 +97,7 @@ def test_a_child_that_writes_no_outcome_ends_as_error_with_its_stderr(
     assert any("the agent fell over" in w for w in result.warnings)
 
 
+@pytest.mark.full  # a child process per run: the investigation, max_steps and the last call stay fast
 def test_the_cli_runs_an_external_agent_and_checks_it_like_any_runner(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,6 +119,7 @@ def _records(result) -> list[tuple]:  # type: ignore[no-untyped-def]
     return [(c.name, c.args, c.outcome, c.is_error, c.call_id, c.result_preview) for c in result.trace.tool_calls]
 
 
+@pytest.mark.full  # a child process per run: the investigation, max_steps and the last call stay fast
 @pytest.mark.parametrize("case", ["vip-compound", "wrong-path", "path-escape"])
 def test_the_same_loop_in_process_and_over_mcp_leaves_the_same_records(agent: str, case: str) -> None:
     """The hand-rolled Chat Completions loop in-process, and the same loop in another process (the stdlib

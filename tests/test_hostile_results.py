@@ -251,6 +251,7 @@ def test_every_reader_reads_odd_values_of_the_right_type_or_refuses_them_in_one_
     assert source.read_text(encoding="utf-8") == text
 
 
+@pytest.mark.full  # draws a report's charts per example
 @settings(HOSTILE, max_examples=scaled_examples(0.1))  # each example draws the charts: a tenth of the profile's
 @given(case=odd_but_typed())
 def test_the_report_draws_odd_values_of_the_right_type(tmp_path: Path, case: tuple[str, str]) -> None:

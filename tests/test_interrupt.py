@@ -187,6 +187,7 @@ def test_close_all_removes_every_open_workspace(fixture_repo: Path) -> None:
         second.close()
 
 
+@pytest.mark.full  # a looplab process interrupted while its runner process runs
 def test_an_interrupt_ends_a_runner_process_and_removes_its_folder(tmp_path: Path) -> None:
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()

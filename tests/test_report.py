@@ -562,6 +562,7 @@ def test_a_name_in_mathtext_syntax_is_drawn_as_written() -> None:
         assert f"<title>{name}</title>" in html
 
 
+@pytest.mark.full  # draws a report's charts per example
 @given(runners=st.lists(_any_name, min_size=1, max_size=3, unique=True), case=_any_name)
 @settings(max_examples=scaled_examples(0.2), deadline=None)  # each example renders a whole report: a fifth
 def test_any_runner_and_case_name_renders_a_report_with_the_names_escaped(runners: list[str], case: str) -> None:

@@ -497,6 +497,7 @@ def test_serve_tools_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> Non
     assert (record["name"], record["outcome"], record["call_id"]) == ("search_code", "ok", expected_id("s1", 1))
 
 
+@pytest.mark.full  # the stdio test above keeps `serve-tools` in the fast tier
 def test_serve_tools_over_http_prints_its_url_and_token_and_keeps_the_records(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
     command = [sys.executable, "-m", "looplab", "serve-tools", "--case", "already-green", "--records", str(records)]
