@@ -80,37 +80,26 @@ def test_runners_lists_state_and_extra(capsys) -> None:
     assert "mcp + Node.js 20+" in words  # what pip cannot install, for the runners in node
 
 
+#: A runner whose framework is not installed.
+GHOST = RunnerInfo(
+    name="ghost",
+    module="looplab.adapters.runners.ghost",
+    extra="ghost-extra",
+    distribution="ghost",
+    requires=("no_such_framework",),
+    summary="x",
+)
+
+
 def test_a_missing_extra_is_one_line_naming_it(monkeypatch) -> None:
-    monkeypatch.setitem(
-        registry.RUNNERS,
-        "ghost",
-        RunnerInfo(
-            name="ghost",
-            module="looplab.adapters.runners.ghost",
-            extra="ghost-extra",
-            distribution="ghost",
-            requires=("no_such_framework",),
-            summary="x",
-        ),
-    )
+    monkeypatch.setitem(registry.RUNNERS, "ghost", GHOST)
     with pytest.raises(MissingExtra) as info:
         registry.load("ghost")
     assert str(info.value) == "runner 'ghost' needs 'no_such_framework': pip install 'looplab[ghost-extra]'"
 
 
 def test_a_missing_extra_in_a_run_is_a_row_not_a_crash(monkeypatch, capsys, tmp_path: Path) -> None:
-    monkeypatch.setitem(
-        registry.RUNNERS,
-        "ghost",
-        RunnerInfo(
-            name="ghost",
-            module="looplab.adapters.runners.ghost",
-            extra="ghost-extra",
-            distribution="ghost",
-            requires=("no_such_framework",),
-            summary="x",
-        ),
-    )
+    monkeypatch.setitem(registry.RUNNERS, "ghost", GHOST)
     code = main(["run", "--runner", "ghost", "--runner", "handrolled", "--quiet", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1 and "looplab[ghost-extra]" in out and "final_answer" in out and "Traceback" not in out
