@@ -9,14 +9,20 @@ runners, or naming the extra a missing one needs, imports nothing of theirs.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import shutil
 import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from looplab.adapters.contract.declaration import Declaration, DeclarationError, findable, read, read_folder
+from looplab.adapters.contract.declaration import (
+    Declaration,
+    DeclarationError,
+    findable,
+    read,
+    read_folder,
+    source_of,
+)
 from looplab.adapters.contract.errors import LooplabError, MissingExtra
 
 if TYPE_CHECKING:
@@ -31,22 +37,13 @@ RunnerInfo = Declaration
 _BUILT_IN = Path(__file__).with_name("runners")
 
 
-def _locate(module: str) -> Path | None:
-    """A module's source file, found without importing it (its parent packages are imported)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
-
-
 def _from_entry_points(known: set[str]) -> list[Declaration]:
     """Runners other packages declare; one that cannot be read is left out with a warning naming it."""
     found = []
     for point in metadata.entry_points(group=ENTRY_POINTS):
         module = point.value.partition(":")[0].strip()
         try:
-            declared = read(module, _locate)
+            declared = read(module, source_of)
         except DeclarationError as exc:
             warnings.warn(f"runner {point.name!r} ({module}) left out: {exc}", stacklevel=2)
             continue

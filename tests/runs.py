@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-from looplab.testing.runs import default_runners, run_runner, tool_steps
+from looplab.testing.runs import default_runners, run_runner, runners_from_environment, tool_steps
 
 __all__ = ["ALL_RUNNERS", "run_runner", "tool_steps"]
 
@@ -12,4 +10,4 @@ __all__ = ["ALL_RUNNERS", "run_runner", "tool_steps"]
 #: as the per-adapter nox sessions do when only one framework is installed. (`external` needs a command:
 #: tests/test_external_runner.py gives it one; a runner that cannot share this environment runs these tests in its
 #: own: tests/test_own_environments.py.)
-ALL_RUNNERS = [r for r in os.environ.get("LOOPLAB_RUNNERS", ",".join(default_runners())).split(",") if r]
+ALL_RUNNERS = runners_from_environment() or default_runners()

@@ -305,6 +305,12 @@ class Build:
             return zf.read(name)
 
 
+def _pip_wheel(source: Path, out: Path, cwd: Path, *options: str) -> None:
+    """`pip wheel` of `source` into `out`, offline, with this interpreter's setuptools and nothing cached."""
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir"]
+    _run([*pip, *options, "-w", out, source], cwd=cwd, timeout=BUILD_TIMEOUT)
+
+
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     """The wheel, built from the checkout with this interpreter, its build folders outside the checkout."""
@@ -315,25 +321,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     # (`build/` by default, whose leftovers would end up in the wheel) and the egg-info folder (the
     # checkout's root by default) before bdist_wheel runs them.
     build_option = shlex.join(["build", "--build-base", str(build_base), "egg_info", "--egg-base", str(egg_base)])
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--no-cache-dir",
-            "--config-settings",
-            f"--build-option={build_option}",
-            "-w",
-            wheel_dir,
-            REPO,
-        ],
-        cwd=tmp,
-        timeout=BUILD_TIMEOUT,
-    )
+    _pip_wheel(REPO, wheel_dir, tmp, "--config-settings", f"--build-option={build_option}")
     # The redirection took effect: the build and the egg-info happened here, not in the checkout.
     assert (build_base / "lib").is_dir(), f"the build did not use {build_base}"
     assert list(egg_base.glob("*.egg-info")), f"egg_info did not write to {egg_base}"
@@ -413,23 +401,7 @@ def _foreign_wheel(tmp: Path) -> Path:
         encoding="utf-8",
     )
     out = tmp / "foreign-dist"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--no-cache-dir",
-            "-w",
-            out,
-            src,
-        ],
-        cwd=tmp,
-        timeout=BUILD_TIMEOUT,
-    )
+    _pip_wheel(src, out, tmp)
     (wheel,) = out.glob("foreign_generic_names-*.whl")
     return wheel
 

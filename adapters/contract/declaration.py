@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DECLARED", "Declaration", "DeclarationError", "read", "read_folder"]
+__all__ = ["DECLARED", "Declaration", "DeclarationError", "findable", "read", "read_folder", "source_of"]
 
 #: The declaration's fields, as `Runner` (adapters/contract/runner.py) spells them on the class.
 DECLARED = (
@@ -98,6 +98,15 @@ def findable(module: str) -> bool:
         return False
 
 
+def source_of(module: str) -> Path | None:
+    """A module's Python source file, found without importing it (its parent packages are imported)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
 def read(module: str, locate: Callable[[str], Path | None]) -> Declaration | None:
     """The declaration of the runner `module` exports as `ADAPTER`; None if it exports none (a helper module).
 
@@ -131,13 +140,7 @@ def read_folder(folder: Path, package: str) -> Iterator[Declaration]:
     top = package.split(".")[0]
 
     def locate(name: str) -> Path | None:
-        if name.split(".")[0] == top:
-            return _file_under(root, name.split(".")[1:])
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            return None
-        return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+        return _file_under(root, name.split(".")[1:]) if name.split(".")[0] == top else source_of(name)
 
     for path in sorted(folder.glob("*.py")):
         if not path.name.startswith("_"):

@@ -23,7 +23,6 @@ values of N and k (a quick tier).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +38,7 @@ from looplab.scenarios.scripted.policy import Call, Decision
 from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import default_tools, tree_fingerprint
-from looplab.testing.runs import default_runners, investigation, run_runner
+from looplab.testing.runs import default_runners, investigation, run_runner, runners_from_environment
 
 __all__ = [
     "CONTRACT",
@@ -102,9 +101,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _runners(config: pytest.Config) -> list[str]:
-    named = config.getoption("--looplab-runner") or config.getini("looplab_runners")
-    if not named and os.environ.get("LOOPLAB_RUNNERS"):
-        named = [r for r in os.environ["LOOPLAB_RUNNERS"].split(",") if r]
+    named = config.getoption("--looplab-runner") or config.getini("looplab_runners") or runners_from_environment()
     if named:
         unknown = [r for r in named if r not in registry.RUNNERS]
         if unknown:

@@ -7,6 +7,7 @@ by default, the model served by a `ScriptedModelServer` over loopback HTTP, the 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +21,14 @@ from looplab.scenarios.cases import Case, load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Approver, Guard, Tool, ToolCallRecord, Workspace, default_tools
 
-__all__ = ["INVESTIGATION", "default_runners", "investigation", "run_runner", "tool_steps"]
+__all__ = [
+    "INVESTIGATION",
+    "default_runners",
+    "investigation",
+    "run_runner",
+    "runners_from_environment",
+    "tool_steps",
+]
 
 #: The case the checks run: a failing test whose cause is a few files away.
 INVESTIGATION = "vip-compound"
@@ -38,6 +46,11 @@ def default_runners() -> list[str]:
     return [
         name for name, info in registry.RUNNERS.items() if info.by_default and info.in_all and info.programs_found()
     ]
+
+
+def runners_from_environment() -> list[str]:
+    """The runners LOOPLAB_RUNNERS names (comma-separated), as a version session sets it; [] when it names none."""
+    return [r for r in os.environ.get("LOOPLAB_RUNNERS", "").split(",") if r]
 
 
 def run_runner(
