@@ -7,17 +7,19 @@ every failure into an observation with `is_error=True` so the loop goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
+import shlex
 import threading
 import time
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from looplab.shared_tools import tools as _tools
 from looplab.shared_tools.daemon import DaemonPool
@@ -26,11 +28,13 @@ from looplab.shared_tools.workspace import PathRefused, Workspace
 
 __all__ = [
     "Approver",
+    "BUILTIN_TOOLS",
     "Guard",
     "MAX_ARGS_CHARS",
     "RECORDED_ARGS_CHARS",
     "RECORDED_ARGS_DEPTH",
     "Tool",
+    "builtin_tool",
     "default_tools",
     "run_clock",
 ]
@@ -110,18 +114,61 @@ def run_clock() -> Callable[[], float]:
     return lambda: time.monotonic() - t0
 
 
-def default_tools(*, allow_writes: bool = False) -> list[Tool]:
-    """The shared tool set; `write_file` only when writes are allowed (still behind approval)."""
-    tools = [_shared(f) for f in (_tools.run_tests, _tools.read_file, _tools.search_code)]
-    if allow_writes:
-        tools.append(_shared(_tools.write_file, effect=True))
-    return tools
+#: The tools looplab brings, in the order a run offers them; `write_file` is an effect (it runs only when approved).
+BUILTIN_TOOLS: tuple[str, ...] = ("run_tests", "read_file", "search_code", "write_file")
+
+
+def builtin_tool(name: str, *, test_command: Sequence[str] | None = None) -> Tool:
+    """The built-in tool `name`; `run_tests` runs `test_command` (a list of arguments) when given, else pytest.
+
+    `test_command` means nothing to the other tools. An unknown name, or a test command that is not a non-empty
+    list of strings, is a one-line `ValueError`.
+    """
+    if name not in BUILTIN_TOOLS:
+        raise ValueError(f"no built-in tool named {name!r}; the built-in tools are {', '.join(BUILTIN_TOOLS)}")
+    if name == "run_tests" and test_command is not None:
+        return _run_tests_with(_tools.check_test_command(test_command))
+    return _shared(getattr(_tools, name), effect=name == "write_file")
+
+
+def default_tools(*, allow_writes: bool = False, test_command: Sequence[str] | None = None) -> list[Tool]:
+    """The shared tool set; `write_file` only when writes are allowed (still behind approval); `run_tests` runs
+    `test_command` when given."""
+    names = BUILTIN_TOOLS if allow_writes else tuple(n for n in BUILTIN_TOOLS if n != "write_file")
+    return [builtin_tool(name, test_command=test_command) for name in names]
 
 
 @functools.cache
 def _shared(fn: Callable[..., str], effect: bool = False) -> Tool:
     # Built once per process: a Tool is immutable, and its schema costs about half a millisecond to build.
     return Tool.from_function(fn, effect=effect)
+
+
+#: What `run_tests` tells the model its target is when a suite's own command runs it (pytest's test ids aside).
+_CommandTarget = Annotated[
+    str,
+    Field(description="A test file or folder relative to the repo root, given to the test command as one argument."),
+    _tools.RepoPath,
+]
+
+
+@functools.cache
+def _run_tests_with(command: tuple[str, ...]) -> Tool:
+    """`run_tests` running `command`, built once per command and process (its argument model once per process)."""
+    shown = shlex.join(command)
+    description = (
+        f"Run the project's tests with `{shown}` on a test file and return its exit code and output.\n\n"
+        "Use it first, to see whether a test fails and with which assertion, and\n"
+        "again after a change to confirm a fix."
+    )
+    # `command` is keyword-only, so the bound function keeps run_tests' signature, `timeout_s` included.
+    fn = functools.partial(_tools.run_tests, command=command)
+    return dataclasses.replace(_shared(_tools.run_tests), fn=fn, description=description, args_model=_command_args())
+
+
+@functools.cache
+def _command_args() -> type[BaseModel]:
+    return create_model("run_tests_args", __config__=ConfigDict(extra="forbid"), target=(_CommandTarget, ...))
 
 
 @dataclass

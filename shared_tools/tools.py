@@ -1,19 +1,25 @@
 """The shared tool set: plain typed functions over a `Workspace`.
 
-Each tool's first parameter is the workspace, bound by the `Toolset`; the
+Each tool's first parameter is the workspace, bound by the `Guard`; the
 remaining parameters are what the model fills in, and their annotations and
-the docstring's first paragraph become the schema and description the model
-sees. A tool reports a failure by raising; the `Guard` turns it into an
-observation.
+the docstring become the schema and description the model sees. A tool
+reports a failure by raising; the `Guard` turns it into an observation.
+
+`run_tests` runs pytest by default, or a suite's own test command (a list of
+arguments, never a shell string) with the same confinement.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import PurePath
 from typing import Annotated
 
 import regex
@@ -21,9 +27,10 @@ from pydantic import AfterValidator, Field
 
 from looplab.shared_tools.live import Live
 from looplab.shared_tools.records import preview
-from looplab.shared_tools.workspace import TEXT_SUFFIXES, ToolError, Workspace
+from looplab.shared_tools.workspace import TEXT_SUFFIXES, PathRefused, ToolError, Workspace
 
 __all__ = [
+    "DRAIN_S",
     "PYTEST_CONFIGS",
     "READ_FILE_CHUNK_CHARS",
     "READ_FILE_MAX_CHARS",
@@ -35,8 +42,11 @@ __all__ = [
     "SEARCH_MAX_HITS",
     "SEARCH_MAX_QUERY_CHARS",
     "SEARCH_TIMEOUT_S",
+    "TARGET_PLACEHOLDER",
     "TEST_ENV_ALLOWED",
+    "check_test_command",
     "child_environment",
+    "command_for_target",
     "live_tests",
     "read_file",
     "run_tests",
@@ -63,6 +73,11 @@ TEST_ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMP
 
 #: Config files pytest reads, in the order it looks for them; the first one in the workspace is pinned.
 PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+#: In a suite's test command, the argument text the target replaces; a command without it gets the target appended.
+TARGET_PLACEHOLDER = "{target}"
+#: A test command's first word that means the interpreter looplab runs under.
+_PYTHON_NAMES = ("python", "python3")
 
 
 def _tidy(path: str) -> str:
@@ -115,6 +130,7 @@ def run_tests(
         RepoPath,
     ],
     *,
+    command: Sequence[str] | None = None,
     timeout_s: float = RUN_TESTS_TIMEOUT_S,
     max_chars: int = RUN_TESTS_MAX_CHARS,
 ) -> str:
@@ -123,6 +139,9 @@ def run_tests(
     Use it first, to see whether a test fails and with which assertion, and
     again after a change to confirm a fix.
     """
+    if command is not None:  # a suite's own test command (bound by `guard.builtin_tool`)
+        line = command_for_target(ws, command, target)
+        return _run_confined(ws, line, f"{PurePath(command[0]).name} {target}", timeout_s, max_chars)
     file_part = target.split("::", 1)[0]
     ws.text_file(file_part)
     # Root, config and conftest search pinned to the workspace: pytest otherwise walks up the
@@ -134,26 +153,112 @@ def run_tests(
         "--",
         target,
     ]
-    # Its own session (process group) so a timeout kills pytest and everything it spawned.
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ws.root,
-        env=child_environment(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        encoding="utf-8",
-        errors="replace",
-        start_new_session=True,
-    )
+    return _run_confined(ws, cmd, f"pytest {target}", timeout_s, max_chars)
+
+
+def check_test_command(command: object) -> tuple[str, ...]:
+    """`command` as a test command: a non-empty list of strings (never one shell string); else a one-line
+    `ValueError` saying what is wrong."""
+    if isinstance(command, str | bytes):
+        try:
+            example = shlex.split(str(command))[:4] or ["node", "--test"]
+        except ValueError:  # unbalanced quotes
+            example = ["node", "--test"]
+        raise ValueError(
+            f"test command {preview(str(command), 80)!r} is one string; "
+            f"give it as a list of arguments, e.g. {example!r}"
+        )
+    if not isinstance(command, Sequence) or not command:
+        raise ValueError("a test command is a non-empty list of arguments, e.g. ['node', '--test']")
+    words = tuple(command)
+    if not all(isinstance(w, str) and "\0" not in w for w in words):
+        raise ValueError(f"test command {list(words)!r}: every argument must be a string (without NUL)")
+    if not words[0].strip() or TARGET_PLACEHOLDER in words[0]:
+        raise ValueError(f"test command {list(words)!r}: its first argument must name the program to run")
+    return words
+
+
+def command_for_target(ws: Workspace, command: Sequence[str], target: str) -> list[str]:
+    """The argument list that runs `command` on `target` in `ws`.
+
+    The target is one argument: it replaces `{target}` in every argument holding it, or is appended. A target
+    starting with `-` (an option) is refused, and its file part (before any `::`) must stay inside the workspace.
+    `python`/`python3` as the program is looplab's own interpreter; another program is looked up on PATH (or in
+    the workspace when it holds a `/`); one not found is a `ToolError` saying so.
+    """
+    program, *args = check_test_command(command)
+    if target.startswith("-"):
+        raise PathRefused(
+            f"{preview(target, 120)}: a target starting with '-' would be read as an option; "
+            "give a test file relative to the repository root"
+        )
+    ws.resolve(target.split("::", 1)[0])
+    if any(TARGET_PLACEHOLDER in a for a in args):
+        args = [a.replace(TARGET_PLACEHOLDER, target) for a in args]
+    else:
+        args.append(target)
+    return [_program(ws, program), *args]
+
+
+def _program(ws: Workspace, program: str) -> str:
+    """The executable a test command's first word names."""
+    if program in _PYTHON_NAMES:
+        return sys.executable
+    if "/" in program or os.sep in program:
+        path = PurePath(program)
+        found = str(path) if path.is_absolute() else str(ws.resolve(program))
+        if not os.access(found, os.X_OK) or os.path.isdir(found):
+            raise ToolError(f"the test command's program {program} is not an executable file")
+        return found
+    located = shutil.which(program, path=child_environment().get("PATH", os.defpath))
+    if located is None:
+        raise ToolError(f"the test command's program {program!r} was not found on PATH; it cannot run the tests here")
+    return located
+
+
+#: After the kill, how long the output may take to end: a process that left the group can hold the pipe open.
+DRAIN_S = 2.0
+
+
+def _drain(proc: subprocess.Popen[str]) -> str:
+    """What is left of a killed run's output, read for at most DRAIN_S."""
+    try:
+        output, _ = proc.communicate(timeout=DRAIN_S)
+        return output or ""
+    except subprocess.TimeoutExpired as exc:
+        if proc.stdout is not None:
+            proc.stdout.close()  # stop reading a pipe that a process outside the group still holds
+        proc.wait(timeout=DRAIN_S)  # the group was killed: its leader ends at once
+        partial = exc.output or b""
+        return partial.decode("utf-8", "replace") if isinstance(partial, bytes) else partial
+
+
+def _run_confined(ws: Workspace, cmd: list[str], label: str, timeout_s: float, max_chars: int) -> str:
+    """Run `cmd` in the workspace root with the allowlisted environment, in its own process group, killed at
+    `timeout_s` and after it ends; `exit code N` and the tail of its output."""
+    # Its own session (process group) so a timeout kills the tests and everything they spawned.
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ws.root,
+            env=child_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,
+        )
+    except OSError as exc:  # not executable, a bad interpreter line: the model reads why
+        raise ToolError(f"the test command could not start {PurePath(cmd[0]).name}: {exc.strerror or exc}") from None
     live_tests.add(proc.pid)  # killed at once if looplab is already ending
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc.pid)
-        output, _ = proc.communicate()
+        output = _drain(proc)
         raise TimeoutError(
-            f"pytest {target} did not finish within {timeout_s:g}s and was killed; "
+            f"{label} did not finish within {timeout_s:g}s and was killed; "
             f"run a narrower target. Last output:\n{tail_truncate(output or '', 2_000)}"
         ) from None
     finally:

@@ -29,8 +29,25 @@ __all__ = [
     "tree_fingerprint",
 ]
 
-#: Suffixes the tools treat as source or text.
-TEXT_SUFFIXES = frozenset({".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml"})
+#: Suffixes the tools treat as source or text: the common languages' sources, their build and config files, docs
+#: and data as text. Binary formats stay out; secrets stay refused by name (`SECRET_PATTERNS`), whatever the suffix.
+TEXT_SUFFIXES = frozenset(
+    {
+        # Python, and text and config files of any project
+        *(".py", ".pyi", ".md", ".rst", ".txt", ".toml", ".cfg", ".ini", ".conf", ".json", ".yaml", ".yml"),
+        *(".xml", ".csv", ".tsv", ".sql", ".graphql", ".proto", ".properties", ".gradle", ".lock"),
+        # JavaScript and TypeScript
+        *(".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx", ".vue", ".svelte"),
+        # web
+        *(".html", ".htm", ".css", ".scss", ".sass", ".less"),
+        # other languages
+        *(".go", ".rs", ".java", ".kt", ".kts", ".scala", ".groovy", ".rb", ".php", ".pl", ".pm", ".lua", ".r"),
+        *(".swift", ".m", ".mm", ".dart", ".ex", ".exs", ".erl", ".hrl", ".hs", ".ml", ".mli", ".clj", ".jl"),
+        *(".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".fs", ".zig", ".nim"),
+        # scripts
+        *(".sh", ".bash", ".zsh", ".fish", ".ps1", ".bat", ".cmd", ".mk", ".cmake"),
+    }
+)
 
 #: File names a tool never reads, even inside the workspace.
 SECRET_PATTERNS = (
@@ -157,7 +174,8 @@ class Workspace:
             tail = f" — did you mean {hint}?" if hint else " — use search_code to find the right path"
             raise FileNotFoundError(f"{path}{tail}")
         if resolved.suffix not in TEXT_SUFFIXES:
-            raise ToolError(f"{path}: only source and text files can be read ({', '.join(sorted(TEXT_SUFFIXES))})")
+            kind = f"'{resolved.suffix}' files" if resolved.suffix else "files without a suffix"
+            raise ToolError(f"{path}: only source and text files can be read, not {kind}")
         return resolved
 
     def relative(self, path: Path) -> str:
