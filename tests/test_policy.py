@@ -52,6 +52,8 @@ def test_base_case_trajectory_and_answer() -> None:
     ]
     assert "`apply_discount` in billing/discount.py" in decision.answer
     assert "assert Decimal('90.25') == Decimal('90.00')" in decision.answer
+    assert "expected Decimal('90.00'), got Decimal('90.25')" in decision.answer
+    assert "Read: tests/test_invoice.py 23-26, billing/discount.py 15-20." in decision.answer
 
 
 @pytest.fixture
