@@ -1,36 +1,46 @@
-"""Cases are data: a TOML file names the fixture repo, the task, the limits, the faults and the checks.
+"""Cases are data: a TOML file names the repo, the task, the tools, the limits, the faults and the checks.
 
-A suite is a folder under `scenarios/` with a `cases/` folder of `*.toml`
-files; a case's `repo` is a folder of that suite, and its optional `overlay`
-another folder whose files are laid over the repo's (a variant without a
-copy). A suite's `system_prompt.txt` is the system prompt of its cases that set none of their own.
-Adding a case, a variant or a fixture repo needs no code change.
+A case's `repo` is a folder relative to the case file, and its optional `overlay` another folder whose files are
+laid over the repo's (a variant without a copy). A case belongs to a suite (`looplab.scenarios.suite`): the folder
+that holds its `cases/` folder, whose `system_prompt.txt`, `tools.py` and `suite.toml` it shares. looplab's own
+suite, the invoice-discount investigation, is what every command runs when no other cases are named
+(`--cases PATH`, or `cases` in a `looplab.toml`). Adding a case, a variant or a repo needs no code change.
+
+A case file is read strictly: an unknown key, a wrong type or a missing field is one line naming the file, the
+table and the key, before anything runs.
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.result import RunResult
+from looplab.scenarios import strict
 from looplab.scenarios.scripted.conversation import PERSONA_HEADER, Persona
-from looplab.shared_tools import Fault
+from looplab.scenarios.suite import Suite, default_system_prompt, suite_at, suite_of
+from looplab.shared_tools import BUILTIN_TOOLS, Fault, Tool, builtin_tool, tool_from_function, with_faults
 
 __all__ = [
+    "BUILTIN_SUITE",
+    "CASE_KEYS",
     "Case",
     "CheckResult",
     "Checks",
-    "DEFAULT_SUITE",
+    "DEFAULT_TOOLS",
     "ObservationCheck",
     "SCENARIOS_DIR",
-    "SYSTEM_PROMPT_FILE",
     "ScriptedModel",
+    "case_files",
+    "case_from_wire",
+    "case_to_wire",
     "check",
     "default_system_prompt",
     "load_case",
@@ -38,10 +48,10 @@ __all__ = [
 ]
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
-#: The suite a run without a case (a bench request, a bare loop) takes its system prompt from.
-DEFAULT_SUITE = "invoice_discount"
-#: A suite's default system prompt: this file in the suite's folder.
-SYSTEM_PROMPT_FILE = "system_prompt.txt"
+#: looplab's own suite: what every command runs when no cases are named.
+BUILTIN_SUITE = SCENARIOS_DIR / "invoice_discount"
+#: The tools a case offers when it lists none (`write_file` too when it allows writes).
+DEFAULT_TOOLS = ("run_tests", "read_file", "search_code")
 
 
 class _Strict(BaseModel):
@@ -90,29 +100,104 @@ class ScriptedModel(_Strict):
 
 
 class Case(_Strict):
-    """One investigation to run through every runner."""
+    """One investigation to run through every runner.
 
-    id: str
+    Read from a file by `load_case`, it knows that file (its `repo` and `overlay` are relative to it) and its
+    suite (whose own tools it may offer); one built in code has neither, and its folders are relative to the
+    working directory.
+    """
+
+    id: str = Field(min_length=1)
     description: str = ""
-    suite: str = ""
-    repo: str
-    overlay: str | None = None
-    target: str
+    repo: str = Field(description="The repo's folder, relative to the case file.")
+    overlay: str | None = Field(None, description="A folder whose files are laid over the repo's, relative to it.")
+    target: str = Field(description="The failing test the task names, e.g. tests/test_x.py::test_y.")
     task: str
     system_prompt: str = Field(description="What every runner is told first; the suite's system_prompt.txt if unset.")
     allow_writes: bool = Field(False, description="Offer write_file (still behind the approval gate).")
+    tools: list[str] = Field(
+        default_factory=list,
+        description="The tools offered, built-in or the suite's own; by default run_tests, read_file, search_code "
+        "(and write_file when writes are allowed).",
+    )
+    effects: list[str] = Field(default_factory=list, description="Which of the suite's own tools are effects.")
+    test_command: list[str] | None = Field(
+        None, min_length=1, description="What run_tests runs, as arguments; `{target}` is the test (else appended)."
+    )
     limits: Limits = Field(default_factory=Limits)
     faults: list[Fault] = Field(default_factory=list)
     model: ScriptedModel = Field(default_factory=ScriptedModel)
     checks: Checks = Field(default_factory=Checks)
 
+    _file: Path | None = PrivateAttr(None)
+    _suite: Suite | None = PrivateAttr(None)
+
+    @field_validator("tools")
+    @classmethod
+    def _listed_once(cls, tools: list[str]) -> list[str]:
+        if repeated := sorted({t for t in tools if tools.count(t) > 1}):
+            raise ValueError(f"{repeated[0]} is listed twice")
+        return tools
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Fill in the default tools; writes allowed add write_file."""
+        if not self.tools:
+            self.tools = [*DEFAULT_TOOLS, *(["write_file"] if self.allow_writes else [])]
+        elif self.allow_writes and "write_file" not in self.tools:
+            self.tools.append("write_file")
+
+    @property
+    def file(self) -> Path | None:
+        """The file the case was read from, if any."""
+        return self._file
+
+    @property
+    def suite(self) -> Suite | None:
+        """The suite the case belongs to, if it was read from a file."""
+        return self._suite
+
     @property
     def repo_path(self) -> Path:
-        return SCENARIOS_DIR / self.suite / self.repo
+        """The repo's folder."""
+        return self._relative(self.repo)
 
     @property
     def overlay_path(self) -> Path | None:
-        return SCENARIOS_DIR / self.suite / self.overlay if self.overlay else None
+        """The overlay's folder, if the case has one."""
+        return self._relative(self.overlay) if self.overlay else None
+
+    def _relative(self, folder: str) -> Path:
+        return (self._file.parent / folder).resolve() if self._file else Path(folder)
+
+    @property
+    def tools_beyond_scripted(self) -> list[str]:
+        """The tools it offers that the scripted model never calls: such a case needs a real model."""
+        from looplab.scenarios.scripted.policy import TOOLS_IT_DRIVES
+
+        return [t for t in self.tools if t not in TOOLS_IT_DRIVES]
+
+    @property
+    def own_tools(self) -> list[str]:
+        """The tools it offers that are not looplab's built-in ones."""
+        return [t for t in self.tools if t not in BUILTIN_TOOLS]
+
+    def tool_set(self) -> list[Tool]:
+        """The tools a run of this case gets, in the order listed, with its faults in them."""
+        functions = self._suite.functions if self._suite else {}
+        tools = []
+        for name in self.tools:
+            if name in BUILTIN_TOOLS:
+                tools.append(builtin_tool(name, test_command=self.test_command))
+            elif name in functions:
+                tools.append(tool_from_function(functions[name], effect=name in self.effects))
+            else:
+                raise LooplabError(f"case {self.id!r}: no tool named {name!r}")
+        return with_faults(tools, self.faults)
+
+    def attach(self, file: Path, suite: Suite) -> Case:
+        """This case as read from `file`, in `suite`: where its folders and own tools are found."""
+        self._file, self._suite = file.resolve(), suite
+        return self
 
 
 class CheckResult(BaseModel):
@@ -121,54 +206,99 @@ class CheckResult(BaseModel):
     detail: str
 
 
-def default_system_prompt(suite: str = DEFAULT_SUITE) -> str:
-    """The suite's system prompt (its `system_prompt.txt`), for its cases that set none and for runs without a case."""
-    return _suite_prompt(SCENARIOS_DIR / suite)
-
-
-def _suite_prompt(folder: Path) -> str:
-    path = folder / SYSTEM_PROMPT_FILE
-    try:
-        return path.read_text(encoding="utf-8").rstrip("\n")  # the file's last newline is not the prompt's
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise LooplabError(f"{path}: the suite's system prompt cannot be read: {why}") from None
+#: The keys a case file may set.
+CASE_KEYS = tuple(Case.model_fields)
 
 
 def load_case(path: Path) -> Case:
-    """One case file; a bad one is a one-line `LooplabError` naming the file and the field."""
-    suite = path.parent.parent.name
+    """One case file; a bad one is a one-line `LooplabError` naming the file, the table and the key."""
+    path = Path(path)
     try:
         data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise LooplabError(f"{path}: not valid TOML: {exc}") from None
-    if "system_prompt" not in data:  # the case sets none: its suite's
-        try:
-            data["system_prompt"] = _suite_prompt(path.parent.parent)
-        except LooplabError as exc:
-            raise LooplabError(f"{path}: no system_prompt of its own, and {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LooplabError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        case = Case.model_validate({**data, "suite": suite})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise LooplabError(f"{path}: {where}: {err['msg']}") from None
+        suite = suite_at(suite_of(path))
+    except LooplabError as exc:
+        raise LooplabError(f"{path}: its suite cannot load: {exc}") from None
+    shared = {"system_prompt": suite.system_prompt, **suite.defaults.model_dump(exclude_defaults=True)}
+    case = strict.validate(Case, {**shared, **data}, path).attach(path, suite)
+    _check_tools(case, suite, path)
     for folder in (case.repo_path, case.overlay_path):
         if folder is not None and not folder.is_dir():
             raise LooplabError(f"{path}: folder {folder} does not exist")
     return case
 
 
+def _check_tools(case: Case, suite: Suite, path: Path) -> None:
+    """Every tool the case lists exists, its effects are its own tools, and its faults name tools it offers."""
+    known = [*BUILTIN_TOOLS, *suite.functions]
+    for name in case.tools:
+        if name not in known:
+            own = f" (its suite's tools.py defines {', '.join(suite.functions)})" if suite.functions else ""
+            raise LooplabError(f"{path}: tools: no tool named {name!r}{strict.nearest(name, known)}{own}")
+    for name in case.effects:
+        if name not in case.own_tools:
+            why = (
+                "only the suite's own tools are marked (write_file always is an effect)"
+                if name in BUILTIN_TOOLS
+                else f"effects name tools the case offers{strict.nearest(name, case.own_tools)}"
+            )
+            raise LooplabError(f"{path}: effects: {name!r} is not one of the case's own tools: {why}")
+    for i, fault in enumerate(case.faults):
+        if fault.tool not in case.tools:
+            where = strict.place(("faults", i, "tool"))
+            raise LooplabError(f"{path}: {where}: {fault.tool!r} is not a tool the case offers")
+    try:
+        case.tool_set()
+    except (TypeError, ValueError) as exc:  # a tools.py function that cannot be a tool
+        raise LooplabError(f"{path}: {suite.folder / 'tools.py'}: {exc}") from None
+
+
+def case_files(source: Path) -> list[Path]:
+    """The case files a source names: the file itself, or a suite folder's `cases/*.toml`."""
+    if source.is_file():
+        return [source]
+    if source.is_dir():
+        found = sorted((source / "cases").glob("*.toml"))
+        if not found:
+            raise LooplabError(f"{source}: not a suite: no cases/*.toml in it")
+        return found
+    raise LooplabError(f"{source}: no such case file or suite folder")
+
+
 @cache
-def load_cases() -> dict[str, Case]:
-    """Every case of every suite, by id."""
+def _load(sources: tuple[Path, ...]) -> dict[str, Case]:
     cases: dict[str, Case] = {}
-    for path in sorted(SCENARIOS_DIR.glob("*/cases/*.toml")):
-        case = load_case(path)
-        if case.id in cases:
-            raise LooplabError(f"{path}: duplicate case id {case.id!r}")
-        cases[case.id] = case
+    for source in sources:
+        for path in case_files(source):
+            case = load_case(path)
+            if case.id in cases:
+                raise LooplabError(f"{path}: duplicate case id {case.id!r} (also in {cases[case.id].file})")
+            cases[case.id] = case
     return cases
+
+
+def load_cases(sources: Iterable[Path | str] = ()) -> dict[str, Case]:
+    """The cases of `sources` (case files or suite folders) by id, in order; looplab's own suite when none."""
+    named = tuple(dict.fromkeys(Path(s).resolve() for s in sources)) or (BUILTIN_SUITE,)
+    return dict(_load(named))
+
+
+def case_to_wire(case: Case) -> dict[str, Any]:
+    """A case as JSON for a process that runs it (a lane in a runner environment): its fields and its file."""
+    return {"file": str(case.file) if case.file else None, "case": case.model_dump(mode="json")}
+
+
+def case_from_wire(data: dict[str, Any]) -> Case:
+    """The case `case_to_wire` sent, with its suite loaded again here."""
+    case = Case.model_validate(data["case"])
+    if data.get("file"):
+        file = Path(data["file"])
+        case.attach(file, suite_at(suite_of(file)))
+    return case
 
 
 def check(

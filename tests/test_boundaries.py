@@ -16,12 +16,13 @@ from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.session import Adapter, RunSession
-from looplab.scenarios.cases import DEFAULT_SUITE, SCENARIOS_DIR, SYSTEM_PROMPT_FILE
+from looplab.scenarios.cases import BUILTIN_SUITE
+from looplab.scenarios.suite import DEFAULT_SYSTEM_PROMPT_PATH
 from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = SCENARIOS_DIR / DEFAULT_SUITE
+SUITE = BUILTIN_SUITE
 URL = "http://127.0.0.1:9/v1/chat/completions"
 #: A reply in DSPy's field format naming a tool, as the only request it makes: no native tool call.
 FIELDS_REPLY = "[[ ## next_thought ## ]]\nrun it\n\n[[ ## next_tool_name ## ]]\nrun_tests\n\n[[ ## completed ## ]]"
@@ -111,7 +112,7 @@ def _scenario_text() -> tuple[set[tuple[str, ...]], set[str]]:
     """The built-in suite's sentences (every run of `SHARED_WORDS` words, or a shorter one whole) and its names of
     things in the fixture (paths and the identifiers the checks look for), from its case files and system prompt."""
     cases = [tomllib.loads(p.read_text(encoding="utf-8")) for p in sorted((SUITE / "cases").glob("*.toml"))]
-    texts = [s for case in cases for s in _strings(case)] + [(SUITE / SYSTEM_PROMPT_FILE).read_text(encoding="utf-8")]
+    texts = [s for case in cases for s in _strings(case)] + [DEFAULT_SYSTEM_PROMPT_PATH.read_text(encoding="utf-8")]
     runs: set[tuple[str, ...]] = set()
     for words in (_words(t) for t in texts if len(t.split()) > 1):
         n = min(SHARED_WORDS, len(words))

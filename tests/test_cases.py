@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import pytest
 from looplab.adapters.contract.errors import LooplabError
 from looplab.records.outcome import RunOutcome
 from looplab.run.harness import Endpoint, ModelChoice, run_one
-from looplab.scenarios.cases import SCENARIOS_DIR, Case, default_system_prompt, load_case, load_cases
+from looplab.scenarios.cases import BUILTIN_SUITE, SCENARIOS_DIR, Case, load_case, load_cases
 from looplab.shared_tools import Workspace, default_tools, tools
 from looplab.shared_tools.guard import Guard
 from tests.runs import ALL_RUNNERS
@@ -141,13 +141,8 @@ def test_already_green_on_the_buggy_repo_finds_a_bug(where: Endpoint) -> None:
     assert not outcome.passed and "compound" in outcome.result.answer
 
 
-def test_wrong_path_without_search_cannot_recover(where: Endpoint, monkeypatch) -> None:
-    import looplab.run.harness as harness
-
-    monkeypatch.setattr(
-        harness, "default_tools", lambda allow_writes=False: [t for t in default_tools() if t.name != "search_code"]
-    )
-    outcome = run_one("handrolled", CASES["wrong-path"], where)
+def test_wrong_path_without_search_cannot_recover(where: Endpoint) -> None:
+    outcome = run_one("handrolled", _without("wrong-path", tools=["run_tests", "read_file"]), where)
     assert not outcome.passed and "called search_code" in [c.name for c in outcome.checks if not c.passed]
 
 
@@ -168,7 +163,7 @@ def test_a_bad_case_file_names_the_file_and_the_field(tmp_path: Path) -> None:
     bad.write_text('id = "x"\nrepo = "repo"\ntarget = "t.py"\ntask = "t"\n[checks]\nstop_reason = "finished"\n')
     with pytest.raises(LooplabError) as info:
         load_case(bad)
-    assert str(info.value).startswith(f"{bad}: checks.stop_reason") and "\n" not in str(info.value)
+    assert str(info.value).startswith(f"{bad}: [checks] stop_reason: ") and "\n" not in str(info.value)
     bad.write_text('id = "x"\nrepo = "nowhere"\ntarget = "t.py"\ntask = "t"\n')
     with pytest.raises(LooplabError, match="does not exist"):
         load_case(bad)
@@ -179,9 +174,13 @@ def test_a_bad_case_file_names_the_file_and_the_field(tmp_path: Path) -> None:
 
 def test_the_readme_case_example_is_a_valid_case() -> None:
     block = re.search(r"```toml\n(.*?)```", README.read_text(), re.S)
-    data = tomllib.loads(block[1])
-    case = Case.model_validate({**data, "suite": "invoice_discount", "system_prompt": default_system_prompt()})
-    assert case.repo_path.is_dir() and (case.overlay_path is None or case.overlay_path.is_dir())
+    with tempfile.TemporaryDirectory() as tmp:  # a case file in a copy of the built-in suite, as the README says
+        suite = Path(tmp) / "suite"
+        shutil.copytree(BUILTIN_SUITE, suite, ignore=shutil.ignore_patterns("cases"))
+        (suite / "cases").mkdir()
+        (suite / "cases" / "example.toml").write_text(block[1], encoding="utf-8")
+        case = load_case(suite / "cases" / "example.toml")
+        assert case.repo_path.is_dir() and (case.overlay_path is None or case.overlay_path.is_dir())
 
 
 def test_every_case_file_loads_and_its_folders_exist() -> None:

@@ -2,8 +2,8 @@
 
 CrewAI and LlamaIndex pin SDK versions the other runners cannot use, so `looplab[all]` leaves them out
 (their declarations' `in_all`). Each one's runner environment (looplab's requirements plus its extra, created on
-first use and cached) runs the conformance tests, every case and the caps-code check for that runner
-alone, with looplab imported from this tree, as `eval --isolate` runs its cells.
+first use and cached) runs the conformance tests, every case (a team's suite's too) and the caps-code check for
+that runner alone, with looplab imported from this tree, as `eval --isolate` runs its cells.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OWN_ENVIRONMENT = [name for name, info in registry.RUNNERS.items() if info.by_default and not info.in_all]
 #: Creating an environment from PyPI and running some 60 tests through one framework.
 BOUND_S = 1800.0
-SUITES = ("tests/test_conformance.py", "tests/test_cases.py", "tests/test_caps.py")
+SUITES = ("tests/test_conformance.py", "tests/test_cases.py", "tests/test_team_cases.py", "tests/test_caps.py")
 
 
 def test_the_runners_left_out_of_all_are_the_ones_whose_extras_conflict() -> None:
@@ -47,7 +47,7 @@ def test_a_runner_in_its_own_environment_passes_conformance_every_case_and_the_c
     # Everything selected passed: nothing failed, errored or was skipped.
     assert code == 0 and re.fullmatch(r"=* ?\d+ passed, \d+ deselected in .*", summary.strip()), tail
     passed = int(re.search(r"(\d+) passed", summary)[1])  # type: ignore[index]
-    assert passed >= 13 + 20 + 1, tail  # every case, the conformance tests (20 and more) and the caps check
+    assert passed >= 13 + 2 + 20 + 1, tail  # every case, the team's two, the conformance tests (20 and more), caps
 
 
 def _all_extras() -> set[str]:

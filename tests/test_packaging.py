@@ -7,8 +7,8 @@ The `full` tests build the wheel the way a user would (`pip wheel` on the checko
 build and egg-info folders sent to a temporary directory, so the build leaves nothing in the checkout and
 a stale `build/` there cannot leak old files into the wheel. They check what it holds (one top-level name,
 every file the cases read, the licence and metadata), then install it into a fresh venv beside another
-package that owns the generic top-level names `adapters` and `scenarios`, and run a case from outside the
-checkout with the installed package.
+package that owns the generic top-level names `adapters` and `scenarios`, and run a case, and a team's suite
+named with `--cases`, from outside the checkout with the installed package.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ import pytest
 
 import looplab
 from looplab import cli
+from tests.team_suite import CASES as TEAM_CASES
+from tests.team_suite import write_team_suite
 
 REPO = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -55,7 +57,7 @@ RUNTIME_DATA = (
     "looplab/adapters/contract/prices.json",
     "looplab/adapters/runners/ts/package.json",
     "looplab/adapters/runners/ts/package-lock.json",
-    "looplab/scenarios/invoice_discount/system_prompt.txt",
+    "looplab/scenarios/system_prompt.txt",
     "looplab/scenarios/invoice_discount/cases/vip-compound.toml",
     "looplab/scenarios/invoice_discount/variants/snoop/.env",
 )
@@ -477,3 +479,11 @@ def test_installed_wheel_runs_beside_a_package_with_generic_names(build: Build, 
     )
     for r in results:
         assert r["stop_reason"] == "final_answer", (r["case"], r["stop_detail"])
+
+    # A team's suite, outside the checkout and the venv, named with --cases.
+    team = write_team_suite(tmp_path)
+    team_out = tmp_path / "team-out"
+    own = [looplab_command, "run", "--cases", team, "--runner", "handrolled", "--quiet", "--out", team_out]
+    _run(own, cwd=elsewhere, timeout=RUN_TIMEOUT)
+    cells = json.loads((team_out / "results.json").read_text(encoding="utf-8"))["cells"]
+    assert sorted((c["case"], c["passed"]) for c in cells) == sorted((case, True) for case in TEAM_CASES)

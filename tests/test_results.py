@@ -107,7 +107,8 @@ def test_a_document_records_its_environment_and_each_case_hash() -> None:
     assert all(c.environment == env.id for c in doc.cells)
     suite = load_cases()
     assert doc.cases == {
-        cid: results.CaseRecord(hash=results.case_hash(suite[cid])) for cid in ("vip-compound", "tight-budget")
+        cid: results.CaseRecord(hash=results.case_hash(suite[cid]), description=suite[cid].description)
+        for cid in ("vip-compound", "tight-budget")
     }
     assert doc.cells[0].runner_version == sample().runner_version and doc.cells[1].runner_version is None
 
@@ -184,7 +185,7 @@ def test_a_case_hash_changes_with_any_fixture_byte_and_ignores_caches(tmp_path: 
     repo = tmp_path / "repo"
     shutil.rmtree(repo, ignore_errors=True)
     shutil.copytree(base.repo_path, repo)
-    case = base.model_copy(update={"suite": "", "repo": str(repo)})  # an absolute repo path wins the join
+    case = base.model_copy(update={"repo": str(repo)})  # an absolute repo path wins the join
     before = results.case_hash(case)
     (repo / "__pycache__").mkdir(exist_ok=True)
     (repo / "__pycache__" / "x.pyc").write_bytes(extra)  # not a file a run sees

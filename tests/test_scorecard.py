@@ -105,3 +105,20 @@ def test_the_terminal_scorecard_fits_its_width_and_cuts_nothing(width: int, text
     texts_shown = [c.runner for c in cards] + [cell.text for c in cards for cell in c.cells.values()]
     wanted = Counter(ch for text in texts_shown for ch in text if ch.isalnum())
     assert not wanted - Counter(ch for ch in printed if ch.isalnum())
+
+
+def test_a_teams_cases_get_their_own_group_and_looplabs_alone_do_not(tmp_path: Path) -> None:
+    from looplab import cli
+    from tests.team_suite import CASES, write_team_suite
+
+    suite = write_team_suite(tmp_path)
+    builtin_only = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["vip-compound"])))
+    assert "your cases" not in scorecard.groups_of(builtin_only)
+    assert not builtin_only.cards[0].cells["own_cases"].measured
+
+    out = tmp_path / "card.md"
+    assert cli.main(["scorecard", "--runner", "handrolled", "--cases", str(suite), "--markdown", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "## your cases" in text
+    row = next(line for line in text.splitlines() if line.startswith("| `handrolled`") and "passed" in line)
+    assert f"{len(CASES)} of {len(CASES)} passed" in row

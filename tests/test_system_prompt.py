@@ -1,5 +1,5 @@
-"""The system prompt is the case's: its own if it sets one, else its suite's `system_prompt.txt`; and it is
-what every runner sends the model."""
+"""The system prompt is the case's: its own if it sets one, else its suite's `system_prompt.txt`, else looplab's
+default; and it is what every runner sends the model."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.run.harness import Endpoint, ModelChoice, run_one
-from looplab.scenarios.cases import SCENARIOS_DIR, default_system_prompt, load_case, load_cases
+from looplab.scenarios.cases import default_system_prompt, load_case, load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.scenarios.suite import DEFAULT_SYSTEM_PROMPT_PATH
 from tests.conftest import FIXTURE_REPO, TASK
 from tests.runs import ALL_RUNNERS, run_runner
 from tests.tiers import by_tier
@@ -98,7 +99,7 @@ def test_a_case_that_sets_a_system_prompt_keeps_its_own(prompt: str, tmp_path_fa
 
 
 def test_a_case_without_one_takes_its_suites_file(tmp_path: Path) -> None:
-    shipped = (SCENARIOS_DIR / "invoice_discount" / "system_prompt.txt").read_text(encoding="utf-8")
+    shipped = DEFAULT_SYSTEM_PROMPT_PATH.read_text(encoding="utf-8")
     assert default_system_prompt() == shipped.rstrip("\n") and "Never invent results" in shipped
     assert {case.system_prompt for case in load_cases().values()} == {default_system_prompt()}
     path = _case_file(tmp_path, None)
@@ -106,10 +107,15 @@ def test_a_case_without_one_takes_its_suites_file(tmp_path: Path) -> None:
     assert load_case(path).system_prompt == "Investigate, briefly."
 
 
-def test_a_case_without_one_in_a_suite_without_the_file_is_a_one_line_error(tmp_path: Path) -> None:
+def test_a_case_without_one_in_a_suite_without_the_file_takes_looplabs_default(tmp_path: Path) -> None:
+    assert load_case(_case_file(tmp_path, None)).system_prompt == default_system_prompt()
+
+
+def test_a_suite_prompt_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None:
     path = _case_file(tmp_path, None)
+    (path.parent.parent / "system_prompt.txt").write_bytes(b"\xff\xfe not text")
     with pytest.raises(LooplabError) as info:
         load_case(path)
     message = str(info.value)
     assert "\n" not in message and str(path) in message
-    assert str(path.parent.parent / "system_prompt.txt") in message
+    assert str(path.parent.parent.resolve() / "system_prompt.txt") in message

@@ -497,6 +497,39 @@ def test_serve_tools_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> Non
     assert (record["name"], record["outcome"], record["call_id"]) == ("search_code", "ok", expected_id("s1", 1))
 
 
+def test_serve_tools_serves_a_teams_own_tool_from_cases(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    (suite / "repo").mkdir(parents=True)
+    (suite / "repo" / "stock.txt").write_text("A1 4\n", encoding="utf-8")
+    (suite / "cases").mkdir()
+    (suite / "tools.py").write_text(
+        "from looplab.shared_tools import Workspace\n\n\n"
+        "def shelf_count(ws: Workspace, sku: str) -> str:\n"
+        '    """Units of a product on the shelf."""\n'
+        "    return dict(line.split() for line in (ws.root / 'stock.txt').read_text().splitlines())[sku]\n",
+        encoding="utf-8",
+    )
+    (suite / "cases" / "shelf.toml").write_text(
+        'id = "shelf"\nrepo = "../repo"\ntarget = "t.py"\ntask = "Count."\ntools = ["read_file", "shelf_count"]\n',
+        encoding="utf-8",
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "looplab", "serve-tools", "--cases", str(suite), "--stdio"],
+        cwd=str(tmp_path),
+    )
+
+    async def session() -> tuple[list[str], tuple[str, bool]]:
+        with anyio.fail_after(60):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+                await client.initialize()
+                names = [t.name for t in (await client.list_tools()).tools]
+                return names, await call(client, "shelf_count", {"sku": "A1"}, "c1")
+
+    names, answer = anyio.run(session)
+    assert names == ["read_file", "shelf_count"] and answer == ("4", False)
+
+
 @pytest.mark.full  # the stdio test above keeps `serve-tools` in the fast tier
 def test_serve_tools_over_http_prints_its_url_and_token_and_keeps_the_records(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"

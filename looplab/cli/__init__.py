@@ -93,7 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--runner", action="append", metavar="R", help="runner to use (repeatable; default: every installed one)"
     )
-    run.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: vip-compound)")
+    add_cases_option(run)
+    run.add_argument(
+        "--case", action="append", metavar="C", help="case id (repeatable; default: vip-compound, or every named case)"
+    )
     _model_options(run)
     run.add_argument("--max-steps", type=_positive_int, metavar="N", help="override the case's max_steps (model calls)")
     run.add_argument("--json", metavar="PATH", help="also write the RunResults as a JSON list to PATH")
@@ -106,10 +109,17 @@ def _parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="the runner x case matrix: checks, completion rates, calls and cost")
     ev.add_argument("--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)")
+    add_cases_option(ev)
     ev.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: every case)")
     ev.add_argument("--repeat", type=_positive_int, default=1, metavar="K", help="run every cell K times (default 1)")
     _model_options(ev)
     ev.add_argument("--json", metavar="PATH", help="write the summary, the cells and every RunResult as JSON")
+    ev.add_argument(
+        "--estimate",
+        action="store_true",
+        help="with --model PROVIDER:NAME: run the matrix against the scripted model instead and print the tokens "
+        "and what they would cost at that model's price, without calling it",
+    )
     ev.add_argument("--html", metavar="PATH", help="write the side-by-side HTML report (one self-contained file)")
     _otel_option(ev)
     ev.add_argument(
@@ -165,7 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     card.add_argument("--bench", metavar="PATH", help="a `looplab bench --json` file (per-turn overhead, import time)")
     card.add_argument("--markdown", metavar="PATH", help="also write the scorecard as Markdown")
     card.add_argument("--jobs", type=int, default=None, metavar="J", help="runs at once when running the cases")
-    sub.add_parser("cases", help="list the cases")
+    add_cases_option(card)
+    add_cases_option(sub.add_parser("cases", help="list the cases"))
     otel = sub.add_parser("otel", help="a results document's runs as OpenTelemetry traces (OTLP/JSON)")
     otel.add_argument("results", metavar="RESULTS.json", help="written by `looplab eval`, `run` or `merge`")
     otel.add_argument("output", metavar="OUT.json", help="the OTLP/JSON file to write")
@@ -180,14 +191,40 @@ def _parser() -> argparse.ArgumentParser:
         metavar="P",
         help="investigator (default), never-stops, or answers-on:K (probes for iteration caps)",
     )
+    add_cases_option(serve)
 
     tools = sub.add_parser("serve-tools", help="serve a case's Guard over MCP to a runner in another process")
-    tools.add_argument("--case", default="vip-compound", metavar="C", help="whose tools (default: vip-compound)")
+    add_cases_option(tools)
+    tools.add_argument(
+        "--case", metavar="C", help="whose tools (default: vip-compound, or the first of the named cases)"
+    )
     where = tools.add_mutually_exclusive_group()
     where.add_argument("--stdio", action="store_true", help="over stdin and stdout instead of streamable HTTP")
     where.add_argument("--port", type=int, default=0, help="the HTTP port on 127.0.0.1 (default: a free one)")
     tools.add_argument("--records", metavar="PATH", help="write the tool records here as JSON lines (default: stderr)")
+    new = sub.add_parser("new-suite", help="write a suite folder for your own repo and test, ready for --cases")
+    new.add_argument("dir", metavar="DIR", help="the suite folder to write (new, or without a suite in it)")
+    new.add_argument("--repo", required=True, metavar="PATH", help="the repository to investigate (a folder)")
+    new.add_argument("--target", required=True, metavar="TEST", help="the failing test, e.g. tests/test_x.py::test_y")
+    new.add_argument("--id", dest="case_id", metavar="ID", help="the case's id (default: from the test's name)")
     return parser
+
+
+def add_cases_option(parser: argparse.ArgumentParser) -> None:
+    """`--cases PATH` on a command that takes cases (read by `looplab.cli.sources`)."""
+    parser.add_argument(
+        "--cases",
+        action="append",
+        metavar="PATH",
+        help="a case file or a suite folder (repeatable; default: `cases` in ./looplab.toml, else looplab's own suite)",
+    )
+
+
+def case_sources(args: argparse.Namespace) -> list[Any]:
+    """The case files and suite folders the command runs (see `looplab.cli.sources`)."""
+    from looplab.cli import sources
+
+    return sources.case_sources(args)
 
 
 def _isolation_options(parser: argparse.ArgumentParser) -> None:
@@ -361,6 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "merge": _merge,
             "bench": _bench,
             "otel": _otel,
+            "new-suite": _new_suite,
         }
         return commands[args.command](args)
     except LooplabError as exc:
@@ -391,12 +429,22 @@ def _scorecard(args: argparse.Namespace) -> int:
         sources["eval"] = args.results
         runners = args.runner or [n for n in known if n in document.runners]
     else:
+        from looplab.run.harness import ModelChoice
+        from looplab.scenarios.cases import load_cases
+
         runners = args.runner or known
         here = [r for r in runners if RUNNERS[r].installed()]  # the others' eval cells stay "not measured"
         jobs = matrix.default_jobs() if args.jobs is None else args.jobs
-        with render.console().status(f"running {len(scorecard.CASES)} cases through {len(here)} runners"):
-            document = matrix.run_scripted(here, scorecard.CASES, jobs=jobs)
-        sources["eval"] = f"{', '.join(scorecard.CASES)} run now against the scripted model"
+        sources_named = case_sources(args)
+        own = list(load_cases(sources_named).values()) if sources_named else []
+        ModelChoice().check_drivable(own)
+        if clash := [c.id for c in own if c.id in scorecard.CASES]:
+            raise LooplabError(f"case {clash[0]!r}: the scorecard runs looplab's own case of that id; rename yours")
+        wanted = [*scorecard.CASES, *own]
+        with render.console().status(f"running {len(wanted)} cases through {len(here)} runners"):
+            document = matrix.run_scripted(here, wanted, jobs=jobs)
+        ran = [*scorecard.CASES, *(c.id for c in own)]
+        sources["eval"] = f"{', '.join(ran)} run now against the scripted model"
     bench = scorecard.load_bench(Path(args.bench)) if args.bench else None
     sources["bench"] = args.bench or "none given (--bench PATH from `looplab bench --json`): not measured"
     card = scorecard.build(runners, scorecard.observed(document), caps, bench, sources=sources)
@@ -419,8 +467,14 @@ def _cases(args: argparse.Namespace) -> int:
     from looplab.scenarios.cases import load_cases
     from looplab.views.render import cases_table
 
-    cases_table(load_cases().values())
+    cases_table(load_cases(case_sources(args)).values())
     return 0
+
+
+def _new_suite(args: argparse.Namespace) -> int:
+    from looplab.cli import suite
+
+    return suite.main(args)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -434,6 +488,14 @@ def _serve(args: argparse.Namespace) -> int:
         policy = policy_named(args.policy)
     except ValueError as exc:
         raise LooplabError(str(exc)) from None
+    sources = case_sources(args)
+    if sources and args.policy == "investigator":  # the cases the server is for: checked now, named below
+        from looplab.run.harness import ModelChoice
+        from looplab.scenarios.cases import load_cases
+
+        cases = load_cases(sources)
+        ModelChoice().check_drivable(cases.values())
+        print(f"cases: {', '.join(cases)}", flush=True)
     url = f"http://{args.host}:{args.port}"
     print(f"scripted model ({args.policy}) on {url}: OpenAI base_url {url}/v1, Anthropic base_url {url}", flush=True)
     app = create_app(policy)
@@ -453,10 +515,12 @@ def _serve_tools(args: argparse.Namespace) -> int:
     from looplab.scenarios.cases import load_cases
     from looplab.shared_tools import Workspace
 
-    cases = load_cases()
-    if args.case not in cases:
-        raise LooplabError(f"unknown case {args.case!r}; known cases: {', '.join(cases)}")
-    case = cases[args.case]
+    sources = case_sources(args)
+    cases = load_cases(sources)
+    wanted = args.case or (next(iter(cases)) if sources else "vip-compound")
+    if wanted not in cases:
+        raise LooplabError(f"unknown case {wanted!r}; known cases: {', '.join(cases)}")
+    case = cases[wanted]
     _ready_to_write("--records", args.records)
 
     def save(_: object = None) -> str:
@@ -488,8 +552,9 @@ def _select(
     from looplab.adapters.registry import RUNNERS
     from looplab.scenarios.cases import load_cases
 
-    cases = load_cases()
-    wanted_cases = args.case or default_cases or list(cases)
+    sources = case_sources(args)
+    cases = load_cases(sources)
+    wanted_cases = args.case or (None if sources else default_cases) or list(cases)
     unknown = [c for c in wanted_cases if c not in cases]
     if unknown:
         raise LooplabError(f"unknown case {unknown[0]!r}; known cases: {', '.join(cases)}")
@@ -536,7 +601,7 @@ def _run(args: argparse.Namespace) -> int:
     _otel_ready(args.otel)
     _ready_to_write("--json", args.json)
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
-    choice.check_budgets(cases)
+    choice.check_cases(cases)
     runners, isolated = _environments(args, runners)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
     for name in ("results.json", "traces.jsonl"):
@@ -638,8 +703,10 @@ def _eval(args: argparse.Namespace) -> int:
     runners, cases = _select(args, None)
     jobs = matrix.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
     runners, isolated = _environments(args, runners)
+    if args.estimate:
+        return _estimate(args, runners, cases, jobs, isolated)
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
-    choice.check_budgets(cases)
+    choice.check_cases(cases)
     resume_path = Path(args.resume) if args.resume else None
     # Read before anything runs: a file that cannot be resumed is refused now, not after the matrix.
     earlier = results.read_for_resume(resume_path, cases) if resume_path else None
@@ -721,6 +788,20 @@ def _eval(args: argparse.Namespace) -> int:
         )
         render.console().print(f"ran {total} of the matrix's cells; {skipped} were {why}")
     return 0 if all(c.passed for c in cells) else 1
+
+
+def _estimate(args: argparse.Namespace, runners: list[str], cases: list, jobs: int, isolated: Any) -> int:
+    """`eval --estimate`: the matrix against the scripted model, priced at the named model's rates."""
+    from looplab.adapters.contract.errors import LooplabError
+    from looplab.measure import estimate
+    from looplab.views import render
+
+    if args.model == "scripted":
+        raise LooplabError("--estimate needs --model PROVIDER:NAME: the model whose price the tokens are costed at")
+    found = estimate.estimate(cases, runners, args.model, args.price, jobs=jobs, isolated=isolated)
+    out = render.console()
+    out.print(estimate.render(found, width=out.width), highlight=False, markup=False)
+    return 0
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -199,10 +199,10 @@ class Sample(BaseModel):
 def timed_run(runner: str, case: Any, where: Any) -> Sample:
     """Run `case` once through `runner`, timing it as the module docstring says."""
     from looplab.adapters import registry
-    from looplab.shared_tools import Guard, Workspace, default_tools, with_faults
+    from looplab.shared_tools import Guard, Workspace
 
     adapter = registry.load(runner)
-    tools = [_timed(t) for t in with_faults(default_tools(allow_writes=case.allow_writes), case.faults)]
+    tools = [_timed(t) for t in case.tool_set()]
     spent_before = _WATCH.spent
     spec = where.spec_for(adapter, case.model)
     with Workspace(case.repo_path, overlay=case.overlay_path) as ws:

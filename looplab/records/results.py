@@ -197,11 +197,14 @@ def current_environment() -> Environment:
 
 
 def case_hash(case: Case) -> str:
-    """sha256 of the case's definition and of every file of its fixture repo and overlay, as a run sees them."""
+    """sha256 of the case's definition, its suite's own tools and defaults, and every file of its repo and overlay,
+    as a run sees them."""
     from looplab.shared_tools.workspace import SKIPPED_DIRS
 
     h = hashlib.sha256()
     h.update(json.dumps(case.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    if case.suite is not None and case.suite.fingerprint:
+        h.update(f"\0suite\0{case.suite.fingerprint}".encode())
     for label, root in (("repo", case.repo_path), ("overlay", case.overlay_path)):
         if root is None:
             continue
@@ -217,9 +220,11 @@ def case_hash(case: Case) -> str:
 
 
 class CaseRecord(BaseModel):
-    """A case as the document knows it: its content hash (None: not a case of the suite, nothing to hash)."""
+    """A case as the document knows it: its content hash (None: not a case of the suite, nothing to hash) and its
+    one-line description (a team's case is not in the suite a reader of the document has)."""
 
     hash: str | None
+    description: str = ""
 
 
 class CellRecord(BaseModel):
@@ -341,7 +346,7 @@ def build(
 
         suite = load_cases()
         cases = [suite[c] for c in dict.fromkeys(o.case for o in outcomes) if c in suite]
-    records = {c.id: CaseRecord(hash=case_hash(c)) for c in cases}
+    records = {c.id: CaseRecord(hash=case_hash(c), description=c.description) for c in cases}
     for o in outcomes:  # a case outside the suite (a test's own) has no definition to hash
         records.setdefault(o.case, CaseRecord(hash=None))
     doc = Document(
@@ -870,11 +875,14 @@ def without(doc: Document, keys: set[CellKey]) -> Document:
     return out
 
 
-def case_descriptions() -> dict[str, str]:
-    """Each case's one-line description, from the suite; none when it cannot load (a document needs no suite)."""
+def case_descriptions(doc: Document | None = None) -> dict[str, str]:
+    """Each case's one-line description: as `doc` recorded it, else from looplab's own suite (an older document
+    has none); none when neither has it (a document needs no suite)."""
     try:
         from looplab.scenarios.cases import load_cases
 
-        return {cid: c.description for cid, c in load_cases().items()}
+        known = {cid: c.description for cid, c in load_cases().items()}
     except Exception:
-        return {}
+        known = {}
+    recorded = {cid: c.description for cid, c in doc.cases.items() if c.description} if doc is not None else {}
+    return known | recorded

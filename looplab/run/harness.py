@@ -31,7 +31,7 @@ from looplab.adapters.session import Adapter, check_priced
 from looplab.records import results
 from looplab.records.outcome import RunOutcome
 from looplab.scenarios.cases import Case, ScriptedModel, check
-from looplab.shared_tools import Approver, Guard, Workspace, default_tools, with_faults
+from looplab.shared_tools import Approver, Guard, Workspace
 
 __all__ = [
     "Endpoint",
@@ -64,6 +64,23 @@ class ModelChoice:
     def pricing_of(self, provider: str, name: str) -> Pricing | None:
         """A real model's price: `--price` if given, else the shipped table's, else None (unknown)."""
         return self.pricing or price_of(provider, name)
+
+    def check_drivable(self, cases: Iterable[Case]) -> None:
+        """Refuse, before any run, a case the scripted model cannot play: one that offers tools it does not call."""
+        if self.model != SCRIPTED:
+            return
+        for case in cases:
+            if unknown := case.tools_beyond_scripted:
+                raise LooplabError(
+                    f"case {case.id!r} offers {', '.join(unknown)}, which the scripted model does not call; "
+                    "run it against a real model (--model PROVIDER:NAME)"
+                )
+
+    def check_cases(self, cases: Iterable[Case]) -> None:
+        """Every check of `cases` against this choice that can fail before anything runs."""
+        cases = list(cases)
+        self.check_drivable(cases)
+        self.check_budgets(cases)
 
     def check_budgets(self, cases: Iterable[Case]) -> None:
         """Refuse, before any run, a case with a dollar budget on a model whose price is unknown."""
@@ -153,9 +170,8 @@ def _serve(choice: ModelChoice) -> Iterator[Endpoint]:
 
 
 def case_guard(case: Case, ws: Workspace, limits: Limits | None = None, approver: Approver | None = None) -> Guard:
-    """The Guard a case's run gets: its tools (writes allowed or not, its faults) over `ws`, its repetition limit."""
-    tools = with_faults(default_tools(allow_writes=case.allow_writes), case.faults)
-    return Guard(ws, tools=tools, max_repeats=(limits or case.limits).max_repeats, approver=approver)
+    """The Guard a case's run gets: its tools (with its faults) over `ws`, its repetition limit."""
+    return Guard(ws, tools=case.tool_set(), max_repeats=(limits or case.limits).max_repeats, approver=approver)
 
 
 def run_one(

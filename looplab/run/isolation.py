@@ -87,7 +87,7 @@ def _lane(
 ) -> None:
     """One lane: start it, feed it its cells, relay its outcomes; its unfinished cells are errors if it dies."""
     runner = env.spec.runner
-    job = encode_job(where, [(i, runner, case.id) for i, case in cells], threads, options)
+    job = encode_job(where, [(i, runner, case) for i, case in cells], threads, options)
     left = {i: case for i, case in cells}
     quiet_limit = max(c.limits.max_seconds for _, c in cells) + options.get("grace_s", 30.0) + LANE_START_S
     with tempfile.TemporaryFile() as stderr:

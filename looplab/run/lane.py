@@ -24,25 +24,28 @@ from looplab.records.outcome import RunOutcome
 from looplab.records.results import Environment, current_environment
 from looplab.run.harness import Endpoint, ModelChoice
 from looplab.run.interrupt import worker_signals
-from looplab.scenarios.cases import CheckResult, load_cases
+from looplab.scenarios.cases import Case, CheckResult, case_from_wire, case_to_wire
 
 __all__ = ["decode_job", "decode_outcome", "encode_job", "encode_outcome", "main"]
 
 
-def encode_job(where: Endpoint, cells: list[tuple[int, str, str]], concurrency: int, options: dict[str, Any]) -> str:
-    """The one line a lane reads: where the model is, what to run, how many at once."""
+def encode_job(where: Endpoint, cells: list[tuple[int, str, Case]], concurrency: int, options: dict[str, Any]) -> str:
+    """The one line a lane reads: where the model is, what to run (each case whole: a team's suite is not in the
+    lane's looplab), how many at once."""
     choice = dataclasses.asdict(where.choice)
-    job = {"choice": choice, "urls": where.scripted_urls, "cells": cells, "concurrency": concurrency}
+    sent = [[i, runner, case_to_wire(case)] for i, runner, case in cells]
+    job = {"choice": choice, "urls": where.scripted_urls, "cells": sent, "concurrency": concurrency}
     return json.dumps({**job, "options": options}) + "\n"
 
 
-def decode_job(line: str) -> tuple[Endpoint, list[tuple[int, str, str]], int, dict[str, Any]]:
+def decode_job(line: str) -> tuple[Endpoint, list[tuple[int, str, Case]], int, dict[str, Any]]:
     job = json.loads(line)
     choice = dict(job["choice"])
     if choice.get("pricing") is not None:
         choice["pricing"] = Pricing(**choice["pricing"])
     where = Endpoint(ModelChoice(**choice), job["urls"])
-    return where, [tuple(cell) for cell in job["cells"]], int(job["concurrency"]), job["options"]  # type: ignore[misc]
+    cells = [(int(i), str(runner), case_from_wire(case)) for i, runner, case in job["cells"]]
+    return where, cells, int(job["concurrency"]), job["options"]
 
 
 def encode_outcome(outcome: RunOutcome) -> dict[str, Any]:
@@ -86,8 +89,7 @@ def main() -> None:
     os.dup2(2, 1)
     where, cells, concurrency, options = decode_job(sys.stdin.readline())
     pacing.install(pacing.Pacer(where.choice.rpm))
-    cases = load_cases()
-    plan = [(runner, cases[case]) for _, runner, case in cells]
+    plan = [(runner, case) for _, runner, case in cells]
     lock = threading.Lock()
 
     def done(i: int, outcome: RunOutcome) -> None:

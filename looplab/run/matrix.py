@@ -84,9 +84,10 @@ def plan(
     ]
 
 
-def run_scripted(runners: Sequence[str], case_ids: Sequence[str], *, jobs: int) -> results.Document:
-    """`case_ids` run through `runners` against the scripted model, as `looplab eval` runs them, as a document."""
-    cases = [load_cases()[c] for c in case_ids]
+def run_scripted(runners: Sequence[str], cases: Sequence[Case | str], *, jobs: int) -> results.Document:
+    """`cases` (a case, or a case id of looplab's own suite) run through `runners` against the scripted model, as
+    `looplab eval` runs them, as a document."""
+    cases = [load_cases()[c] if isinstance(c, str) else c for c in cases]
     with harness.endpoint(harness.ModelChoice()) as where:
         outcomes = run_matrix(list(runners), cases, where, jobs=jobs)
     return results.build(outcomes, model=harness.SCRIPTED, api=None, runners=list(runners), cases=cases)

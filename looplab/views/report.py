@@ -760,7 +760,7 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
     runs = runs_from(doc)
     runners = _ordered(v.runner for v in runs)
     cases = _ordered(v.case for v in runs)
-    descriptions = results.case_descriptions()
+    descriptions = results.case_descriptions(doc if isinstance(doc, results.Document) else None)
     matrix = [
         (runner, [_matrix_cell([v for v in runs if v.runner == runner and v.case == case]) for case in cases])
         for runner in runners
@@ -831,10 +831,10 @@ def render_html(doc: Any, *, source: str = "", title: str = "looplab report") ->
     )
     env.filters["thousands"] = lambda n: "—" if n is None else f"{n:,}"
     env.filters["dollars"] = format_cost
-    groups = [{"name": g, "rows": scorecard.group_rows(g)} for g in scorecard.GROUPS]
-    return env.get_template("report.html.j2").render(
-        report=build(doc, source=source, title=title), scorecard_groups=groups
-    )
+    report = build(doc, source=source, title=title)
+    shown = scorecard.groups_of(report.scorecard) if report.scorecard else scorecard.GROUPS
+    groups = [{"name": g, "rows": scorecard.group_rows(g)} for g in shown]
+    return env.get_template("report.html.j2").render(report=report, scorecard_groups=groups)
 
 
 def read_document(path: Path) -> results.Document:

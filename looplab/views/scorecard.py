@@ -7,7 +7,9 @@ Three sources, each optional, and a cell whose source is missing says "not measu
 - a results document (`looplab eval --json`): the runs of the cases that exercise a behaviour
   (`sloppy-calls`: malformed arguments and an unknown tool; `parallel-reads`: two reads in one reply;
   `silent-read`: repetition; `injected-instruction`: the approval gate; `vip-compound`: the first request);
-- a bench result (`looplab bench --json`): per-turn overhead and import time.
+- a bench result (`looplab bench --json`): per-turn overhead and import time;
+- a team's own cases (`looplab scorecard --cases PATH`, or any other case in the document): how many each runner
+  passed, and its median model calls; this group is shown only when such runs exist.
 
 Every cell keeps its evidence (the file and the runner's section or case it was read from), so a reader can
 check it; the terminal, Markdown and the HTML report show the same cells.
@@ -46,6 +48,7 @@ __all__ = [
     "build",
     "caps_anchor",
     "group_rows",
+    "groups_of",
     "load_bench",
     "load_caps",
     "markdown",
@@ -94,6 +97,7 @@ ROWS = (
     Row("turn_overhead", "per-turn overhead", "cost"),
     Row("import_time", "import time", "cost"),
     Row("apis", "wire APIs", "cost"),
+    Row("own_cases", "passed, median model calls", "your cases"),
 )
 GROUPS = tuple(dict.fromkeys(r.group for r in ROWS))
 
@@ -183,6 +187,7 @@ def build(
             "first_request": _first_request(name, first_bytes),
             **_bench_cells(benched.get(name)),
             "apis": _apis(name),
+            "own_cases": _own_cases([run for case, run in runs_of.items() if case not in BUILT_IN_CASES]),
         }
         version = report.version if report else next((r.result.runner_version for r in runs_of.values()), "")
         cards.append(RunnerCard(runner=name, version=version, cells=cells))
@@ -290,6 +295,17 @@ def _first_request(runner: str, first_bytes: dict[str, int]) -> Cell:
     return Cell(text=f"{size / 1000:.1f} kB (+{extra / 1000:.1f} kB)", evidence="eval: vip-compound")
 
 
+def _own_cases(runs: list[Observed]) -> Cell:
+    """How a runner did on the cases outside looplab's own suite: passed of run, and its median model calls."""
+    if not runs:
+        return _not_measured()
+    passed = sum(bool(r.passed) for r in runs)
+    calls = sorted(r.result.totals.model_calls for r in runs)
+    middle = calls[len(calls) // 2] if len(calls) % 2 else (calls[len(calls) // 2 - 1] + calls[len(calls) // 2]) / 2
+    evidence = "eval: " + ", ".join(sorted({r.case for r in runs}))
+    return Cell(text=f"{passed} of {len(runs)} passed; {middle:g} calls", evidence=evidence)
+
+
 def _bench_cells(row: object | None) -> dict[str, Cell]:
     if row is None:
         return {"turn_overhead": _not_measured(), "import_time": _not_measured()}
@@ -313,6 +329,10 @@ def _apis(runner: str) -> Cell:
 CASES = ("vip-compound", "sloppy-calls", "parallel-reads", "silent-read", "injected-instruction")
 
 
+#: looplab's own cases: a run of any other is a team's, shown under "your cases".
+BUILT_IN_CASES = frozenset(results.case_descriptions()) | frozenset(CASES)
+
+
 # --- showing it --------------------------------------------------------------------------------------------
 
 #: Where each group's cells come from, for the legend under its table.
@@ -320,6 +340,7 @@ GROUP_SOURCES = {
     "the cap": "caps",
     "bad calls": "eval: sloppy-calls, parallel-reads, silent-read, injected-instruction",
     "cost": "eval: vip-compound (first request); bench (overhead, import); registry (APIs)",
+    "your cases": "eval: the cases outside looplab's own suite",
 }
 
 
@@ -327,12 +348,18 @@ def group_rows(group: str) -> list[Row]:
     return [r for r in ROWS if r.group == group]
 
 
+def groups_of(card: Scorecard) -> list[str]:
+    """The groups worth showing: every one, but "your cases" only when some runner has run a team's case."""
+    own = any(c.cells["own_cases"].measured for c in card.cards)
+    return [g for g in GROUPS if g != "your cases" or own]
+
+
 def print_terminal(card: Scorecard, console: Console | None = None) -> None:
     """One table per group of behaviours, each fitting the terminal (cells wrap at their words; nothing is cut)."""
     from looplab.views import render
 
     out = console or render.console()
-    for group in GROUPS:
+    for group in groups_of(card):
         rows = group_rows(group)
         cols = [render.Col("runner"), *(render.Col(r.title, prose=True) for r in rows)]
         cells = [[c.runner, *(c.cells[r.key].text for r in rows)] for c in card.cards]
@@ -351,7 +378,7 @@ def markdown(card: Scorecard, caps_doc: str = "iteration-caps.md") -> str:
     """The scorecard as Markdown tables; each cap cell links to its runner's section of the caps doc."""
     out = ["# Behaviour scorecard, measured", ""]
     out += [f"- {k}: {v}" for k, v in card.sources.items()]
-    for group in GROUPS:
+    for group in groups_of(card):
         rows = group_rows(group)
         out += ["", f"## {group}", "", f"From {GROUP_SOURCES[group]}.", ""]
         out += ["| runner | " + " | ".join(r.title for r in rows) + " |", "|---" * (len(rows) + 1) + "|"]
