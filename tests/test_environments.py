@@ -247,3 +247,23 @@ def test_a_cache_that_is_a_file_is_one_line_before_any_environment_is_built(
     assert err.count("\n") == 1 and err.startswith(f"looplab: runner environment cache {cache}")
     assert environments.CACHE_ENV in err
     assert (tmp_path / "cache").read_text(encoding="utf-8") == "not a folder"
+
+
+def test_a_teams_case_runs_in_a_lane_as_it_runs_here(tmp_path: Path) -> None:
+    import shlex
+    import sys
+
+    from looplab.adapters.contract.limits import Limits
+    from tests.team_suite import write_team_suite
+
+    # A runner environment whose interpreter is this one: the lane's wire is what is under test.
+    env = _fake_env(tmp_path / "env", f'exec {shlex.quote(sys.executable)} "$@"\n')
+    team = load_cases([write_team_suite(tmp_path)])
+    capped = team["shelf-restock"].model_copy(update={"limits": Limits(max_steps=1)})  # a change the lane must keep
+    plan = [("handrolled", team["ledger-balance"]), ("handrolled", capped)]
+    with ScriptedModelServer() as server:
+        where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
+        here = _outcomes(lambda done: schedule.run_here(plan, where, 1, done, {}), plan)
+        isolated = _outcomes(lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, {}), plan)
+    assert [_shape(o) for o in isolated] == [_shape(o) for o in here]
+    assert isolated[0].passed and isolated[1].result.stop_reason == "max_steps"

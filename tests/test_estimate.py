@@ -173,3 +173,18 @@ def test_a_cell_that_could_not_run_is_left_out_of_the_totals_with_its_reason(mon
     assert not cell.measured and found.measured == [] and found.input_tokens == 0 and found.cost_usd == 0
     text = render(found)
     assert "crewai on already-green: not run: the crewai extra is not installed" in " ".join(text.split())
+
+
+def test_eval_estimate_needs_no_key_and_calls_no_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from looplab import cli
+    from tests.team_suite import write_team_suite
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    suite = write_team_suite(tmp_path)
+    code = cli.main(["eval", "--cases", str(suite), "--runner", "handrolled", "--model", MODEL, "--estimate"])
+    out = capsys.readouterr().out
+    assert code == 0 and "shelf-restock" in out and "ledger-balance" in out and "total" in out
+    assert cli.main(["eval", "--cases", str(suite), "--estimate"]) == 2  # no model to price the tokens at
+    assert "--estimate needs --model PROVIDER:NAME" in capsys.readouterr().err

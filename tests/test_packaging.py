@@ -65,7 +65,7 @@ RUNTIME_DATA = (
 CACHE_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".hypothesis"})
 CACHE_SUFFIXES = (".pyc", ".pyo")
 #: The overlay whose files include a dotfile (`.env`), the kind a package-data glob skips.
-SNOOP_OVERLAY = "variants/snoop"
+SNOOP_OVERLAY = "../variants/snoop"
 #: The generic top-level names another package installs beside looplab in the install test.
 FOREIGN_MODULES = ("adapters", "scenarios")
 #: The case the README runs first.
