@@ -291,6 +291,17 @@ def test_the_cases_command_lists_a_teams_cases(tmp_path: Path, capsys: pytest.Ca
     assert cli.main(["cases", "--cases", str(team)]) == 0
     out = capsys.readouterr().out
     assert "shelf-restock" in out and "ledger-balance" in out and "vip-compound" not in out
+    assert "own tools" not in out  # only the built-in tools and pytest: no columns for them
+
+
+def test_the_cases_command_shows_a_cases_own_tools_and_test_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = _suite(tmp_path, {"tools.py": TOOLS_PY, "suite.toml": 'test_command = ["node", "--test"]\n'})
+    (suite / "cases" / "own.toml").write_text(_toml({**VALID, "tools": ["read_file", "shelf_count"]}))
+    assert cli.main(["cases", "--cases", str(suite)]) == 0
+    out = capsys.readouterr().out
+    assert "own tools" in out and "shelf_count" in out and "node --test" in out
 
 
 def test_the_scripted_model_refuses_a_case_with_tools_it_does_not_call(

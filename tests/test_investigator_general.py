@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looplab.adapters.contract.limits import StopReason
-from looplab.scenarios.scripted import policy, probes
+from looplab.scenarios.scripted import diagnosis, policy, probes, reading
 from looplab.scenarios.scripted.conversation import Conversation, ToolCall, ToolResult
 from looplab.scenarios.scripted.policy import TOOLS_IT_DRIVES, Investigator
 from looplab.shared_tools import default_tools
@@ -315,6 +315,6 @@ def fixture_names() -> set[str]:
 def test_the_policy_names_nothing_from_the_fixture_repos() -> None:
     names = fixture_names()
     assert {"gradebook", "grade_for", "levy", "thresholds", "from_yards", "RefundPolicy"} <= names  # it read them
-    for module in (policy, probes):
+    for module in (policy, reading, diagnosis, probes):
         words = set(re.findall(r"[A-Za-z_]\w*", Path(module.__file__).read_text()))
         assert not names & words, f"{module.__name__} names {sorted(names & words)} from the fixture repos"

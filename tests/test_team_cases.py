@@ -14,6 +14,7 @@ import pytest
 
 from looplab import cli
 from looplab.adapters.runners.external import EXTERNAL_COMMAND_ENV
+from looplab.cli.sources import case_sources
 from looplab.run.harness import Endpoint, ModelChoice, run_one
 from looplab.scenarios.cases import Case, load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
@@ -69,7 +70,7 @@ def test_looplabs_own_suite_stays_the_default_beside_a_teams_looplab_toml(
     (tmp_path / "looplab.toml").write_text('cases = ["team-suite"]\n', encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert "vip-compound" in load_cases() and not set(CASES) & set(load_cases())  # what looplab's tests enumerate
-    assert set(cli.case_sources(cli._parser().parse_args(["cases"]))) == {tmp_path / "team-suite"}
+    assert set(case_sources(cli._parser().parse_args(["cases"]))) == {tmp_path / "team-suite"}
 
 
 NODE_PROJECT = Path(__file__).resolve().parent / "fixtures" / "node_project"

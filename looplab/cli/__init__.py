@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--runner", action="append", metavar="R", help="runner to use (repeatable; default: every installed one)"
     )
-    add_cases_option(run)
+    _cases_option(run)
     run.add_argument(
         "--case", action="append", metavar="C", help="case id (repeatable; default: vip-compound, or every named case)"
     )
@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="the runner x case matrix: checks, completion rates, calls and cost")
     ev.add_argument("--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)")
-    add_cases_option(ev)
+    _cases_option(ev)
     ev.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: every case)")
     ev.add_argument("--repeat", type=_positive_int, default=1, metavar="K", help="run every cell K times (default 1)")
     _model_options(ev)
@@ -175,8 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     card.add_argument("--bench", metavar="PATH", help="a `looplab bench --json` file (per-turn overhead, import time)")
     card.add_argument("--markdown", metavar="PATH", help="also write the scorecard as Markdown")
     card.add_argument("--jobs", type=int, default=None, metavar="J", help="runs at once when running the cases")
-    add_cases_option(card)
-    add_cases_option(sub.add_parser("cases", help="list the cases"))
+    _cases_option(card)
+    _cases_option(sub.add_parser("cases", help="list the cases"))
     otel = sub.add_parser("otel", help="a results document's runs as OpenTelemetry traces (OTLP/JSON)")
     otel.add_argument("results", metavar="RESULTS.json", help="written by `looplab eval`, `run` or `merge`")
     otel.add_argument("output", metavar="OUT.json", help="the OTLP/JSON file to write")
@@ -191,10 +191,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="P",
         help="investigator (default), never-stops, or answers-on:K (probes for iteration caps)",
     )
-    add_cases_option(serve)
+    _cases_option(serve)
 
     tools = sub.add_parser("serve-tools", help="serve a case's Guard over MCP to a runner in another process")
-    add_cases_option(tools)
+    _cases_option(tools)
     tools.add_argument(
         "--case", metavar="C", help="whose tools (default: vip-compound, or the first of the named cases)"
     )
@@ -210,7 +210,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_cases_option(parser: argparse.ArgumentParser) -> None:
+def _cases_option(parser: argparse.ArgumentParser) -> None:
     """`--cases PATH` on a command that takes cases (read by `looplab.cli.sources`)."""
     parser.add_argument(
         "--cases",
@@ -220,7 +220,7 @@ def add_cases_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def case_sources(args: argparse.Namespace) -> list[Any]:
+def _case_sources(args: argparse.Namespace) -> list[Any]:
     """The case files and suite folders the command runs (see `looplab.cli.sources`)."""
     from looplab.cli import sources
 
@@ -435,7 +435,7 @@ def _scorecard(args: argparse.Namespace) -> int:
         runners = args.runner or known
         here = [r for r in runners if RUNNERS[r].installed()]  # the others' eval cells stay "not measured"
         jobs = matrix.default_jobs() if args.jobs is None else args.jobs
-        sources_named = case_sources(args)
+        sources_named = _case_sources(args)
         own = list(load_cases(sources_named).values()) if sources_named else []
         ModelChoice().check_drivable(own)
         if clash := [c.id for c in own if c.id in scorecard.CASES]:
@@ -467,7 +467,7 @@ def _cases(args: argparse.Namespace) -> int:
     from looplab.scenarios.cases import load_cases
     from looplab.views.render import cases_table
 
-    cases_table(load_cases(case_sources(args)).values())
+    cases_table(load_cases(_case_sources(args)).values())
     return 0
 
 
@@ -488,7 +488,7 @@ def _serve(args: argparse.Namespace) -> int:
         policy = policy_named(args.policy)
     except ValueError as exc:
         raise LooplabError(str(exc)) from None
-    sources = case_sources(args)
+    sources = _case_sources(args)
     if sources and args.policy == "investigator":  # the cases the server is for: checked now, named below
         from looplab.run.harness import ModelChoice
         from looplab.scenarios.cases import load_cases
@@ -515,7 +515,7 @@ def _serve_tools(args: argparse.Namespace) -> int:
     from looplab.scenarios.cases import load_cases
     from looplab.shared_tools import Workspace
 
-    sources = case_sources(args)
+    sources = _case_sources(args)
     cases = load_cases(sources)
     wanted = args.case or (next(iter(cases)) if sources else "vip-compound")
     if wanted not in cases:
@@ -552,7 +552,7 @@ def _select(
     from looplab.adapters.registry import RUNNERS
     from looplab.scenarios.cases import load_cases
 
-    sources = case_sources(args)
+    sources = _case_sources(args)
     cases = load_cases(sources)
     wanted_cases = args.case or (None if sources else default_cases) or list(cases)
     unknown = [c for c in wanted_cases if c not in cases]

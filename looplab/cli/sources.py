@@ -1,4 +1,4 @@
-"""Where the cases come from: `--cases PATH` (repeatable; the option is `looplab.cli.add_cases_option`), else
+"""Where the cases come from: `--cases PATH` (repeatable, on every command that takes cases), else
 `cases` in a `looplab.toml` in the working directory, else looplab's own suite.
 
     # looplab.toml

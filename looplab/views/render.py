@@ -497,12 +497,25 @@ def runners_table(runners: Iterable[RunnerInfo], *, out: Console | None = None) 
 
 
 def cases_table(cases: Iterable[Case], *, out: Console | None = None) -> None:
-    """Every case: its persona, its max_steps and what it shows."""
-    rows = [[c.id, c.model.persona, str(c.limits.max_steps), c.description] for c in cases]
+    """Every case: its persona, its max_steps and what it shows; and, where a case offers tools of its own suite or
+    runs another test command, those."""
+    cases = list(cases)
+    own = any(c.own_tools or c.test_command for c in cases)
+    rows = [
+        [
+            c.id,
+            c.model.persona,
+            str(c.limits.max_steps),
+            *([", ".join(c.own_tools) or "-", " ".join(c.test_command or ["pytest"])] if own else []),
+            c.description,
+        ]
+        for c in cases
+    ]
     cols = (
         Col("case"),
         Col("persona"),
         Col("max_steps", right=True),
+        *((Col("own tools", prose=True), Col("tests run by", prose=True)) if own else ()),
         Col("what it shows", prose=True, fold="line"),
     )
     print_table("cases", cols, rows, out=out)
