@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from looplab.adapters.contract.limits import StopReason
 from looplab.scenarios.scripted import diagnosis, policy, probes, reading
 from looplab.scenarios.scripted.conversation import Conversation, ToolCall, ToolResult
-from looplab.scenarios.scripted.policy import TOOLS_IT_DRIVES, Investigator
+from looplab.scenarios.scripted.policy import MAX_HOPS, TOOLS_IT_DRIVES, Investigator
 from looplab.shared_tools import default_tools
 from tests.runs import ALL_RUNNERS, run_runner
 from tests.test_policy import investigate
@@ -282,7 +282,13 @@ def generated_repo(root: Path, names: list[str], kinds: list[str]) -> tuple[str,
     max_examples=scaled_examples(0.5),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=3), data=st.data())
+@given(
+    # Each level is one function read, an attribute level two (the owner's method, then the callee): within MAX_HOPS.
+    kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=3).filter(
+        lambda kinds: len(kinds) + 1 + kinds.count("attribute") <= MAX_HOPS
+    ),
+    data=st.data(),
+)
 def test_a_generated_repo_is_followed_to_its_last_function(tmp_path_factory, kinds: list[str], data) -> None:
     count = 1 + 2 * (len(kinds) + 1)  # the package, a module and a function a level
     names = data.draw(st.lists(NAMES, min_size=count, max_size=count, unique=True))
