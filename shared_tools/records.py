@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["Outcome", "PREVIEW_CHARS", "StopSignal", "ToolCallRecord", "clean", "preview"]
+__all__ = ["Outcome", "PREVIEW_CHARS", "StopSignal", "ToolCallRecord", "clean", "preview", "shorten"]
 
 #: ok: the tool ran; error: it ran and failed, or its input was invalid;
 #: refused: the allowlist or path confinement said no; rejected: an effect
@@ -22,6 +22,7 @@ Outcome = Literal["ok", "error", "refused", "rejected", "repetition", "timeout",
 
 PREVIEW_CHARS = 300
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_PARTIAL_WORD = re.compile(r"(?<=\s)\S+$")
 
 
 class ToolCallRecord(BaseModel):
@@ -56,6 +57,19 @@ class StopSignal(BaseModel):
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """The head of a tool result, for traces and tables."""
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut after its last whole word that fits and ending "…" when cut.
+
+    A word is cut only when the first word alone is longer than `limit` (there is no earlier place to cut).
+    """
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    if not text[limit - 1].isspace():  # the head ends inside a word: drop that word's start
+        head = _PARTIAL_WORD.sub("", head) or head
+    return head.rstrip() + "…"
 
 
 def clean(text: str) -> str:

@@ -22,7 +22,8 @@ from tests.runs import ALL_RUNNERS
 from tests.tiers import by_tier
 
 CASES = load_cases()
-README = Path(__file__).resolve().parent.parent / "README.md"
+#: The page whose first TOML block is an example case file (the "Adding a case" section).
+CASE_EXAMPLE_PAGE = Path(__file__).resolve().parent.parent / "docs" / "cases.md"
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +174,9 @@ def test_a_bad_case_file_names_the_file_and_the_field(tmp_path: Path) -> None:
 
 
 def test_the_readme_case_example_is_a_valid_case() -> None:
-    block = re.search(r"```toml\n(.*?)```", README.read_text(), re.S)
-    with tempfile.TemporaryDirectory() as tmp:  # a case file in a copy of the built-in suite, as the README says
+    block = re.search(r"```toml\n(.*?)```", CASE_EXAMPLE_PAGE.read_text(encoding="utf-8"), re.S)
+    assert block, f"{CASE_EXAMPLE_PAGE} shows no TOML block"
+    with tempfile.TemporaryDirectory() as tmp:  # a case file in a copy of the built-in suite, as the page says
         suite = Path(tmp) / "suite"
         shutil.copytree(BUILTIN_SUITE, suite, ignore=shutil.ignore_patterns("cases"))
         (suite / "cases").mkdir()

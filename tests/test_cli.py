@@ -47,6 +47,9 @@ def test_run_prints_the_investigation_and_writes_json(tmp_path: Path) -> None:
             "run",
             "--runner",
             "handrolled",
+            "--case",
+            "vip-compound",
+            "--steps",
             "--json",
             str(json_path),
             "--out",
@@ -100,7 +103,8 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch) -> None:
 
 def test_a_missing_extra_in_a_run_is_a_row_not_a_crash(monkeypatch, capsys, tmp_path: Path) -> None:
     monkeypatch.setitem(registry.RUNNERS, "ghost", GHOST)
-    code = main(["run", "--runner", "ghost", "--runner", "handrolled", "--quiet", "--out", str(tmp_path)])
+    argv = ["run", "--runner", "ghost", "--runner", "handrolled", "--case", "vip-compound", "--steps"]
+    code = main([*argv, "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1 and "looplab[ghost-extra]" in out and "final_answer" in out and "Traceback" not in out
 
@@ -133,6 +137,8 @@ def test_the_scripted_model_is_reachable_as_an_openai_compatible_base_url(model_
             "run",
             "--runner",
             "handrolled",
+            "--case",
+            "vip-compound",
             "--model",
             "openai:scripted",
             "--base-url",
@@ -183,3 +189,60 @@ def test_serve_model_answers_an_openai_client() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_matrix_progress_says_what_is_starting_before_any_run_ends(monkeypatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from looplab.views import render
+
+    drawn = io.StringIO()
+    monkeypatch.setattr(render, "console", lambda: Console(file=drawn, force_terminal=True, width=120))
+    with render.matrix_progress(39, "starting 2 worker processes for 39 runs of 13 runners ..."):
+        shown = drawn.getvalue()  # drawn when the bar is made, before any run ends
+    assert "starting 2 worker processes for 39 runs of 13 runners ..." in shown and "0/39" in shown
+
+
+@pytest.mark.parametrize(
+    ("jobs", "concurrency", "isolated", "said"),
+    [
+        (
+            2,
+            None,
+            None,
+            "starting 2 worker processes for 26 runs of 2 runners (each loads the runners' frameworks) ...",
+        ),
+        (4, 1, None, "starting 26 runs of 2 runners in this process (loading the runners' frameworks) ..."),
+        (1, None, None, "starting 26 runs of 2 runners in this process (loading the runners' frameworks) ..."),
+        (2, None, object(), "starting 26 runs of 2 runners in their runner environments (2 at a time) ..."),
+    ],
+)
+def test_eval_says_what_its_first_seconds_go_to(jobs, concurrency, isolated, said: str) -> None:
+    from looplab import cli
+
+    assert cli._starting(26, ["handrolled", "langgraph"], jobs, concurrency, isolated) == said
+
+
+def test_eval_draws_its_progress_line_with_what_is_starting(monkeypatch) -> None:
+    from looplab.views import render
+
+    shown: list[str] = []
+    real = render.matrix_progress
+
+    def progress(total: int, starting: str):  # type: ignore[no-untyped-def]
+        shown.append(starting)
+        return real(total, starting)
+
+    monkeypatch.setattr(render, "matrix_progress", progress)
+    assert main(["eval", "--runner", "handrolled", "--case", "vip-compound", "--jobs", "1"]) == 0
+    assert shown == ["starting 1 run of 1 runner in this process (loading the runners' frameworks) ..."]
+
+
+def test_run_help_says_what_json_writes(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert "--json PATH also write the results document" in words and "JSON list" not in words
+    assert "in this directory" in words  # where --cmd's program runs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -267,3 +268,108 @@ def test_a_teams_case_runs_in_a_lane_as_it_runs_here(tmp_path: Path) -> None:
         isolated = _outcomes(lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, {}), plan)
     assert [_shape(o) for o in isolated] == [_shape(o) for o in here]
     assert isolated[0].passed and isolated[1].result.stop_reason == "max_steps"
+
+
+# --- which runners get an environment, and what is said first ------------------------------------------------
+
+#: A runner that can run only in an environment of its own here (its framework is not in [all]); None if all are here.
+OWN = next((name for name, info in registry.RUNNERS.items() if info.by_default and info.elsewhere()), None)
+needs_own_runner = pytest.mark.skipif(OWN is None, reason="every runner's framework is installed here")
+
+
+@needs_own_runner
+def test_only_the_runners_that_need_an_environment_get_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+    monkeypatch.setattr(environments, "ensure", lambda spec, **_: built.append(spec.label) or RunnerEnv(spec, Path()))
+    env_of = environments.prepare([OWN, "langgraph", "langgraph@1.0.0"], everyone=False)
+    assert built == [OWN, "langgraph (langgraph==1.0.0)"]  # its own framework, and a pinned version: not langgraph
+    here = env_of("langgraph")
+    assert here.here and here.python == Path(sys.executable) and not env_of(OWN).here
+    built.clear()
+    environments.prepare([OWN, "langgraph"])  # --isolate asked for every runner's
+    assert built == [OWN, "langgraph"]
+
+
+def _fake_create(events: list[str]):  # type: ignore[no-untyped-def]
+    def create(spec: EnvSpec, path: Path) -> None:
+        events.append(f"create {spec.label}")
+        (path / "bin").mkdir(parents=True)
+
+    return create
+
+
+def test_creating_an_environment_says_which_runner_why_and_that_it_is_once_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    monkeypatch.setattr(environments, "_create", _fake_create(events))
+    monkeypatch.setattr(environments, "_installed", lambda path: {})
+    spec = environments.spec_for("langgraph", "1.0.0")
+    on_creating = lambda s, path: events.append(environments.creating_line(s, path))  # noqa: E731
+    environments.ensure(spec, tmp_path, on_creating=on_creating)
+    assert len(events) == 2 and events[1] == f"create {spec.label}"
+    line = events[0]
+    assert line.startswith(f"creating the {spec.label} runner environment with {environments.installer()}")
+    assert "--versions asks for langgraph==1.0.0" in line and "once" in line and str(tmp_path) in line
+    events.clear()
+    environments.ensure(spec, tmp_path, on_creating=on_creating)  # reused: nothing said, nothing built
+    assert events == []
+
+
+@needs_own_runner
+def test_the_line_for_a_framework_outside_all_says_so() -> None:
+    line = environments.creating_line(environments.spec_for(OWN), Path("/cache/x"))
+    assert f"the {OWN} runner environment" in line and "not in looplab[all]" in line
+
+
+def test_runner_environments_leave_out_uv_which_every_runner_extra_installs() -> None:
+    _, by_extra = environments._own_requirements()
+    assert all(
+        any(r.startswith(f"looplab[{environments.INSTALLER_EXTRA}]") for r in by_extra[info.extra])
+        for info in registry.RUNNERS.values()
+    )
+    assert not any(environments._name(r) == "uv" for r in environments.spec_for("pydantic_ai").requirements)
+
+
+def test_a_cell_of_a_runner_that_needs_no_environment_runs_in_a_lane_of_this_interpreter() -> None:
+    plan = [("handrolled", load_cases()["vip-compound"])]
+    with ScriptedModelServer() as server:
+        where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
+        here = _outcomes(lambda done: schedule.run_here(plan, where, 1, done, {}), plan)
+        env = RunnerEnv.this_one("handrolled")
+        lane = _outcomes(lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, {}), plan)
+    assert [_shape(o) for o in lane] == [_shape(o) for o in here]
+
+
+# These two go through the CLI: they pass once `looplab/cli/__init__.py` checks the run's inputs before
+# `_environments` and passes `everyone=` (whether --isolate was given) and `on_creating=` to `prepare`.
+
+
+@needs_own_runner
+def test_a_missing_key_is_refused_before_any_environment_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(environments.CACHE_ENV, str(tmp_path / "envs"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    events: list[str] = []
+    monkeypatch.setattr(environments, "_create", _fake_create(events))
+    assert main(["run", "--model", "openai:gpt-4.1-mini", "--runner", OWN]) == 2
+    assert "OPENAI_API_KEY is not set" in capsys.readouterr().err and events == []
+
+
+@needs_own_runner
+def test_naming_a_runner_beside_one_that_needs_an_environment_builds_only_that_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(environments.CACHE_ENV, str(tmp_path / "envs"))
+
+    def refused(spec: EnvSpec, path: Path) -> None:
+        events.append(spec.label)
+        raise EnvironmentFailed(f"the {spec.label} environment could not be created: offline")
+
+    events: list[str] = []
+    monkeypatch.setattr(environments, "_create", refused)
+    main(["run", "--runner", OWN, "--runner", "handrolled", "--case", "vip-compound", "--quiet"])
+    out = capsys.readouterr().out
+    assert events == [OWN]
+    assert f"creating the {OWN} runner environment" in out

@@ -109,6 +109,20 @@ def test_the_cli_runs_an_external_agent_and_checks_it_like_any_runner(
     assert result["runner"] == "external" and result["stop_reason"] == "final_answer"
 
 
+def test_a_relative_path_in_the_command_means_the_directory_looplab_was_started_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_server: ScriptedModelServer
+) -> None:
+    """`--cmd 'python examples/stdlib_agent.py'` typed in a project folder runs that folder's agent."""
+    project = tmp_path / "project"
+    (project / "examples").mkdir(parents=True)
+    (project / "examples" / "stdlib_agent.py").write_text(EXAMPLE.read_text())
+    monkeypatch.chdir(project)
+    monkeypatch.setenv(EXTERNAL_COMMAND_ENV, f"{shlex.quote(sys.executable)} examples/stdlib_agent.py")
+    result = run_runner("external", model_server)
+    assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
+    assert result.trace.trajectory() == SEED_TRAJECTORY
+
+
 def test_external_without_a_command_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "--runner", "external"]) == 2
     err = capsys.readouterr().err.strip()

@@ -67,7 +67,7 @@ def test_the_case_file_shows_the_optional_keys_as_comments(tmp_path: Path, repo:
 def test_the_written_suite_runs_through_the_handrolled_runner(tmp_path: Path, repo: Path, capsys) -> None:
     folder = tmp_path / "suites" / "mine"
     write_suite(folder, repo, TARGET)
-    code = main(["run", "--cases", str(folder), "--runner", "handrolled", "--quiet", "--out", str(tmp_path / "out")])
+    code = main(["run", "--cases", str(folder), "--runner", "handrolled", "--steps", "--out", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "looplab run · total" in out and "final_answer" in out

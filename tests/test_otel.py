@@ -174,7 +174,18 @@ def test_run_otel_writes_one_otlp_json_file_that_parses_back(tmp_path: Path, mon
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
     path, results = tmp_path / "traces" / "otel.json", tmp_path / "results.json"
-    argv = ["run", "--runner", "handrolled", "--quiet", "--otel", str(path), "--json", str(results)]
+    argv = [
+        "run",
+        "--runner",
+        "handrolled",
+        "--case",
+        "vip-compound",
+        "--quiet",
+        "--otel",
+        str(path),
+        "--json",
+        str(results),
+    ]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 0
     assert f"OpenTelemetry: {path}" in "".join(capsys.readouterr().out.split("\n"))  # the console wraps long lines
     [record] = json.loads(results.read_text())["results"]

@@ -61,11 +61,59 @@ def test_a_runner_that_stops_recovering_changes_its_malformed_arguments_cell(mon
 def test_the_cap_cells_follow_the_caps_measurement() -> None:
     doc = COMMITTED_CAPS.model_copy(deep=True)
     card = scorecard.build(["openai_agents"], caps=doc).cards[0].cells
-    assert card["at_cap"].text == "raises MaxTurnsExceeded" and card["default_cap"].text.startswith("10 (")
+    assert card["at_cap"].text == "the framework raises MaxTurnsExceeded (from agents.exceptions)"
+    assert card["default_cap"].text == "10 model calls (Runner.run(max_turns=10))"
     report = next(r for r in doc.runners if r.runner == "openai_agents")
     report.knobs[0].rows[0].ending = measurements.Ending(how="returns silently (no exception, no answer)")
     changed = scorecard.build(["openai_agents"], caps=doc).cards[0].cells
     assert changed["at_cap"].text == "returns silently"
+
+
+def _cap_cell(doc: measurements.CapsDoc, runner: str, key: str = "default_cap") -> str:
+    return scorecard.build([runner], caps=doc).cards[0].cells[key].text
+
+
+@pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
+def test_the_default_cap_is_what_stops_a_runaway_when_nothing_is_set() -> None:
+    """LangChain and LangGraph map max_steps onto a knob with no default; their recursion_limit still bites."""
+    doc = COMMITTED_CAPS.model_copy(deep=True)
+    assert _cap_cell(doc, "langchain") == "about 5,000 model calls (recursion_limit = 9999)"
+    assert _cap_cell(doc, "langgraph") == "about 5,004 model calls (recursion_limit = 10007)"
+    assert _cap_cell(doc, "crewai") == "26 model calls (Agent(max_iter=25))"  # counts tool calls: one more
+    assert _cap_cell(doc, "handrolled").startswith("none (unbounded: still going at looplab's safety stop")
+    # Read off the measurement, not written down: another default, or rows of another slope, give another number.
+    recursion = next(k for r in doc.runners if r.runner == "langgraph" for k in r.knobs if k.knob == "recursion_limit")
+    recursion.default = 101
+    assert _cap_cell(doc, "langgraph") == "about 51 model calls (recursion_limit = 101)"
+    for row in recursion.rows:
+        row.model_calls = row.value or 0
+    assert _cap_cell(doc, "langgraph") == "about 101 model calls (recursion_limit = 101)"
+
+
+@pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
+def test_every_knob_with_a_default_is_named_the_first_to_bite_first() -> None:
+    doc = COMMITTED_CAPS.model_copy(deep=True)
+    report = next(r for r in doc.runners if r.runner == "pydantic_ai")
+    requests, tools = report.knobs  # request_limit (default 50), tool_calls_limit (no default)
+    tools.default = 10  # a tool-call limit of 10 by default: 11 model calls, before the request limit's 50
+    for knob in report.knobs:  # the run with nothing set now ends at the tool-call limit
+        knob.unset = knob.unset.model_copy(update={"model_calls": 11, "tool_calls": 10})
+    assert _cap_cell(doc, "pydantic_ai") == (
+        "11 model calls (Agent.run(usage_limits=UsageLimits(tool_calls_limit=10))); "
+        "then 50 model calls (Agent.run(usage_limits=UsageLimits(request_limit=50)))"
+    )
+    assert requests.default == 50
+
+
+@pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
+def test_an_exception_at_the_cap_reads_as_the_frameworks_with_its_module() -> None:
+    doc = COMMITTED_CAPS.model_copy(deep=True)
+    assert _cap_cell(doc, "crewai", "at_cap") == "the framework raises ValidationError (from pydantic_core)"
+    assert _cap_cell(doc, "langgraph", "at_cap") == "returns silently"
+    assert (
+        _cap_cell(doc, "google_adk", "at_cap")
+        == "the framework raises LlmCallsLimitExceededError (from google.adk.agents.invocation_context)"
+    )
 
 
 @pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")

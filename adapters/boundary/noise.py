@@ -22,9 +22,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from looplab.shared_tools.records import shorten
+
 __all__ = ["MESSAGE_CHARS", "PRINTS_KEPT", "framework_noise"]
 
-#: Longest message kept.
+#: Longest message kept (a longer one is cut after a whole word).
 MESSAGE_CHARS = 500
 #: Most printed messages kept from one run (a framework printing every step would otherwise fill the record).
 PRINTS_KEPT = 100
@@ -85,7 +87,7 @@ class _RunNoise:
             self.prints_dropped += 1
             return
         self.prints += 1
-        self.messages.append(f"{stream}: {text}"[:MESSAGE_CHARS])
+        self.messages.append(shorten(f"{stream}: {text}", MESSAGE_CHARS))
 
 
 class _Stream:
@@ -164,7 +166,7 @@ class _Router(logging.Handler):
         self._deliver(f"{category.__name__}: {message}")
 
     def _deliver(self, text: str) -> None:
-        text = text[:MESSAGE_CHARS]
+        text = shorten(text, MESSAGE_CHARS)
         if (run := _owner.get()) is not None:
             run.said(text)
             return

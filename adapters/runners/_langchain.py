@@ -14,15 +14,22 @@ from typing import Any
 
 from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_openai import ChatOpenAI
 from langsmith import tracing_context
 
 from looplab.adapters.boundary.plain import plain_http_client
 from looplab.adapters.contract.bare import BareTool
+from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, Api
+from looplab.adapters.contract.result import Finished, NativeEnd
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.session import RunSession
+from looplab.shared_tools.records import shorten
+
+#: The most of a kept call's arguments, and of the framework's reason, a run's record quotes.
+QUOTED_CHARS = 300
 
 
 def chat_model(api: Api, session: RunSession) -> BaseChatModel:
@@ -98,3 +105,28 @@ def no_tracing() -> Iterator[None]:
     """LangSmith tracing off for the block, whatever the environment says: nothing may try the network."""
     with tracing_context(enabled=False):
         yield
+
+
+def conclude(session: RunSession, last: BaseMessage, answer: str | None) -> Finished:
+    """`session.conclude(answer)`, naming the tool calls that ended the run when LangChain could not parse them.
+
+    A reply's tool call whose arguments are not JSON is not among the `AIMessage`'s `tool_calls`: LangChain keeps
+    it in `invalid_tool_calls`, with the parse error. A reply with only such calls has no tool call to run, so both
+    runners' graphs end there (create_agent's edge after the model and LangGraph's `route` read `tool_calls` only),
+    without an answer and without the Guard seeing the call. The record then names each kept call, its arguments
+    as the model sent them, and the framework's reason.
+    """
+    kept = last.invalid_tool_calls if isinstance(last, AIMessage) and not last.tool_calls else []
+    if not kept:
+        return session.conclude(answer)
+    calls = "; ".join(
+        f"{call.get('name')}({shorten(str(call.get('args') or ''), QUOTED_CHARS)}): "
+        + shorten(" ".join(str(call.get("error") or "no reason given").split()), QUOTED_CHARS)
+        for call in kept
+    )
+    what = "tool call" if len(kept) == 1 else f"{len(kept)} tool calls"
+    why = f"the framework could not parse the model's {what} and ended the run (AIMessage.invalid_tool_calls): {calls}"
+    session.native_end = NativeEnd(kind="returned", message=why, text=answer)
+    finished = session.conclude(answer)
+    # A stop the boundaries asked for, or the cap, still wins; an error is this one.
+    return Finished(StopReason.ERROR, detail=why) if finished.reason is StopReason.ERROR else finished

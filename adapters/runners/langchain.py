@@ -20,7 +20,14 @@ from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
-from looplab.adapters.runners._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
+from looplab.adapters.runners._langchain import (
+    chat_model,
+    conclude,
+    guard_tools,
+    no_tracing,
+    plain_chat_model,
+    plain_tools,
+)
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = [
@@ -81,7 +88,7 @@ class LangChainAgent(Adapter):
         }
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Build the agent and run it once; the last AI message is the answer."""
+        """Build the agent and run it once; the last AI message is the answer (`_langchain.conclude`)."""
         api = self.api_for(session.model)
         middleware, config = _cap(session.knob, session.cap)
         agent = create_agent(
@@ -92,7 +99,8 @@ class LangChainAgent(Adapter):
         )
         with no_tracing():
             state = agent.invoke({"messages": [HumanMessage(task)]}, config)
-        return session.conclude(state["messages"][-1].text)
+        last = state["messages"][-1]
+        return conclude(session, last, last.text)
 
     def bare_loop(self) -> BareRun:
         return bare_run

@@ -22,7 +22,14 @@ from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, read_default
-from looplab.adapters.runners._langchain import chat_model, guard_tools, no_tracing, plain_chat_model, plain_tools
+from looplab.adapters.runners._langchain import (
+    chat_model,
+    conclude,
+    guard_tools,
+    no_tracing,
+    plain_chat_model,
+    plain_tools,
+)
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = [
@@ -128,7 +135,7 @@ class LangGraphAgent(Adapter):
             state = graph.invoke({"messages": [HumanMessage(task)], "steps": 0}, config)
         last = state["messages"][-1]
         # The counter ended the graph: the model asked for tools, so it did not answer.
-        return session.conclude(None if getattr(last, "tool_calls", None) else last.text)
+        return conclude(session, last, None if getattr(last, "tool_calls", None) else last.text)
 
     def bare_loop(self) -> BareRun:
         return bare_run

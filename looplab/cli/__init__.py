@@ -4,10 +4,41 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
 API_CHOICES = ("chat", "responses", "messages")
+#: What `looplab run` runs when no case is named: the investigation, bad tool calls, and a budget that runs out,
+#: so its closing screen can show where the runners differ (stops, recovery, the cap) as well as where they agree.
+_FIRST_CASES = ("vip-compound", "sloppy-calls", "tight-budget")
+
+
+def _fit(*lines: str) -> str:
+    """The first of `lines` that fits the terminal (or COLUMNS) after `looplab: `; else the last, the shortest."""
+    import shutil
+
+    room = shutil.get_terminal_size().columns - len("looplab: ")
+    return next((line for line in lines if len(line) <= room), lines[-1])
+
+
+def _shown(word: str, limit: int = 40) -> str:
+    """A word the user typed, quoted, and cut to `limit` characters so that a pasted paragraph stays one short line."""
+    return repr(word if len(word) <= limit else word[: limit - 3] + "...")
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """`; did you mean X?` for the closest of `choices`, or '' when none is close."""
+    from looplab.scenarios.strict import nearest  # on an error's path only: --help imports no pydantic
+
+    return nearest(word, choices)
+
+
+def unknown(kind: str, word: str, known: Sequence[str], listed_by: str) -> str:
+    """The one line for a name that is not one of `known`: the nearest if one is close, and `listed_by`, the
+    command that lists them, where the terminal has room; on a narrow one the nearest name alone."""
+    near = _did_you_mean(word, known)
+    line = f"unknown {kind} {_shown(word)}{near}"
+    return _fit(f"{line} (`{listed_by}` lists them)", line, f"unknown {kind}{near}" if near else line)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -15,12 +46,43 @@ class _Parser(argparse.ArgumentParser):
 
     argparse's own `error` prints the whole usage block first (several lines of
     option soup that bury the one that matters); this prints `looplab: ...` and
-    where to find the usage instead, and exits 2 as argparse does. Subcommand
-    parsers are built from this class too (`add_subparsers` uses the parent's class).
+    where to find the usage instead (where the terminal has room), and exits 2 as argparse
+    does. A value that is not one of the choices, or an option no command has, gets the
+    nearest one instead of the whole list. Subcommand parsers are built from this class
+    too (`add_subparsers` uses the parent's class).
     """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"looplab: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+        line = " ".join(message.split())
+        self.exit(2, f"looplab: {_fit(f'{line} (see `{self.prog} --help`)', line)}\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        choices = [str(c) for c in action.choices]
+        near = _did_you_mean(str(value), choices)
+        if isinstance(action, argparse._SubParsersAction):
+            raise argparse.ArgumentError(None, f"unknown command {_shown(str(value))}{near}")
+        # A short list is the answer itself; the nearest alone when one is close.
+        offered = near or f"; one of {', '.join(choices)}"
+        raise argparse.ArgumentError(action, f"unknown value {_shown(str(value))}{offered}")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        """As argparse's, but an option the command does not have is named with the nearest one it has."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            options = _options_of(self, getattr(parsed, "command", None))
+            near = next((_did_you_mean(w.partition("=")[0], options) for w in extra if w.startswith("-")), "")
+            self.error(f"unrecognized arguments: {' '.join(extra)}{near}")
+        return parsed
+
+
+def _options_of(parser: argparse.ArgumentParser, command: str | None) -> list[str]:
+    """The option strings of `command`'s parser (the top level's when there is none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            parser = action.choices[command]
+    return [option for action in parser._actions for option in action.option_strings]
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -81,6 +143,10 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
+#: Which runners a command takes when none is named (`_select`).
+_EVERY_RUNNER = "default: every installed one but external; with --isolate, also those in their own environments"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="looplab",
@@ -90,30 +156,36 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="run cases through runners and print them side by side")
-    run.add_argument(
-        "--runner", action="append", metavar="R", help="runner to use (repeatable; default: every installed one)"
-    )
+    run.add_argument("--runner", action="append", metavar="R", help=f"runner to use (repeatable; {_EVERY_RUNNER})")
     _cases_option(run)
     run.add_argument(
-        "--case", action="append", metavar="C", help="case id (repeatable; default: vip-compound, or every named case)"
+        "--case",
+        action="append",
+        metavar="C",
+        help=f"case id (repeatable; default: {', '.join(_FIRST_CASES)}, or every case of --cases or looplab.toml)",
     )
     _model_options(run)
     run.add_argument("--max-steps", type=_positive_int, metavar="N", help="override the case's max_steps (model calls)")
-    run.add_argument("--json", metavar="PATH", help="also write the RunResults as a JSON list to PATH")
+    run.add_argument("--json", metavar="PATH", help="also write the results document (results.json in --out) to PATH")
     _otel_option(run)
     run.add_argument(
         "--out", metavar="DIR", help="folder for results.json and traces.jsonl (default: looplab-runs/<time>)"
     )
-    run.add_argument("--quiet", action="store_true", help="print only the summary table")
+    run.add_argument("--steps", action="store_true", help="also print each run's steps and the per-case table")
+    run.add_argument("--quiet", action="store_true", help="print only where the runners differ and where the files are")
     _isolation_options(run)
 
     ev = sub.add_parser("eval", help="the runner x case matrix: checks, completion rates, calls and cost")
-    ev.add_argument("--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)")
+    ev.add_argument("--runner", action="append", metavar="R", help=f"runner (repeatable; {_EVERY_RUNNER})")
     _cases_option(ev)
-    ev.add_argument("--case", action="append", metavar="C", help="case id (repeatable; default: every case)")
+    ev.add_argument(
+        "--case", action="append", metavar="C", help="case id (repeatable; default: every case of the suite)"
+    )
     ev.add_argument("--repeat", type=_positive_int, default=1, metavar="K", help="run every cell K times (default 1)")
     _model_options(ev)
-    ev.add_argument("--json", metavar="PATH", help="write the summary, the cells and every RunResult as JSON")
+    ev.add_argument(
+        "--json", metavar="PATH", help="write the results document (every run's record, the cells, the summary)"
+    )
     ev.add_argument(
         "--estimate",
         action="store_true",
@@ -149,12 +221,16 @@ def _parser() -> argparse.ArgumentParser:
 
     caps = sub.add_parser("caps", help="measure each runner's native iteration cap; write docs/iteration-caps.*")
     caps.add_argument(
-        "--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)"
+        "--runner",
+        action="append",
+        metavar="R",
+        help="runner (repeatable; default: every installed one but external, and those in their own environments)",
     )
     caps.add_argument(
         "--check",
         action="store_true",
-        help="compare with the committed docs instead of writing them; exit 1 with the diff if they differ",
+        help="compare with the committed docs instead of writing them: exit 1 naming the runner, knob and value "
+        "when a measured behaviour changed; versions that moved with the same behaviour pass, and are named",
     )
     caps.add_argument(
         "--docs", default="docs", metavar="DIR", help="where iteration-caps.json and .md live (default: docs)"
@@ -174,7 +250,13 @@ def _parser() -> argparse.ArgumentParser:
     card.add_argument("--caps", metavar="PATH", default="docs/iteration-caps.json", help="the caps measurement")
     card.add_argument("--bench", metavar="PATH", help="a `looplab bench --json` file (per-turn overhead, import time)")
     card.add_argument("--markdown", metavar="PATH", help="also write the scorecard as Markdown")
-    card.add_argument("--jobs", type=int, default=None, metavar="J", help="runs at once when running the cases")
+    card.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="J",
+        help="worker processes when running the cases (default: the cores)",
+    )
     _cases_option(card)
     _cases_option(sub.add_parser("cases", help="list the cases"))
     otel = sub.add_parser("otel", help="a results document's runs as OpenTelemetry traces (OTLP/JSON)")
@@ -196,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
     tools = sub.add_parser("serve-tools", help="serve a case's Guard over MCP to a runner in another process")
     _cases_option(tools)
     tools.add_argument(
-        "--case", metavar="C", help="whose tools (default: vip-compound, or the first of the named cases)"
+        "--case", metavar="C", help="whose tools (default: vip-compound, or the first case of --cases or looplab.toml)"
     )
     where = tools.add_mutually_exclusive_group()
     where.add_argument("--stdio", action="store_true", help="over stdin and stdout instead of streamable HTTP")
@@ -231,8 +313,9 @@ def _isolation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--isolate",
         action="store_true",
-        help="run each runner in a virtual environment of its own (looplab plus its extra; created with uv "
-        "on first use, then cached): for frameworks that cannot be installed beside the others",
+        help="run each runner in a virtual environment of its own (looplab's dependencies plus the runner's extra; "
+        "created on first use, with uv where it is installed, then cached): for frameworks that cannot be "
+        "installed beside the others",
     )
     parser.add_argument(
         "--versions",
@@ -331,8 +414,12 @@ def _environments(args: argparse.Namespace, runners: list[str]) -> tuple[list[st
     def created(env: environments.RunnerEnv) -> None:
         out.print(f"created the {env.spec.label} environment in {env.created_s:.1f} s (first use, kept in {env.path})")
 
+    def creating(spec: environments.EnvSpec, path: Any) -> None:
+        out.print(environments.creating_line(spec, path))
+
+    everyone = getattr(args, "isolate_everyone", bool(args.isolate))
     with out.status("preparing runner environments ..."):
-        return labels, environments.prepare(labels, created)
+        return labels, environments.prepare(labels, created, everyone=everyone, on_creating=creating)
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
@@ -360,7 +447,8 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cmd",
         metavar="'COMMAND ...'",
-        help="the program --runner external runs (see the README: the environment it gets, the outcome it writes)",
+        help="the program --runner external runs, split like a shell line (not run by a shell), in this "
+        "directory; it gets the run's contract in LOOPLAB_* variables and writes its outcome to LOOPLAB_RESULT",
     )
     parser.add_argument(
         "--rpm",
@@ -418,9 +506,7 @@ def _scorecard(args: argparse.Namespace) -> int:
 
     _ready_to_write("--markdown", args.markdown)
     known = [n for n, info in RUNNERS.items() if info.by_default]
-    unknown = [r for r in args.runner or [] if r not in RUNNERS]
-    if unknown:
-        raise LooplabError(f"unknown runner {unknown[0]!r}; known runners: {', '.join(RUNNERS)}")
+    _check_runners(args.runner)
     caps_path = Path(args.caps)
     caps = scorecard.load_caps(caps_path)
     sources = {"caps": str(caps_path) if caps else f"{caps_path} (missing: not measured)"}
@@ -509,7 +595,6 @@ def _serve_tools(args: argparse.Namespace) -> int:
 
     from looplab.adapters.boundary.tool_server import ToolServer, serve_stdio
     from looplab.adapters.contract import files
-    from looplab.adapters.contract.errors import LooplabError
     from looplab.run.harness import case_guard
     from looplab.run.interrupt import keep_finished
     from looplab.scenarios.cases import load_cases
@@ -518,8 +603,7 @@ def _serve_tools(args: argparse.Namespace) -> int:
     sources = _case_sources(args)
     cases = load_cases(sources)
     wanted = args.case or (next(iter(cases)) if sources else "vip-compound")
-    if wanted not in cases:
-        raise LooplabError(f"unknown case {wanted!r}; known cases: {', '.join(cases)}")
+    _check_cases([wanted], cases, args)
     case = cases[wanted]
     _ready_to_write("--records", args.records)
 
@@ -544,6 +628,89 @@ def _serve_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_runners(named: Sequence[str] | None) -> None:
+    """A runner name that is not one: one line with the nearest name."""
+    from looplab.adapters.contract.errors import LooplabError
+    from looplab.adapters.registry import RUNNERS
+
+    for name in named or []:
+        if name not in RUNNERS:
+            raise LooplabError(unknown("runner", name, list(RUNNERS), "looplab runners"))
+
+
+def _check_cases(named: Sequence[str], cases: Mapping[str, Any], args: argparse.Namespace) -> None:
+    """A case id that is not one of `cases`: one line with the nearest id."""
+    from looplab.adapters.contract.errors import LooplabError
+
+    lister = "looplab cases" + "".join(f" --cases {p}" for p in getattr(args, "cases", None) or [])
+    for name in named:
+        if name not in cases:
+            raise LooplabError(unknown("case", name, list(cases), lister))
+
+
+def exit_code(runs: Iterable[Any]) -> int:
+    """The exit code of `run` and `eval` from the runs asked for (outcomes or cells, each with `passed`).
+
+    0 when every one ran and did what its case expects (its checks passed); 1 when one errored (no result) or
+    failed a check. Bad input is 2 before anything runs (`main`); SIGINT and SIGTERM end the command with 130
+    and 143 (`looplab.run.interrupt`). A runner that cannot take the model is not among the runs (`_runners_taking`).
+    """
+    return 0 if all(run.passed for run in runs) else 1
+
+
+def _starting(total: int, runners: Sequence[str], jobs: int, concurrency: int | None, isolated: Any) -> str:
+    """What a matrix's first seconds go to, for its progress line until the first run ends (the split of
+    `looplab.run.matrix.run_matrix`: runner environments, worker processes, or this process)."""
+    count = len(runners)
+    what = f"{total} run{'s' * (total != 1)} of {count} runner{'s' * (count != 1)}"
+    lanes = min(jobs, total, jobs if concurrency is None else concurrency)
+    if isolated is not None:
+        return f"starting {what} in their runner environments ({min(jobs, count)} at a time) ..."
+    if lanes > 1:
+        return f"starting {lanes} worker processes for {what} (each loads the runners' frameworks) ..."
+    return f"starting {what} in this process (loading the runners' frameworks) ..."
+
+
+def _runners_taking(choice: Any, runners: list[str]) -> list[str]:
+    """The `runners` that can take `choice`'s model (and `--api`); the others are skipped, before anything runs,
+    with one line naming them. None left is bad input: the first one's reason, in one line."""
+    from looplab.adapters.contract.errors import LooplabError
+    from looplab.adapters.contract.model import PROVIDER_OF_API, ModelSpec, parse_model
+    from looplab.adapters.contract.runner import Runner
+    from looplab.adapters.registry import RUNNERS
+    from looplab.run.harness import SCRIPTED
+    from looplab.views import render
+
+    if choice.model == SCRIPTED:
+        if choice.api is None:
+            return runners  # the scripted model speaks every runner's first API
+        spec = ModelSpec(PROVIDER_OF_API[choice.api], SCRIPTED, api=choice.api)  # type: ignore[arg-type]
+        target = f"--api {choice.api}"
+    else:
+        provider, name = parse_model(choice.model)
+        spec = ModelSpec(provider, name, api=choice.api)  # type: ignore[arg-type]
+        target = choice.model + (f" over --api {choice.api}" if choice.api else "")
+    kept, refused = [], {}
+    for runner in runners:
+        try:
+            # The rule each runner's `run` applies, read off its declaration: no framework is imported for it.
+            Runner.api_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
+        except LooplabError as exc:
+            refused[runner] = exc
+        else:
+            kept.append(runner)
+    if refused and not kept:
+        raise next(iter(refused.values()))
+    if refused:
+        speak = sorted({", ".join(RUNNERS[r].apis) for r in refused})
+        who = "it" if len(refused) == 1 else "they"
+        render.console().print(
+            f"skipping {', '.join(refused)}: {who} cannot take {target} (APIs: {'; '.join(speak)})",
+            style="yellow",
+        )
+    return kept
+
+
 def _select(
     args: argparse.Namespace, default_cases: list[str] | None, own_environments: bool = False
 ) -> tuple[list[str], list]:
@@ -555,13 +722,10 @@ def _select(
     sources = _case_sources(args)
     cases = load_cases(sources)
     wanted_cases = args.case or (None if sources else default_cases) or list(cases)
-    unknown = [c for c in wanted_cases if c not in cases]
-    if unknown:
-        raise LooplabError(f"unknown case {unknown[0]!r}; known cases: {', '.join(cases)}")
-    unknown = [r for r in args.runner or [] if r not in RUNNERS]
-    if unknown:
-        raise LooplabError(f"unknown runner {unknown[0]!r}; known runners: {', '.join(RUNNERS)}")
+    _check_cases(wanted_cases, cases, args)
+    _check_runners(args.runner)
     # A runner whose framework cannot share this environment runs in its own: naming one isolates the run.
+    args.isolate_everyone = bool(getattr(args, "isolate", False))  # asked for: every runner in an environment
     if not own_environments and any(RUNNERS[r].elsewhere() for r in args.runner or []):
         args.isolate = True
     # In runner environments a runner needs only its programs here (node): its framework is installed there.
@@ -595,17 +759,19 @@ def _run(args: argparse.Namespace) -> int:
 
     from looplab.records import results
     from looplab.run import harness, interrupt, isolation, schedule
-    from looplab.views import render, report
+    from looplab.views import differences, render, report
 
-    runners, cases = _select(args, ["vip-compound"])
+    runners, cases = _select(args, list(_FIRST_CASES))
     _otel_ready(args.otel)
     _ready_to_write("--json", args.json)
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_cases(cases)
-    runners, isolated = _environments(args, runners)
+    choice.check_key()
+    runners = _runners_taking(choice, runners)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
     for name in ("results.json", "traces.jsonl"):
         _ready_to_write("--out", str(out_dir / name))
+    runners, isolated = _environments(args, runners)  # last: the inputs above are checked before anything is built
     outcomes: list[harness.RunOutcome] = []
     total = len(cases) * len(runners)
 
@@ -623,11 +789,12 @@ def _run(args: argparse.Namespace) -> int:
             _write_otel(args.otel, doc, announce=stop is None)
         return f"{results_path}, {traces_path}" + "".join(f", {p}" for p in (args.json, args.otel) if p)
 
+    starting = _starting(total, runners, 1, 1, isolated)
     with interrupt.keep_finished(save):
-        with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
+        with harness.endpoint(choice) as where, render.matrix_progress(total, starting) as advance:
 
             def done(_: int, outcome: harness.RunOutcome) -> None:
-                if not args.quiet:
+                if args.steps:
                     render.run_detail(outcome)
                 outcomes.append(outcome)
                 advance(outcome)
@@ -638,14 +805,16 @@ def _run(args: argparse.Namespace) -> int:
                 schedule.run_here(plan, where, 1, done, options)
             else:
                 isolation.run_isolated(plan, where, isolated, 1, 1, done, options)
-    render.summary_table(outcomes)
-    report.print_headline(document())
+    if args.steps:
+        render.summary_table(outcomes)
+    if not args.quiet:
+        report.print_headline(document())
     save()
     if args.json:
         render.console().print(f"JSON: {args.json}")
     render.console().print(f"results: {out_dir / 'results.json'}\ntraces:  {out_dir / 'traces.jsonl'}")
-    render.where_to_look(out_dir / "results.json")
-    return 0 if all(o.result is not None for o in outcomes) else 1
+    differences.print_first_screen(document(), out_dir / "results.json")
+    return exit_code(outcomes)
 
 
 def _caps(args: argparse.Namespace) -> int:
@@ -681,10 +850,12 @@ def _caps(args: argparse.Namespace) -> int:
             print(changes or caps.diff(committed_md, fresh_md, "iteration-caps.md"))
             out.print(
                 "the measured caps differ from the committed docs: a library changed what its cap does "
-                "(the diff above is the news); run `looplab caps` to regenerate them",
+                "(the lines above name the runner, knob and value); run `looplab caps` to regenerate them",
                 style="red",
             )
             return 1
+        for line in changes.moved_lines():
+            out.print(line)
         out.print(f"{json_path} and {md_path} match the installed libraries", style="green")
         return 0
     files.write_text(json_path, caps.to_json(doc))
@@ -702,11 +873,13 @@ def _eval(args: argparse.Namespace) -> int:
 
     runners, cases = _select(args, None)
     jobs = matrix.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
-    runners, isolated = _environments(args, runners)
     if args.estimate:
+        runners, isolated = _environments(args, runners)
         return _estimate(args, runners, cases, jobs, isolated)
     choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
     choice.check_cases(cases)
+    choice.check_key()
+    runners = _runners_taking(choice, runners)
     resume_path = Path(args.resume) if args.resume else None
     # Read before anything runs: a file that cannot be resumed is refused now, not after the matrix.
     earlier = results.read_for_resume(resume_path, cases) if resume_path else None
@@ -715,6 +888,7 @@ def _eval(args: argparse.Namespace) -> int:
     # Now, not after the whole matrix ran: a target that is not a regular file, a folder that cannot be made.
     _ready_to_write("--json" if args.json else "--resume", str(json_path) if json_path else None)
     _ready_to_write("--html", args.html)
+    runners, isolated = _environments(args, runners)  # last: the inputs above are checked before anything is built
     done_before = results.finished(earlier) if earlier else set()
 
     def wanted(runner: str, case: str, repeat: int) -> bool:
@@ -748,8 +922,9 @@ def _eval(args: argparse.Namespace) -> int:
             _write_otel(args.otel, doc, announce=False)
         return ", ".join(str(p) for p in (json_path, args.otel) if p)
 
+    starting = _starting(total, runners, jobs, args.concurrency, isolated)
     with interrupt.keep_finished(save):
-        with harness.endpoint(choice) as where, render.matrix_progress(total) as advance:
+        with harness.endpoint(choice) as where, render.matrix_progress(total, starting) as advance:
 
             def on_done(outcome: harness.RunOutcome) -> None:
                 finished.append(outcome)
@@ -787,7 +962,7 @@ def _eval(args: argparse.Namespace) -> int:
             + ([f"already in {args.resume}"] if earlier is not None else [])
         )
         render.console().print(f"ran {total} of the matrix's cells; {skipped} were {why}")
-    return 0 if all(c.passed for c in cells) else 1
+    return exit_code(cells)
 
 
 def _estimate(args: argparse.Namespace, runners: list[str], cases: list, jobs: int, isolated: Any) -> int:
@@ -835,11 +1010,20 @@ def _merge(args: argparse.Namespace) -> int:
 def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
     """The `report` and `bench` subcommands."""
     rep = sub.add_parser("report", help="the side-by-side HTML report from a results JSON (eval, run or merge output)")
-    rep.add_argument("results", metavar="RESULTS.json", help="written by `looplab eval --json` or `looplab run --json`")
+    rep.add_argument(
+        "results",
+        metavar="RESULTS.json",
+        help="written by `looplab eval --json`, `run` (results.json in its --out) or `merge`",
+    )
     rep.add_argument("-o", "--output", metavar="PATH", help="the HTML file (default: RESULTS with .html)")
 
     merge = sub.add_parser("merge", help="merge results documents (shards, runs from other machines) into one")
-    merge.add_argument("results", nargs="+", metavar="RESULTS.json", help="written by `looplab eval` or `run --json`")
+    merge.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULTS.json",
+        help="written by `looplab eval --json`, `run` (results.json in its --out) or `merge`",
+    )
     merge.add_argument("-o", "--output", metavar="PATH", help="the merged results document")
     merge.add_argument("--html", metavar="PATH", help="also write the merged report")
 
@@ -855,7 +1039,7 @@ def _report_bench_parsers(sub: argparse._SubParsersAction) -> None:
         "--import-repeat", type=int, default=3, metavar="K", help="fresh interpreters per runner for import time"
     )
     bench.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
-    bench.add_argument("--markdown", action="store_true", help="also print the tables as Markdown (for the README)")
+    bench.add_argument("--markdown", action="store_true", help="also print the tables as Markdown (for the docs)")
     bench.add_argument(
         "--concurrency",
         type=_levels,

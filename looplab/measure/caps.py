@@ -18,6 +18,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,6 +49,8 @@ __all__ = [
     "ANSWER_ON",
     "DEFAULT_PROSE",
     "DOCS",
+    "Change",
+    "Drift",
     "ENVIRONMENT_TIMEOUT_S",
     "MAX_SEARCH",
     "PROSE",
@@ -55,6 +58,7 @@ __all__ = [
     "ROW_HEADER",
     "ROW_RULE",
     "UNIT_VALUES",
+    "VersionMove",
     "diff",
     "drift",
     "measure",
@@ -300,12 +304,151 @@ def diff(committed: str, fresh: str, name: str) -> str:
     )
 
 
-def drift(fresh: CapsDoc, committed_json: str) -> str:
-    """The diff between the committed measurements and fresh ones, for the runners measured ('' if none)."""
+@dataclass(frozen=True)
+class VersionMove:
+    """A runner whose library is installed in another version than the committed docs name."""
+
+    runner: str
+    distribution: str
+    committed: str
+    measured: str
+
+    def __str__(self) -> str:
+        return f"{self.runner}: {self.distribution} {self.committed} -> {self.measured}"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One measured difference: the runner, the knob (or the runner's own field), the knob value, what moved."""
+
+    runner: str
+    #: The knob the difference is under; `None` for a field of the runner's own (its mapping, its cap code).
+    knob: str | None
+    #: The knob value of the row (`unset` for the run without one); `None` for a field of the knob or runner.
+    value: str | None
+    #: The field that differs (`model_calls`, `ending.how`, `default`), or what is missing.
+    field: str
+    committed: Any
+    measured: Any
+
+    def __str__(self) -> str:
+        where = self.runner + (f", {self.knob}" if self.knob else "") + (f" = {self.value}" if self.value else "")
+        return f"{where}: {self.field} {_shown(self.committed)} -> {_shown(self.measured)}"
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What `looplab caps --check` found: versions that moved (news, not a failure) and measured changes.
+
+    True when something other than a version changed, so `if drift:` reads as "the docs are out of date";
+    `str()` is the diff of those changes (versions left out) followed by one line for each.
+    """
+
+    moved: tuple[VersionMove, ...]
+    changes: tuple[Change, ...]
+    diff: str
+
+    def __bool__(self) -> bool:
+        return bool(self.changes)
+
+    def __str__(self) -> str:
+        if not self.changes:
+            return ""
+        named = "\n".join(f"changed: {c}" for c in self.changes)
+        return f"{self.diff}{named}\n"
+
+    def moved_lines(self) -> list[str]:
+        """One line for each version that moved, for the passing check to print."""
+        return [f"version moved, measured behaviour unchanged: {m}" for m in self.moved] if not self else []
+
+
+def _shown(value: Any) -> str:
+    text = "missing" if value is _MISSING else json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_MISSING = object()
+
+
+def _leaves(value: Any, path: tuple[str | int, ...] = ()) -> dict[tuple[str | int, ...], Any]:
+    """Every scalar in a dumped document, by its path of keys and list indices."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _leaves(item, (*path, key)).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, (*path, i)).items()}
+    return {path: value}
+
+
+def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str | None, str | None, str]:
+    """(knob, value, field) for a path in a runner report's dump: where a person looks for it in the docs."""
+    head, rest = path[0], path[1:]
+    if head == "mapping_rows" and rest:
+        rows = report["mapping_rows"]
+        value = rows[rest[0]]["value"] if rest[0] < len(rows) else f"row {rest[0] + 1}"
+        return f"max_steps (onto {report['mapping']})", f"{value}", _field(rest[1:]) or "row"
+    if head == "knobs" and rest:
+        knobs = report["knobs"]
+        knob = knobs[rest[0]]["knob"] if rest[0] < len(knobs) else f"knob {rest[0] + 1}"
+        inner = rest[1:]
+        if inner[:1] == ("rows",) and len(inner) > 1:
+            rows = knobs[rest[0]]["rows"] if rest[0] < len(knobs) else []
+            value = rows[inner[1]]["value"] if inner[1] < len(rows) else f"row {inner[1] + 1}"
+            return knob, f"{value}", _field(inner[2:]) or "row"
+        if inner[:1] == ("unset",):
+            return knob, "unset", _field(inner[1:]) or "row"
+        return knob, None, _field(inner) or "knob"
+    return None, None, _field(path)
+
+
+def _field(path: tuple[str | int, ...]) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def _changes(committed: RunnerReport, fresh: RunnerReport) -> list[Change]:
+    """The fields in which `fresh` differs from `committed`, the version left out, grouped per row."""
+    before = committed.model_dump(exclude={"version"})
+    after = fresh.model_dump(exclude={"version"})
+    old, new = _leaves(before), _leaves(after)
+    found: list[Change] = []
+    for path in sorted(old.keys() | new.keys(), key=lambda p: [str(x) for x in p]):
+        was, now = old.get(path, _MISSING), new.get(path, _MISSING)
+        if was == now:
+            continue
+        knob, value, field = _located(path, after if path in new else before)
+        found.append(Change(committed.runner, knob, value, field, was, now))
+    return found
+
+
+def drift(fresh: CapsDoc, committed_json: str) -> Drift:
+    """How the fresh measurements differ from the committed ones, for the runners measured.
+
+    A version that moved while every measured field stayed the same is reported in `moved` and is not drift;
+    anything else that differs (a count, an ending, a default, the cap code, a runner missing from the docs) is
+    a `Change`, and the diff shows those changes with the versions left as committed.
+    """
     committed = CapsDoc.model_validate_json(committed_json)
+    by_runner = {r.runner: r for r in committed.runners}
+    moved: list[VersionMove] = []
+    changes: list[Change] = []
+    comparable: list[RunnerReport] = []
+    for report in fresh.runners:
+        before = by_runner.get(report.runner)
+        if before is None:
+            changes.append(Change(report.runner, None, None, "runner", "not in the committed docs", "measured"))
+            comparable.append(report)
+            continue
+        if before.version != report.version:
+            moved.append(VersionMove(report.runner, report.distribution, before.version, report.version))
+        changes += _changes(before, report)
+        comparable.append(report.model_copy(update={"version": before.version}))
+    for field in ("generated_by", "safety_stop"):
+        if getattr(committed, field) != getattr(fresh, field):
+            changes.append(Change("(all runners)", None, None, field, getattr(committed, field), getattr(fresh, field)))
     measured = {r.runner for r in fresh.runners}
     committed.runners = [r for r in committed.runners if r.runner in measured]
-    return diff(to_json(committed), to_json(fresh), "iteration-caps.json")
+    shown = fresh.model_copy(update={"runners": comparable})
+    text = diff(to_json(committed), to_json(shown), "iteration-caps.json") if changes else ""
+    return Drift(tuple(moved), tuple(changes), text)
 
 
 if __name__ == "__main__":  # `python -m looplab.measure.caps RUNNER OUT`: one runner measured here, its report to OUT

@@ -222,21 +222,20 @@ def run_bounded(cmd: Sequence[str], timeout_s: float, *, grace_s: float = 15.0) 
 
 
 def chat_runners() -> list[str]:
-    """The installed runners that speak Chat Completions, the one API llama-cpp-python's server offers.
+    """The runners that speak Chat Completions, the one API llama-cpp-python's server offers: those installed here,
+    and those that run only in a runner environment of their own (the eval creates it), whose programs are here.
 
-    Read from each adapter's `apis`, so a runner that learns chat later is included without an edit here.
+    Read from each runner's declared `apis`, so a runner that learns chat later is included without an edit here.
     """
     from looplab.adapters import registry
-    from looplab.adapters.contract.errors import MissingExtra
 
-    names = []
-    for name, info in registry.RUNNERS.items():
-        try:
-            if info.installed() and "chat" in registry.load(name).apis:
-                names.append(name)
-        except MissingExtra:
-            continue
-    return names
+    return [
+        name
+        for name, info in registry.RUNNERS.items()
+        if info.by_default
+        and "chat" in info.apis
+        and (info.installed() or (info.elsewhere() and info.programs_found()))
+    ]
 
 
 #: Headers that belong to one connection, not to the request: the wire recorder does not pass them on.

@@ -7,7 +7,11 @@ Python, the platform and the requirements, and reused afterwards. `--versions RU
 runner's framework (`langgraph=1.0.0`), which is another key and so another environment.
 
 The environment does not install looplab itself: its processes import looplab from this one's
-(`PYTHONPATH`, see `source_root`), so every environment runs exactly the code of the process that started it. An
+(`PYTHONPATH`, see `source_root`), so every environment runs exactly the code of the process that started it.
+
+Only the runners that need an environment get one (`needs_own`): a pinned version, a framework that cannot share
+this environment, or every runner when `--isolate` asks for that; the others' cells run in lanes of this
+interpreter (`RunnerEnv.this_one`). Creating one says first what it creates and why (`creating_line`). An
 environment is complete once its marker file is written; a failed or interrupted creation leaves no
 marker and is redone. Creation holds a file lock, so two evals never build the same one at once.
 """
@@ -37,14 +41,18 @@ from looplab.adapters.contract.errors import EnvironmentFailed, LooplabError
 __all__ = [
     "CACHE_ENV",
     "EnvSpec",
+    "INSTALLER_EXTRA",
     "LAYOUT",
     "MARKER",
     "PLACED_UNDER_LOOPLAB",
     "RunnerEnv",
     "STEP_TIMEOUT_S",
     "cache_root",
+    "creating_line",
     "ensure",
+    "installer",
     "labels",
+    "needs_own",
     "parse_pins",
     "prepare",
     "runner_of",
@@ -59,6 +67,8 @@ MARKER = "looplab-env.json"
 PLACED_UNDER_LOOPLAB = ("adapters", "scenarios", "shared_tools")
 #: How an environment is built; part of its key, so a change in how rebuilds every environment.
 LAYOUT = "2: bytecode compiled"
+#: The extra that installs uv, which every runner extra names: a runner environment creates none, so it is left out.
+INSTALLER_EXTRA = "isolate"
 #: Seconds any one creation step (the venv, the install, the listing) may take.
 STEP_TIMEOUT_S = 900.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -93,9 +103,18 @@ class RunnerEnv:
     packages: dict[str, str] = field(default_factory=dict)
     #: Seconds spent creating it in this process; None when it was reused from the cache.
     created_s: float | None = None
+    #: Whether it is this process's own environment (a runner that needs none of its own runs here).
+    here: bool = False
+
+    @classmethod
+    def this_one(cls, runner: str) -> RunnerEnv:
+        """This process's environment, for a runner that needs none of its own: its lanes run this interpreter."""
+        return cls(EnvSpec(runner, ()), Path(sys.prefix), here=True)
 
     @property
     def python(self) -> Path:
+        if self.here:
+            return Path(sys.executable)
         return self.path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
     def child_env(self) -> dict[str, str]:
@@ -150,16 +169,34 @@ def runner_of(label: str) -> tuple[str, str | None]:
     return runner, (pin if sep else None)
 
 
-def prepare(names: Sequence[str], on_created: Callable[[RunnerEnv], None] | None = None) -> Callable[[str], RunnerEnv]:
-    """Each runner label's environment, created where the cache lacks it (`on_created` hears of each).
+def needs_own(label: str, everyone: bool = False) -> bool:
+    """Whether the runner label runs in an environment of its own: `everyone` (`--isolate` asked for it), a pinned
+    version (`langgraph@1.0.0`), or a framework that cannot share this environment and is not installed in it."""
+    runner, pin = runner_of(label)
+    return everyone or pin is not None or registry.RUNNERS[runner].elsewhere()
 
-    Returns the lookup; for a label whose environment could not be created it raises that
-    `EnvironmentFailed`, so that runner's cells fail with it and the other runners still run.
+
+def prepare(
+    names: Sequence[str],
+    on_created: Callable[[RunnerEnv], None] | None = None,
+    *,
+    everyone: bool = True,
+    on_creating: Callable[[EnvSpec, Path], None] | None = None,
+) -> Callable[[str], RunnerEnv]:
+    """Each runner label's environment, created where the cache lacks it (`on_creating` hears of each before,
+    `on_created` after).
+
+    With `everyone` false, only the labels `needs_own` names get an environment of their own; the others get
+    this one (`RunnerEnv.this_one`). Returns the lookup; for a label whose environment could not be created it
+    raises that `EnvironmentFailed`, so that runner's cells fail with it and the other runners still run.
     """
     envs: dict[str, RunnerEnv | EnvironmentFailed] = {}
     for name in names:
+        if not needs_own(name, everyone):
+            envs[name] = RunnerEnv.this_one(runner_of(name)[0])
+            continue
         try:
-            env = ensure(spec_for(*runner_of(name)))
+            env = ensure(spec_for(*runner_of(name)), on_creating=on_creating)
         except EnvironmentFailed as exc:
             envs[name] = exc
             continue
@@ -196,8 +233,10 @@ def spec_for(runner: str, pin: str | None = None) -> EnvSpec:
     return EnvSpec(runner, tuple(sorted([*kept, pinned])), (constraint,))
 
 
-def ensure(spec: EnvSpec, cache: Path | None = None) -> RunnerEnv:
-    """The environment for `spec`, created now if the cache does not hold it complete."""
+def ensure(
+    spec: EnvSpec, cache: Path | None = None, on_creating: Callable[[EnvSpec, Path], None] | None = None
+) -> RunnerEnv:
+    """The environment for `spec`, created now if the cache does not hold it complete (`on_creating` hears first)."""
     path = (cache or cache_root()) / f"{spec.runner}-{spec.key}"
     if (found := _ready(spec, path)) is not None:
         return found
@@ -205,12 +244,32 @@ def ensure(spec: EnvSpec, cache: Path | None = None) -> RunnerEnv:
     with files.locked(path.parent / f"{path.name}.lock"):
         if (found := _ready(spec, path)) is not None:  # another process built it while this one waited
             return found
+        if on_creating is not None:
+            on_creating(spec, path)
         started = time.monotonic()
         shutil.rmtree(path, ignore_errors=True)
         _create(spec, path)
         packages = _installed(path)
         files.write_text(path / MARKER, json.dumps({"requirements": spec.requirements, "packages": packages}, indent=1))
         return RunnerEnv(spec, path, packages, created_s=round(time.monotonic() - started, 2))
+
+
+def installer() -> str:
+    """What creates environments here: `uv` (seconds), or `pip` where uv is missing (minutes for a large framework)."""
+    return "uv" if _uv() is not None else "pip"
+
+
+def creating_line(spec: EnvSpec, path: Path) -> str:
+    """The line said before an environment is created: which runner, why it needs one, what it costs, where."""
+    runner, pins = spec.runner, ", ".join(spec.pins)
+    if pins:
+        why = f"--versions asks for {pins}"
+    elif registry.RUNNERS[runner].elsewhere():
+        why = "its framework cannot be installed beside the others (it is not in looplab[all])"
+    else:
+        why = "--isolate runs every runner in an environment of its own"
+    how = "with uv" if installer() == "uv" else "with pip, which takes minutes (`pip install uv` makes it seconds)"
+    return f"creating the {spec.label} runner environment {how}: {why}; once, then reused from {path.parent}"
 
 
 def source_root() -> Path:
@@ -316,6 +375,7 @@ def _requirements(extras: set[str]) -> list[str]:
             if _name(req) == "looplab":  # `looplab[a,b]`: more extras
                 named = re.search(r"\[(.*)\]", req)
                 todo |= {e.strip() for e in (named.group(1) if named else "").split(",") if e.strip()} - seen
+                todo.discard(INSTALLER_EXTRA)
             else:
                 found.append(req)
     return sorted(set(found))
@@ -331,7 +391,8 @@ def _own_requirements() -> tuple[list[str], dict[str, list[str]]]:
     (An installed copy's metadata can lag its source: an editable install keeps the metadata of the day
     it was installed.)
     """
-    pyproject = source_root() / "pyproject.toml"
+    # The tree itself, not `source_root()`: in a source tree that is a view holding only the `looplab` package.
+    pyproject = Path(looplab.__file__).resolve().parent.parent / "pyproject.toml"
     if pyproject.exists():
         project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
         return list(project.get("dependencies", [])), dict(project.get("optional-dependencies", {}))

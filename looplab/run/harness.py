@@ -76,6 +76,13 @@ class ModelChoice:
                     "run it against a real model (--model PROVIDER:NAME)"
                 )
 
+    def check_key(self) -> None:
+        """Refuse, before anything is built or run, a real model whose provider key is not set (none is needed with
+        --base-url or the scripted model)."""
+        if self.model != SCRIPTED:
+            provider, name = parse_model(self.model)
+            ModelSpec(provider, name, self.base_url).key()  # type: ignore[arg-type]
+
     def check_cases(self, cases: Iterable[Case]) -> None:
         """Every check of `cases` against this choice that can fail before anything runs."""
         cases = list(cases)
@@ -157,8 +164,7 @@ def endpoint(choice: ModelChoice) -> Iterator[Endpoint]:
 @contextmanager
 def _serve(choice: ModelChoice) -> Iterator[Endpoint]:
     if choice.model != SCRIPTED:
-        provider, name = parse_model(choice.model)
-        ModelSpec(provider, name, choice.base_url).key()  # type: ignore[arg-type]  # a missing key fails here, once
+        choice.check_key()  # a missing key fails here, once
         if choice.base_url:
             check_reachable(choice.base_url)
         yield Endpoint(choice)

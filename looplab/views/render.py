@@ -352,7 +352,9 @@ def run_detail(outcome: RunOutcome, *, out: Console | None = None) -> None:
     if r.answer:
         out.print(Text(f"answer: {r.answer}"))
     if r.warnings:
-        first = r.warnings[0].splitlines()[0][:100]
+        from looplab.shared_tools.records import shorten  # here: the tools package is heavy for a listing
+
+        first = shorten(r.warnings[0].splitlines()[0], 100)
         out.print(Text(f"the framework left {len(r.warnings)} message(s) in the record: {first}", "dim"))
     for c in outcome.checks:
         out.print(Text.assemble("  ", ("✓", "green") if c.passed else ("✗", "red"), f" {c.name} ", (c.detail, "dim")))
@@ -522,12 +524,16 @@ def cases_table(cases: Iterable[Case], *, out: Console | None = None) -> None:
 
 
 @contextmanager
-def matrix_progress(total: int) -> Iterator[Callable[[RunOutcome], None]]:
-    """A progress bar over the matrix; yields the callback that advances it by one finished run."""
+def matrix_progress(total: int, starting: str = "starting") -> Iterator[Callable[[RunOutcome], None]]:
+    """A progress bar over the matrix; yields the callback that advances it by one finished run.
+
+    Until the first run ends the line says `starting` (what is being started: worker processes, runners), so
+    the seconds before the first result are not a bare `0/N`.
+    """
     # bar_width=None: the bar takes what the other columns leave, so the line fits a narrow terminal.
     columns = (TextColumn("{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console(), transient=True) as progress:
-        task = progress.add_task("matrix", total=total)
+        task = progress.add_task(starting, total=total)
 
         def advance(outcome: RunOutcome) -> None:
             progress.update(task, advance=1, description=f"{outcome.runner} · {outcome.case}")

@@ -39,6 +39,7 @@ from looplab.views.scorecard import Scorecard
 
 __all__ = [
     "ARGS_CHARS",
+    "CHART_FONT",
     "Behaviour",
     "CaseView",
     "DASHES",
@@ -64,6 +65,7 @@ __all__ = [
     "divergence",
     "environment_views",
     "headline",
+    "runner_names",
     "outliers",
     "print_headline",
     "read_document",
@@ -95,6 +97,9 @@ ARGS_CHARS = 70
 #: (`my$\frac$runner`) is parsed as a formula, and one that is not valid TeX stops the whole report; with
 #: usetex on (a user's matplotlibrc) every text goes through LaTeX. Tick labels are plain numbers either way.
 PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False, "axes.formatter.use_mathtext": False}
+#: The charts' one font, named alone: the SVG repeats the family list in every text element, and the browser
+#: falls back to its own sans-serif either way.
+CHART_FONT = {"font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans"]}
 
 
 @dataclass
@@ -183,6 +188,7 @@ class CaseView:
     runs: dict[str, list[RunView]]
     rows: list[tuple[str, list[TrajectoryCell | None]]]
     stops: list[RunView | None]
+    #: The charts, drawn for the report's first case only (empty Markup: not drawn).
     token_chart: Markup
     bytes_chart: Markup
     #: How the runners differ on this case, in one line (or that they agree).
@@ -190,6 +196,11 @@ class CaseView:
     #: Groups of more than three runners whose chart values are identical and so share one line, per chart.
     token_shared: list[list[str]] = field(default_factory=list)
     bytes_shared: list[list[str]] = field(default_factory=list)
+    #: The trajectory table's columns: runners whose runs behaved the same (stop, model calls, tool calls a step,
+    #: checks) share one, headed by all their names; `rows` and `stops` hold one entry a column.
+    columns: list[list[str]] = field(default_factory=list)
+    #: Each distinct answer (or why there is none) once, with the runners that gave it.
+    answers: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -307,7 +318,8 @@ def _tool_view(call: ToolCallRecord) -> ToolCallView:
     return ToolCallView(call.name, short, full, call.outcome, call.is_error, call.result_preview)
 
 
-def _cell(view: RunView, step_index: int) -> TrajectoryCell | None:
+def _cell(view: RunView, step_index: int, *, alone: bool = True) -> TrajectoryCell | None:
+    """One step of a run; `alone`: the column is this runner's only (a shared one leaves out its tokens and time)."""
     result = view.result
     if result is None or step_index > len(result.trace.steps):
         return None
@@ -316,8 +328,8 @@ def _cell(view: RunView, step_index: int) -> TrajectoryCell | None:
     last = step_index == len(result.trace.steps)
     return TrajectoryCell(
         finish=m.finish_reason,
-        tokens=f"{m.input_tokens:,}/{m.output_tokens:,} tok",
-        latency_ms=round(m.latency_s * 1000, 1),
+        tokens=f"{m.input_tokens:,}/{m.output_tokens:,} tok" if alone else "",
+        latency_ms=round(m.latency_s * 1000, 1) if alone else 0.0,
         tools=[_tool_view(c) for c in step.tool_calls],
         stopped=str(result.stop_reason) if last else None,
         anchor=view.anchor,
@@ -405,7 +417,7 @@ def _chart(
     # when they are created, tick labels when the figure is drawn. Text stays text in the SVG (smaller,
     # selectable); a salt per chart keeps the clip-path ids unique within the page.
     with (
-        matplotlib.rc_context({**PLAIN_TEXT, "svg.fonttype": "none", "svg.hashsalt": f"{kind}-{case}"}),
+        matplotlib.rc_context({**PLAIN_TEXT, **CHART_FONT, "svg.fonttype": "none", "svg.hashsalt": f"{kind}-{case}"}),
         warnings.catch_warnings(),
     ):
         # The SVG keeps text as text, which the browser draws in its own fonts: a glyph matplotlib's font lacks
@@ -453,14 +465,25 @@ def _chart(
                 if set(line.runners) & set(differs):
                     text.set_fontweight("bold")
         fig.savefig(buf, format="svg", metadata={"Date": None})
-    svg = buf.getvalue()
-    svg = svg[svg.index("<svg") :]
+    svg = _smaller(buf.getvalue()[buf.getvalue().index("<svg") :])
     # Hovering a line (or one of its markers) names its runners: a native SVG tooltip, no script needed, for
     # the lines that run close together.
     for k, line in enumerate(series):
         names = html.escape(", ".join(line.runners))
         svg = svg.replace(f'<g id="series-{k}">', f'<g id="series-{k}"><title>{names}</title>', 1)
     return Markup(scope_ids(svg, slug(f"{kind}-{case}")))
+
+
+def _smaller(svg: str) -> str:
+    """The same drawing in fewer bytes: no metadata block, no id nothing refers to (a chart's lines keep theirs,
+    for their hover titles), coordinates to a tenth of a point, no indentation."""
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.DOTALL)
+    used = set(re.findall(r'(?:url\(#|href="#)([^")]+)', svg))
+    svg = re.sub(
+        r' id="([^"]+)"', lambda m: m.group(0) if m.group(1) in used or m.group(1).startswith("series-") else "", svg
+    )
+    svg = re.sub(r'\b(d|x|y|transform)="[^"]*"', lambda m: re.sub(r"(\d\.\d)\d+", r"\1", m.group(0)), svg)
+    return re.sub(r"\s*\n\s*", " ", svg).replace("> <", "><")
 
 
 def scope_ids(svg: str, prefix: str) -> str:
@@ -546,7 +569,7 @@ def _stop_phrase(stop: str, calls: tuple[int, int], *, short: str = "") -> str:
     return f"after {count}{unit}" if short == "all" else f"{head} after {count}{unit}"
 
 
-def _names(runners: Sequence[str]) -> str:
+def runner_names(runners: Sequence[str]) -> str:
     """`a`, `a and b`, `a, b and c`; past four, `a, b, c and 3 others`."""
     if len(runners) > 4:
         return f"{', '.join(runners[:3])} and {len(runners) - 3} others"
@@ -671,7 +694,7 @@ def describe_divergence(behaviours: dict[str, Behaviour]) -> Divergence:
                 bits.append(failing if bits else failing.replace("failing", "failed").replace("passing", "passed"))
         if not bits:  # a recorded run's count matches its steps; this guards hand-made records
             bits.append("ran otherwise step by step")
-        clauses.append(f"{_names(names)} {', '.join(bits)}")
+        clauses.append(f"{runner_names(names)} {', '.join(bits)}")
 
     tail: list[str] = []
     if "stop" in kinds:
@@ -691,13 +714,24 @@ def describe_divergence(behaviours: dict[str, Behaviour]) -> Divergence:
     if variants > 1:
         tail.append(f"with {variants} different sets of tool calls")
     others = len(largest)
-    who = _names(largest) if others <= 2 else f"the other {others}"
+    who = runner_names(largest) if others <= 2 else f"the other {others}"
     clauses.append(f"{who} {', '.join(tail)}")
     differs = tuple(r for r in runners if r not in largest)
     return Divergence(False, "; ".join(clauses) + ".", differs)
 
 
-def _case_view(case: str, runners: list[str], runs: Sequence[RunView], description: str) -> CaseView:
+def _answer_of(view: RunView) -> str:
+    """What a run concluded, as one paragraph: its answer, or why it has none."""
+    if view.result is None:
+        return f"not run: {view.error}"
+    text = view.result.answer or f"(no answer: {view.result.stop_detail or view.result.stop_reason})"
+    return " ".join(text.split())  # whitespace differences are not different answers
+
+
+def _case_view(
+    case: str, runners: list[str], runs: Sequence[RunView], description: str, *, first: bool = False
+) -> CaseView:
+    """One case's view; `first`: the report's first case, whose charts are drawn whatever its runners did."""
     by_runner: dict[str, list[RunView]] = {r: [v for v in runs if v.runner == r and v.case == case] for r in runners}
     firsts: dict[str, RunView] = {}
     for runner, views in by_runner.items():
@@ -705,35 +739,48 @@ def _case_view(case: str, runners: list[str], runs: Sequence[RunView], descripti
         if ran or views:
             firsts[runner] = (ran or views)[0]
     shown = [r for r in runners if r in firsts]
-    depth = max((len(v.result.trace.steps) for v in firsts.values() if v.result), default=0)
+    # Runners whose first runs behaved the same share a trajectory column: one copy, every name on it.
+    grouped: dict[Behaviour, list[str]] = {}
+    for r in shown:
+        grouped.setdefault(behaviour(firsts[r]), []).append(r)
+    columns = list(grouped.values())
+    leads = [firsts[names[0]] for names in columns]
+    depth = max((len(v.result.trace.steps) for v in leads if v.result), default=0)
     rows: list[tuple[str, list[TrajectoryCell | None]]] = []
     orphans = [
         TrajectoryCell(None, "", 0.0, [_tool_view(c) for c in v.result.trace.orphan_tool_calls])
         if v.result and v.result.trace.orphan_tool_calls
         else None
-        for v in (firsts[r] for r in shown)
+        for v in leads
     ]
     if any(orphans):
         rows.append(("before any model call", orphans))
     for i in range(1, depth + 1):
-        rows.append((str(i), [_cell(firsts[r], i) for r in shown]))
+        rows.append((str(i), [_cell(v, i, alone=len(names) == 1) for v, names in zip(leads, columns, strict=True)]))
     styles = runner_styles(runners)  # by the report's runners, not this case's, so a runner looks alike everywhere
     differs = divergence([firsts[r] for r in shown])
+    # A chart costs 20-35 kB, and what a case's runners differ in (stops, model calls, tool calls) is in its line and
+    # its trajectory columns: the charts, which show what each framework adds to every request, are drawn once.
     token_series = chart_series("tokens", shown, firsts)
     bytes_series = chart_series("bytes", shown, firsts)
+    answers: dict[str, list[str]] = {}
+    for r in shown:
+        answers.setdefault(_answer_of(firsts[r]), []).append(r)
     return CaseView(
         id=case,
         description=description,
         runners=shown,
         runs={r: by_runner[r] for r in shown},
         rows=rows,
-        stops=[firsts.get(r) for r in shown],
-        token_chart=_chart("tokens", case, token_series, styles, differs.differs),
-        bytes_chart=_chart("bytes", case, bytes_series, styles, differs.differs),
+        stops=leads,
+        token_chart=_chart("tokens", case, token_series, styles, differs.differs) if first else Markup(),
+        bytes_chart=_chart("bytes", case, bytes_series, styles, differs.differs) if first else Markup(),
         divergence=differs,
         # The legend names up to three runners a line; the caption names larger groups in full.
         token_shared=[list(s.runners) for s in token_series if len(s.runners) > 3],
         bytes_shared=[list(s.runners) for s in bytes_series if len(s.runners) > 3],
+        columns=columns,
+        answers=list(answers.items()),
     )
 
 
@@ -767,7 +814,7 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
     ]
     done = [v.result for v in runs if v.result]
     checked = [v for v in runs if v.passed is not None]
-    case_views = [_case_view(c, runners, runs, descriptions.get(c, "")) for c in cases]
+    case_views = [_case_view(c, runners, runs, descriptions.get(c, ""), first=k == 0) for k, c in enumerate(cases)]
     return Report(
         title=title,
         source=source,

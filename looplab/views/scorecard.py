@@ -2,8 +2,9 @@
 
 Three sources, each optional, and a cell whose source is missing says "not measured":
 
-- the caps measurement (`docs/iteration-caps.json`, `looplab caps`): the default cap, what it counts, what
-  the framework does at it, where the partial history is, whether the tools of its last call run;
+- the caps measurement (`docs/iteration-caps.json`, `looplab caps`): the default cap (what stops a runaway when
+  nothing is set: every knob with a default, the first to bite first, in model calls), what the framework does at
+  the cap, where the partial history is, whether the tools of its last call run;
 - a results document (`looplab eval --json`): the runs of the cases that exercise a behaviour
   (`sloppy-calls`: malformed arguments and an unknown tool; `parallel-reads`: two reads in one reply;
   `silent-read`: repetition; `injected-instruction`: the approval gate; `vip-compound`: the first request);
@@ -17,6 +18,7 @@ check it; the terminal, Markdown and the HTML report show the same cells.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,8 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.records import results
-from looplab.records.measurements import BenchResult, CapsDoc, RunnerReport, history_of, version_label
+from looplab.records.measurements import BenchResult, CapsDoc, KnobReport, RunnerReport, history_of, version_label
+from looplab.records.measurements import Row as CapsRow
 
 __all__ = [
     "CAPS_PATH",
@@ -85,7 +88,7 @@ class Row:
 
 
 ROWS = (
-    Row("default_cap", "default cap (counts)", "the cap"),
+    Row("default_cap", "default cap", "the cap"),
     Row("at_cap", "at the cap", "the cap"),
     Row("history", "partial history at the cap", "the cap"),
     Row("last_tools", "tools of the last call", "the cap"),
@@ -207,10 +210,9 @@ def _cap_cells(report: RunnerReport | None) -> dict[str, Cell]:
         return {k: _not_measured() for k in keys}
     knob = report.knobs[0]
     where, section = f"caps: {report.runner}", caps_anchor(report)
-    default = "none" if knob.default is None else str(knob.default)
     ending = knob.rows[0].ending
     if ending.exception:
-        at_cap = f"raises {ending.exception.rsplit('.', 1)[-1]}"
+        at_cap = _raises(ending.exception)
     elif ending.how.startswith("returns, with a message"):
         at_cap = "returns a made-up final message"
     elif ending.how.startswith("returns"):
@@ -220,12 +222,106 @@ def _cap_cells(report: RunnerReport | None) -> dict[str, Cell]:
     seen = {r.last_call_tools for r in knob.rows if r.last_call_tools}
     last = seen.pop() if len(seen) == 1 else "depends on the value" if seen else None
     texts = {
-        "default_cap": f"{default} ({knob.counts})",
+        "default_cap": _default_cap(report),
         "at_cap": at_cap,
         "history": history_of(ending),
         "last_tools": last,
     }
     return {k: Cell(text=t, evidence=where, caps_section=section) if t else _not_measured() for k, t in texts.items()}
+
+
+def _raises(exception: str) -> str:
+    """The framework's exception at the cap, said as the framework's: its class and the module it comes from."""
+    *module, name = exception.split(".")
+    public = ".".join(part for part in module if not part.startswith("_"))
+    return f"the framework raises {name}" + (f" (from {public})" if public else "")
+
+
+@dataclass(frozen=True)
+class _Bite:
+    """Where a knob left at its default stops a run: after `calls` model calls (None: not measured); `exact`: read
+    off the measurement rather than estimated from it."""
+
+    knob: KnobReport
+    calls: int | None
+    exact: bool
+
+
+def _default_cap(report: RunnerReport) -> str:
+    """What stops a runaway when nothing is set: every knob with a default, the first to bite first, in model calls.
+
+    A knob's model calls at its default come from the caps measurement: the run with nothing set when it stopped
+    before looplab's safety stop, else the knob's measured rows (a row at the default, or the line through its two
+    highest rows, an estimate when the knob does not count model calls).
+    """
+    bites = sorted(
+        (_bite(k, k.default) for k in _defaults(report.knobs) if k.default is not None),
+        key=lambda b: (b.calls is None, b.calls or 0),
+    )
+    if not bites:
+        unset = report.knobs[0].unset
+        if _kept_going(unset):
+            return f"none (unbounded: still going at looplab's safety stop, {_calls(unset.model_calls)})"
+        return f"no knob has a default; the run stopped after {_calls(unset.model_calls)}"
+    first, *later = bites
+    if not _kept_going(first.knob.unset):  # the run with nothing set measured where the first one bites
+        first = _Bite(first.knob, first.knob.unset.model_calls, exact=True)
+    return "; then ".join(_said(b) for b in [first, *later])
+
+
+def _defaults(knobs: Sequence[KnobReport]) -> list[KnobReport]:
+    """The knobs that apply when nothing is set: those with a default, once per default (several knobs can be ways
+    of setting the same one), the one that counts model calls preferred."""
+    chosen: dict[str, KnobReport] = {}
+    for knob in knobs:
+        if knob.default is None:
+            continue
+        held = chosen.get(knob.default_source)
+        if held is None or (held.counts != MODEL_CALLS and knob.counts == MODEL_CALLS):
+            chosen[knob.default_source] = knob
+    return list(chosen.values())
+
+
+def _bite(knob: KnobReport, value: int) -> _Bite:
+    """Model calls a run makes before `knob` at `value` stops it: measured at that value, or from the rows."""
+    calls_at = {r.value: r.model_calls for r in knob.rows if r.value is not None and not _kept_going(r)}
+    if value in calls_at:
+        return _Bite(knob, calls_at[value], exact=True)
+    if knob.counts == MODEL_CALLS:
+        return _Bite(knob, value, exact=True)
+    if len(calls_at) < 2:
+        return _Bite(knob, None, exact=False)
+    (low, low_calls), (high, high_calls) = sorted(calls_at.items())[-2:]
+    per_value = (high_calls - low_calls) / (high - low)
+    # A knob that counts tool calls adds a fixed number of model calls to its value (measured); any other, such as
+    # graph super-steps, is an estimate from the line through its rows.
+    return _Bite(knob, int(high_calls + (value - high) * per_value + 0.5), exact=knob.counts == TOOL_CALLS)
+
+
+def _said(bite: _Bite) -> str:
+    """`26 model calls (Agent(max_iter=25))`; `about 5,004 model calls (recursion_limit = 10007)`."""
+    knob, value = bite.knob.knob, bite.knob.default
+    setting, filled = _EMPTY_SLOT.subn(f"={value}", knob, count=1)
+    if not filled:
+        setting = f"{knob} = {value}"
+    if bite.calls is None:
+        return f"{setting}, counting {bite.knob.counts} (model calls not measured)"
+    return f"{'' if bite.exact else 'about '}{_calls(bite.calls)} ({setting})"
+
+
+def _kept_going(row: CapsRow) -> bool:
+    """The run did not stop by itself: looplab's safety stop ended it."""
+    return row.ending.how.startswith("kept going")
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} model call{'' if n == 1 else 's'}"
+
+
+#: What a knob counts, as the caps measurement says it (`KnobReport.counts`).
+MODEL_CALLS, TOOL_CALLS = "model calls", "tool calls"
+#: A knob's empty value in its name (`Runner.run(max_turns=)`), where its default is written in.
+_EMPTY_SLOT = re.compile(r"=(?=[,)])")
 
 
 def _evidence(run: Observed) -> str:

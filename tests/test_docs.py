@@ -1,0 +1,123 @@
+"""The README and the documentation site: they build, their links resolve, and the commands they show are real.
+
+- `mkdocs build --strict` passes (a missing page, a broken link or anchor, an API name that no longer exists);
+- every relative link in the README and under docs/ names a file that exists;
+- the README stays a five-minute read;
+- every `looplab ...` command shown in a bash block parses with looplab's own argument parser, and the cheap
+  offline ones of the README run for real.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from looplab import cli
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+#: About 200 lines: what a newcomer reads in five minutes.
+README_MAX_LINES = 200
+BUILD_TIMEOUT = 300
+RUN_TIMEOUT = 120
+#: README commands that run offline in seconds: run for real (everything else is only parsed).
+CHEAP_COMMANDS = (
+    "looplab runners",
+    "looplab cases",
+    "looplab run --runner handrolled --json results.json",
+)
+
+BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.S)
+#: A Markdown link's target: [text](target), images included.
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+#: Code (fenced blocks, then inline spans), where bracket-paren text is code, not a link.
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+
+
+def _pages() -> list[Path]:
+    """The README and every Markdown page of the site."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def _shown_commands(page: Path) -> list[str]:
+    """Every `looplab ...` command of the page's bash blocks, as typed: env prefix, path and comment removed."""
+    commands = []
+    for block in BASH_BLOCK.findall(page.read_text(encoding="utf-8")):
+        for line in block.splitlines():
+            for part in line.split("&&"):
+                words = shlex.split(part, comments=True)
+                while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):  # VAR=value before the command
+                    words = words[1:]
+                if words and words[0].removeprefix(".venv/bin/") == "looplab":
+                    commands.append(shlex.join(["looplab", *words[1:]]))
+    return commands
+
+
+def test_the_readme_is_a_five_minute_read() -> None:
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail to a page under docs/"
+
+
+def test_every_relative_link_names_a_file_that_exists() -> None:
+    broken = []
+    for page in _pages():
+        for target in LINK.findall(CODE.sub("", page.read_text(encoding="utf-8"))):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z]+:", path):  # an anchor on the same page, or a URL
+                continue
+            if not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(REPO)}: {target}")
+    assert not broken, "links to nothing:\n" + "\n".join(broken)
+
+
+def test_the_pages_show_commands_to_check() -> None:
+    readme = _shown_commands(README)
+    assert "looplab run" in readme and set(CHEAP_COMMANDS) <= set(readme), readme
+    assert sum(len(_shown_commands(page)) for page in _pages()) > 40
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda page: str(page.relative_to(REPO)))
+def test_every_command_shown_parses(page: Path) -> None:
+    parser = cli._parser()
+    for command in _shown_commands(page):
+        try:
+            parser.parse_args(shlex.split(command)[1:])
+        except SystemExit as stop:  # argparse's way of refusing; its message went to stderr
+            pytest.fail(f"{page.relative_to(REPO)}: `{command}` does not parse (exit {stop.code})")
+
+
+@pytest.mark.parametrize("command", CHEAP_COMMANDS)
+def test_the_readmes_offline_commands_run(command: str, tmp_path: Path) -> None:
+    pytest.importorskip("anthropic", reason="the handrolled runner needs the [anthropic] extra")
+    argv = [sys.executable, "-m", "looplab", *shlex.split(command)[1:]]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert done.stdout.strip()
+    if "--json" in command:
+        assert (tmp_path / "results.json").is_file()
+
+
+def test_the_site_builds_strict(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason="the site needs the [docs] extra: pip install -e '.[docs]'")
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or "mkdocs"
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    site = tmp_path / "site"
+    assert (site / "index.html").is_file() and (site / "iteration-caps.html").is_file()
+    api = (site / "api.html").read_text(encoding="utf-8")
+    assert "run_one" in api and "Limits" in api  # the reference was read from the docstrings
