@@ -90,6 +90,8 @@ def test_looplab_run_with_base_url(provider: str, investigator_url: str, tmp_pat
         f"{provider}:scripted",
         "--base-url",
         base_url,
+        "--case",
+        "vip-compound",
         "--quiet",
         "--json",
         str(out),
