@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Coroutine
@@ -157,6 +158,27 @@ class RunSession:
         http = self.http_client(anthropic, is_async=is_async)
         return cls(**self._client_options(), http_client=http)
 
+    def gemini_client(self, *, is_async: bool = True) -> Any:
+        """A `google.genai.Client` for this run's model, its sync (or async) requests recorded at the model boundary.
+
+        The recording HTTP client is the caller's to google-genai: neither closing nor collecting the `Client`
+        closes it; the session does, with the run's other clients.
+        """
+        from google import genai
+        from google.genai import _api_client, types
+
+        # The HTTP client module google-genai itself would build on (httpx unless GOOGLE_GENAI_HTTP_CLIENT says).
+        http = importlib.import_module(_api_client._get_http_client_backend())
+        recorded = self._recording_client(http, is_async=is_async)
+        options = types.HttpOptions(
+            base_url=self.model.base_url,
+            # google-genai sends its own per-request timeout (None: none at all), so the run's is set here too.
+            timeout=int(self.limits.max_seconds * 1000),
+            retry_options=types.HttpRetryOptions(attempts=self.model.retries + 1),
+            **{"httpx_async_client" if is_async else "httpx_client": recorded},
+        )
+        return genai.Client(api_key=self.model.key(), http_options=options)
+
     def _client_options(self) -> dict[str, Any]:
         """What every provider SDK client of this run is built with: key, endpoint, and the one retry policy."""
         return {"api_key": self.model.key(), "base_url": self.model.base_url, "max_retries": self.model.retries}
@@ -166,7 +188,10 @@ class RunSession:
 
         Its timeout is the run's whole `max_seconds`, so a model call that hangs cannot outlast the run.
         """
-        http = http_module_for(sdk)
+        return self._recording_client(http_module_for(sdk), is_async=is_async)
+
+    def _recording_client(self, http: ModuleType, *, is_async: bool) -> Any:
+        """A recording client of the HTTP module `http` (`httpx` or `httpx2`), closed with the run."""
         timeout = http.Timeout(self.limits.max_seconds, connect=min(10.0, self.limits.max_seconds))
         plain = (self.model.base_url or "").startswith("http://")
         client = self.recorder.http_client(http, is_async=is_async, tls=not plain, timeout=timeout)

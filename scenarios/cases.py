@@ -302,14 +302,32 @@ def case_from_wire(data: dict[str, Any]) -> Case:
 
 
 def check(
-    case: Case, result: RunResult, workspace_changed: bool, *, one_tool_a_reply: bool = False
+    case: Case,
+    result: RunResult,
+    workspace_changed: bool,
+    *,
+    one_tool_a_reply: bool = False,
+    scripted: bool = True,
 ) -> list[CheckResult]:
-    """Evaluate a case's checks against one run."""
+    """Evaluate a case's checks against one run.
+
+    Three checks are about what the case's persona asks for (bad calls, several calls in one reply, paths outside
+    the repo). A persona is how the scripted model plays: with another model (`scripted=False`) nobody plays it, so
+    those checks are recorded as not applicable rather than failed; the checks on what the runner did with the
+    model's requests (the stop, the answer, what ran) hold for every model.
+    """
     c, out = case.checks, []
     calls = result.trace.tool_calls
+    unplayed = None if scripted or case.model.persona == "careful" else case.model.persona
 
     def add(name: str, passed: bool, detail: str) -> None:
         out.append(CheckResult(name=name, passed=passed, detail=detail))
+
+    def not_played(name: str) -> bool:
+        """Record `name` as not applicable when the persona that would exercise it is not played."""
+        if unplayed is not None:
+            add(name, True, f"not applicable: the {unplayed} persona is the scripted model's, and it did not play")
+        return unplayed is not None
 
     if c.stop_reason is not None:
         allowed = c.stop_reason if isinstance(c.stop_reason, list) else [c.stop_reason]
@@ -334,6 +352,8 @@ def check(
     for path in c.files_read:
         add(f"read {path}", path in read, f"files read: {read}")
     for arg in c.refused:
+        if not_played(f"refused {arg}"):
+            continue
         outcomes = [call.outcome for call in calls if call.first_arg == arg]
         add(f"refused {arg}", bool(outcomes) and set(outcomes) == {"refused"}, f"outcomes: {outcomes or 'never asked'}")
     for obs in c.observation_contains:
@@ -342,11 +362,13 @@ def check(
     if c.parallel_calls is not None:
         name = f"a step with {c.parallel_calls} tool calls"
         most = max((len(s.tool_calls) for s in result.trace.steps), default=0)
-        if one_tool_a_reply:
+        if not_played(name):
+            pass
+        elif one_tool_a_reply:
             add(name, True, "not applicable: the runner's loop lets the model name one tool a reply")
         else:
             add(name, most >= c.parallel_calls, f"most tool calls in a step: {most}")
-    if c.failed_calls is not None:
+    if c.failed_calls is not None and not not_played(f"at least {c.failed_calls} failed tool calls"):
         requested = sum(len(s.model_call.tool_calls_requested) for s in result.trace.steps)
         failed = requested - sum(call.outcome == "ok" for call in calls)
         detail = f"{failed} of {requested} requested"

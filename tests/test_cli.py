@@ -155,6 +155,31 @@ def test_the_scripted_model_is_reachable_as_an_openai_compatible_base_url(model_
     assert record["trace"]["steps"][0]["model_call"]["endpoint"] == "chat.completions"
 
 
+def test_with_a_providers_model_run_leaves_out_the_persona_case_and_a_persona_check_is_not_failed(
+    model_server, tmp_path: Path
+) -> None:
+    """A provider's model plays no persona: `run` skips sloppy-calls by default, and a persona case named
+    explicitly records its persona checks as not applicable instead of failing them (exit 0)."""
+    base = ["run", "--runner", "handrolled", "--model", "openai:scripted", "--base-url", model_server.openai_base_url]
+    out = tmp_path / "default.json"
+    assert main([*base, "--quiet", "--json", str(out), "--out", str(tmp_path / "a")]) == 0
+    assert {r["case"] for r in json.loads(out.read_text())["results"]} == {"vip-compound", "tight-budget"}
+    out = tmp_path / "sloppy.json"
+    code = main([*base, "--case", "sloppy-calls", "--quiet", "--json", str(out), "--out", str(tmp_path / "b")])
+    doc = json.loads(out.read_text())
+    [cell] = doc["cells"]
+    assert code == 0 and cell["passed"] and not cell["failed_checks"]
+    # The same run judged as if the scripted model had played the persona fails that check.
+    from looplab.records.results import parse_result
+    from looplab.scenarios.cases import check, load_cases
+
+    result = parse_result(doc["results"][cell["result"]])
+    judged = {scripted: check(load_cases()["sloppy-calls"], result, False, scripted=scripted) for scripted in (1, 0)}
+    [as_played] = [c for c in judged[1] if "failed tool calls" in c.name]
+    [not_played] = [c for c in judged[0] if "failed tool calls" in c.name]
+    assert not as_played.passed and not_played.passed and "not applicable" in not_played.detail
+
+
 def test_serve_model_answers_an_openai_client() -> None:
     import socket
     import time
@@ -220,9 +245,9 @@ def test_the_matrix_progress_says_what_is_starting_before_any_run_ends(monkeypat
     ],
 )
 def test_eval_says_what_its_first_seconds_go_to(jobs, concurrency, isolated, said: str) -> None:
-    from looplab import cli
+    from looplab.cli import running
 
-    assert cli._starting(26, ["handrolled", "langgraph"], jobs, concurrency, isolated) == said
+    assert running.starting(26, ["handrolled", "langgraph"], jobs, concurrency, isolated) == said
 
 
 def test_eval_draws_its_progress_line_with_what_is_starting(monkeypatch) -> None:

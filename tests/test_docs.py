@@ -65,6 +65,18 @@ def test_the_readme_is_a_five_minute_read() -> None:
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail to a page under docs/"
 
 
+def test_the_readmes_installs_upgrade_pip_before_they_name_an_extra() -> None:
+    # The pip `python3 -m venv` bundles with Python 3.11 (23.2.1) does not match a runner's own name with `_`
+    # (`[pydantic_ai]`) to its extra: a command that installs an extra must bring a newer pip first.
+    installs = [line for block in BASH_BLOCK.findall(README.read_text(encoding="utf-8")) for line in block.splitlines()]
+    installs = [line for line in installs if re.search(r"pip install [^&]*\[", line)]
+    assert installs, "the README shows no install command"
+    for line in installs:
+        upgrade = re.search(r"pip install (-U|--upgrade) pip\b", line)
+        extra = re.search(r"pip install [^&]*\[", line)
+        assert upgrade and extra and upgrade.start() < extra.start(), f"pip is not upgraded before the extra: {line}"
+
+
 def test_every_relative_link_names_a_file_that_exists() -> None:
     broken = []
     for page in _pages():

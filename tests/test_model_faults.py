@@ -33,7 +33,8 @@ ONLY_STREAMED = {("strands", "responses"), ("strands", "messages")}
 #: A framework's own sleep before it retries, which no deadline shortens: DSPy waits 2**attempt seconds
 #: (`dspy.clients.execution._delay`) and only then sends the retry the model boundary refuses.
 RETRY_SLEEP_S = {"dspy": 1.0}
-STREAM_BREAKS = [p for p in RUNNER_APIS if tuple(p.values) not in ONLY_STREAMED]
+#: google-genai retries no reply that breaks off, streamed or not (tests/test_gemini_runners.py).
+STREAM_BREAKS = [p for p in RUNNER_APIS if tuple(p.values) not in ONLY_STREAMED and p.values[1] != "gemini"]
 
 
 def run_behind(

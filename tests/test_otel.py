@@ -155,6 +155,22 @@ def test_a_failed_attempt_is_an_event_inside_its_chat_span_at_the_records_time(r
     assert first.attributes["looplab.failed_attempts"] == 1
 
 
+def test_a_lone_surrogate_in_a_record_is_exported_as_a_replacement_and_the_record_is_left_alone(
+    retried_run: RunResult, tmp_path: Path
+) -> None:
+    # JSON text may hold `\\ud800`, which a results document read back then carries; UTF-8 (OTLP) has no encoding.
+    odd = retried_run.model_copy(deep=True)
+    odd.trace.tool_calls[0].name = "read\ud800file"
+    otel.export([odd], tmp_path / "spans.json")
+    names = {
+        s["name"]
+        for r in json.loads((tmp_path / "spans.json").read_text())["resourceSpans"]
+        for scope in r["scopeSpans"]
+        for s in scope["spans"]
+    }
+    assert "execute_tool read?file" in names and odd.trace.tool_calls[0].name == "read\ud800file"
+
+
 def test_a_failed_run_and_its_unanswered_model_call_have_status_error() -> None:
     def wrap(app: ASGIApp) -> ASGIApp:
         return HttpFaults(app, then=500)

@@ -1,9 +1,9 @@
 """Runners that cannot share this environment pass the same tests in a runner environment of their own.
 
-CrewAI and LlamaIndex pin SDK versions the other runners cannot use, so `looplab[all]` leaves them out
-(their declarations' `in_all`). Each one's runner environment (looplab's requirements plus its extra, created on
-first use and cached) runs the conformance tests, every case (a team's suite's too) and the caps-code check for
-that runner alone, with looplab imported from this tree, as `eval --isolate` runs its cells.
+CrewAI, LlamaIndex and Microsoft Agent Framework pin SDK versions the other runners cannot use, so `looplab[all]`
+leaves them out (their declarations' `in_all`). Each one's runner environment (looplab's requirements plus its
+extra, created on first use and cached) runs the conformance tests, every case (a team's suite's too) and the
+caps-code check for that runner alone, with looplab imported from this tree, as `eval --isolate` runs its cells.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ SUITES = ("tests/test_conformance.py", "tests/test_cases.py", "tests/test_team_c
 
 
 def test_the_runners_left_out_of_all_are_the_ones_whose_extras_conflict() -> None:
-    assert OWN_ENVIRONMENT == ["crewai", "llamaindex"]
+    assert OWN_ENVIRONMENT == ["crewai", "llamaindex", "ms_agent_framework"]
     for name in OWN_ENVIRONMENT:
         assert registry.RUNNERS[name].extra not in _all_extras()
 

@@ -254,7 +254,9 @@ def test_version_option_loads_no_more_of_looplab_than_help() -> None:
     run_main = "from looplab.cli import main\ntry:\n    main([{!r}])\nexcept SystemExit:\n    pass"
     for option in ("--help", "--version"):
         added = _added_modules(run_main.format(option))
-        assert sorted(m for m in added if m.startswith("looplab")) == ["looplab", "looplab.cli"], option
+        # The CLI's own modules build its parser (one per command group); nothing else of looplab is loaded.
+        beyond_cli = [m for m in added if m.startswith("looplab") and not m.startswith("looplab.cli.")]
+        assert sorted(beyond_cli) == ["looplab", "looplab.cli"], option
         assert not [m for m in _not_stdlib(added) if not m.startswith("looplab")], option
 
 

@@ -170,3 +170,15 @@ def test_a_teams_cases_get_their_own_group_and_looplabs_alone_do_not(tmp_path: P
     assert "## your cases" in text
     row = next(line for line in text.splitlines() if line.startswith("| `handrolled`") and "passed" in line)
     assert f"{len(CASES)} of {len(CASES)} passed" in row
+
+
+def test_a_framework_that_kept_the_malformed_call_gives_its_reason_in_the_cell() -> None:
+    pytest.importorskip("langchain", reason="the langchain extra is not installed")
+    card = scorecard.build(["langchain"], scorecard.observed(_eval(["langchain"], ["sloppy-calls"])))
+    cell = card.cards[0].cells["malformed"]
+    # LangChain kept the call whose arguments are not JSON in AIMessage.invalid_tool_calls and ended the run; the
+    # cell says so with LangChain's reason, its echo of the arguments left out and the rest cut between words.
+    assert cell.text.startswith("stops: error (invalid_tool_calls: Function run_tests arguments: … are not valid JSON")
+    assert cell.text.endswith("…)")
+    assert len(cell.text) <= len("stops: error (invalid_tool_calls: )") + scorecard.REASON_CHARS
+    assert cell.evidence == "eval: sloppy-calls"

@@ -1,4 +1,5 @@
-"""The TypeScript-ecosystem runners `ts_anthropic_tool_runner` and `ts_ai_sdk`: Node programs under the child contract.
+"""The TypeScript-ecosystem runners (`ts_anthropic_tool_runner`, `ts_ai_sdk`, `ts_openai_agents`): Node programs under
+the child contract.
 
 They run against the scripted model like every runner: the seed trajectory on every wire API each
 speaks, `max_steps=N` as exactly N model calls, an answer on the last allowed call as final. Around
@@ -34,7 +35,11 @@ from looplab.shared_tools import Guard, Workspace, default_tools
 from looplab.testing.conformance import SEED_TRAJECTORY
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 
-RUNNERS = {"ts_anthropic_tool_runner": "@anthropic-ai/sdk", "ts_ai_sdk": "ai"}
+RUNNERS = {
+    "ts_anthropic_tool_runner": "@anthropic-ai/sdk",
+    "ts_ai_sdk": "ai",
+    "ts_openai_agents": "@openai/agents",
+}
 CELLS = [
     pytest.param(r, api, id=f"{r}-{api}")
     for r in RUNNERS
@@ -111,6 +116,15 @@ def never_stops() -> Any:
         yield server
 
 
+#: How each runner's own cap ends its loop when the last allowed call still asks for tools: it returns silently,
+#: or (the Agents SDK) throws before the next call, the run's state (its history) on the error.
+AT_THE_CAP = {
+    "ts_anthropic_tool_runner": ("returned", None, None),
+    "ts_ai_sdk": ("returned", None, None),
+    "ts_openai_agents": ("raised", "@openai/agents.MaxTurnsExceededError", "MaxTurnsExceededError.state"),
+}
+
+
 @needs_node
 @pytest.mark.full  # installs the Node runners' packages from npm
 @needs_npm
@@ -120,11 +134,12 @@ def test_max_steps_n_is_n_model_calls_and_the_framework_stops_itself(runner: str
     result = run(runner, never_stops, Limits(max_steps=n))
     assert (result.stop_reason, result.answer) == (StopReason.MAX_STEPS, None), result.stop_detail
     assert result.totals.model_calls == n and len(result.trace.steps) == n
-    # both ask for the last reply's tools too; the Guard does not run them (no model call is left to read them)
+    # all ask for the last reply's tools too; the Guard does not run them (no model call is left to read them)
     assert [len(s.tool_calls) for s in result.trace.steps] == [1] * (n - 1) + [0]
     assert result.native_cap.value == n
-    # the native cap fired: it returned silently, before the proxy had to refuse anything
-    assert result.native_end is not None and result.native_end.kind == "returned"
+    # the native cap fired, before the proxy had to refuse anything
+    end = result.native_end
+    assert end is not None and (end.kind, end.exception, end.history) == AT_THE_CAP[runner]
     assert result.totals.failed_model_calls == 0
 
 
@@ -132,7 +147,12 @@ def test_max_steps_n_is_n_model_calls_and_the_framework_stops_itself(runner: str
 # run these runners with the others.
 
 
-RAISED = {"ts_anthropic_tool_runner": "@anthropic-ai/sdk.PermissionDeniedError", "ts_ai_sdk": "ai.AI_APICallError"}
+#: What each program's SDK raises at the proxy's 403, by runner and wire API.
+RAISED = {
+    "ts_anthropic_tool_runner": dict.fromkeys(["messages"], "@anthropic-ai/sdk.PermissionDeniedError"),
+    "ts_ai_sdk": dict.fromkeys(["chat", "responses", "messages"], "ai.AI_APICallError"),
+    "ts_openai_agents": dict.fromkeys(["chat", "responses"], "openai.PermissionDeniedError"),
+}
 
 
 @needs_node
@@ -145,7 +165,7 @@ def test_a_call_past_max_steps_is_refused_and_the_sdk_error_is_named(runner: str
     assert (result.stop_reason, result.totals.model_calls) == (StopReason.MAX_STEPS, 2), result.stop_detail
     # The SDK raised its own error on the proxy's 403: the record says the boundary refused, and what the SDK raised.
     assert result.native_end is not None and result.native_end.kind == "refused by the model boundary"
-    assert result.native_end.exception == RAISED[runner]
+    assert result.native_end.exception == RAISED[runner][api]
     assert "max_steps=2" in (result.native_end.message or "")
 
 
@@ -172,6 +192,23 @@ def test_knob_defaults_are_read_from_the_installed_packages() -> None:
     assert "generateText" in default.source and "(1)" in default.source
     [(knob, default)] = adapter("ts_anthropic_tool_runner").knob_defaults().items()
     assert knob == "max_iterations" and default.value is None and "no cap" in default.source
+    # the Agents SDK's DEFAULT_MAX_TURNS, from the file the installed @openai/agents-core keeps it in
+    defaults = adapter("ts_openai_agents").knob_defaults()
+    assert list(defaults) == list(adapter("ts_openai_agents").knobs)
+    assert {(d.value, d.source) for d in defaults.values()} == {
+        (10, "@openai/agents-core/dist/runner/constants.mjs DEFAULT_MAX_TURNS")
+    }
+
+
+@needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
+@needs_npm
+def test_the_agents_sdk_max_turns_error_handler_answers_instead_of_throwing(never_stops) -> None:
+    a = adapter("ts_openai_agents")
+    result = run("ts_openai_agents", never_stops, Limits(max_steps=10), probe=Probe(knob=a.knobs[1], value=3))
+    assert result.totals.model_calls == 3
+    assert result.native_end is not None and result.native_end.kind == "returned"
+    assert result.native_end.text == "(stopped: maxTurns reached)"
 
 
 # --- the environment around them ----------------------------------------------------------------

@@ -9,8 +9,8 @@ unless (and `LoopbackGuard` applies it to an ASGI app, answering the refusal its
   (`evil.example:PORT`) is not;
 - its `Origin`, if it has one, is the server's own (`http://127.0.0.1:PORT` or
   `http://localhost:PORT`): a browser sends one with every cross-origin request;
-- it carries the run's token, as `Authorization: Bearer TOKEN` or `x-api-key: TOKEN` (the
-  Anthropic SDK's header for its key), compared in constant time.
+- it carries the run's token, as `Authorization: Bearer TOKEN`, `x-api-key: TOKEN` (the
+  Anthropic SDK's header for its key) or `x-goog-api-key: TOKEN` (google-genai's), compared in constant time.
 
 A foreign `Host` or `Origin` is a 403 and a missing or wrong token a 401, each with a JSON body
 saying why.
@@ -76,8 +76,8 @@ class LoopbackGuard:
 
 
 def _presented(values: dict[bytes, list[bytes]]) -> list[bytes]:
-    """The tokens a request presents: each `Authorization: Bearer` credential and `x-api-key`."""
-    tokens = list(values.get(b"x-api-key", []))
+    """The tokens a request presents: each `Authorization: Bearer` credential, `x-api-key` and `x-goog-api-key`."""
+    tokens = [*values.get(b"x-api-key", []), *values.get(b"x-goog-api-key", [])]
     for value in values.get(b"authorization", []):
         scheme, _, credential = value.strip().partition(b" ")
         if scheme.lower() == b"bearer":

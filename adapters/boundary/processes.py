@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from looplab.adapters.contract.model import PROVIDER_ENV
+from looplab.adapters.contract.model import KEY_VARIABLES
 from looplab.shared_tools.live import Live
 
 __all__ = [
@@ -224,6 +224,6 @@ def keep_keys_from_children() -> bool:
     ptrace itself are closed to every process without CAP_SYS_PTRACE, same user included, for as long as
     the process lives (a child's `exec` makes the child dumpable again, not this process). Linux only.
     """
-    if not LINUX or not any(os.environ.get(name) for name in PROVIDER_ENV.values()):
+    if not LINUX or not any(os.environ.get(name) for names in KEY_VARIABLES.values() for name in names):
         return False
     return _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0

@@ -51,7 +51,7 @@ from looplab.adapters.boundary.loopback import LoopbackCheck
 from looplab.adapters.boundary.recorder import DEADLINE_PASSED, Exchange
 from looplab.adapters.boundary.serving import HEAD_TIMEOUT_S, LOOPBACK, MAX_CONNECTIONS, STOP_TIMEOUT_S
 from looplab.adapters.contract.errors import StopRun
-from looplab.adapters.contract.model import PROVIDER_OF_API, ModelServerUrls
+from looplab.adapters.contract.model import PROVIDER_OF_API, ModelServerUrls, gemini_error
 
 if TYPE_CHECKING:
     from looplab.adapters.session import RunSession
@@ -64,6 +64,7 @@ __all__ = [
     "DROPPED_REQUEST",
     "DROPPED_RESPONSE",
     "DeadlineTimeout",
+    "GEMINI_METHODS",
     "IDLE_TIMEOUT_S",
     "MAX_CHUNK_LINE",
     "MAX_REQUEST_BYTES",
@@ -75,13 +76,19 @@ __all__ = [
 ]
 
 #: Where each provider's API lives when the model spec names no base URL.
-DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-#: The three model endpoints, by the path a client asks for (with or without `/v1`).
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "google": "https://generativelanguage.googleapis.com",
+}
+#: Three model endpoints, by the path a client asks for (with or without `/v1`); Gemini's by `GEMINI_METHODS`.
 API_OF_PATH = {"chat/completions": "chat", "responses": "responses", "messages": "messages"}
+#: How a Gemini request's path ends (`/v1beta/models/NAME:generateContent`): it goes upstream as it came.
+GEMINI_METHODS = (":generateContent", ":streamGenerateContent")
 #: Request headers not passed on: the hop's own, and the run's token (the provider's key replaces it).
 DROPPED_REQUEST = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "accept-encoding"}
-    | {"authorization", "x-api-key", "proxy-authorization", "origin", "cookie"}
+    | {"authorization", "x-api-key", "x-goog-api-key", "proxy-authorization", "origin", "cookie"}
 )
 DROPPED_RESPONSE = frozenset({"content-length", "connection", "keep-alive", "transfer-encoding", "content-encoding"})
 #: The largest request body relayed; a model request is kilobytes to a few megabytes.
@@ -106,8 +113,8 @@ CONTENT_LENGTH = re.compile(r"[0-9]{1,20}")
 class ModelProxy(ModelServerUrls):
     """One run's recording model proxy on 127.0.0.1; a context manager, gone when the run ends.
 
-    `openai_base_url` and `anthropic_base_url` are what a child's SDK takes as its base URL, and
-    `token` its API key (sent as `Authorization: Bearer` or `x-api-key`, as the SDKs do).
+    `openai_base_url`, `anthropic_base_url` and `gemini_base_url` are what a child's SDK takes as its base URL,
+    and `token` its API key (sent as `Authorization: Bearer`, `x-api-key` or `x-goog-api-key`, as the SDKs do).
     """
 
     def __init__(self, session: RunSession, token: str | None = None) -> None:
@@ -173,7 +180,10 @@ class ModelProxy(ModelServerUrls):
 
     def _target(self, path: str) -> str | None:
         """The upstream URL for a request path, or None when the run's model does not speak that API."""
-        suffix = path.split("?")[0].removeprefix("/v1").lstrip("/")
+        route = path.split("?")[0]
+        if route.endswith(GEMINI_METHODS):
+            return f"{self._upstream}{route}" if self.session.model.provider == "google" else None
+        suffix = route.removeprefix("/v1").lstrip("/")
         api = API_OF_PATH.get(suffix)
         if api is None or PROVIDER_OF_API[api] != self.session.model.provider:
             return None
@@ -186,6 +196,8 @@ class ModelProxy(ModelServerUrls):
         key = self.session.model.key()
         if self.session.model.provider == "anthropic":
             headers["x-api-key"] = key
+        elif self.session.model.provider == "google":
+            headers["x-goog-api-key"] = key
         else:
             headers["authorization"] = f"Bearer {key}"
         return headers
@@ -494,6 +506,8 @@ class _Handler(BaseHTTPRequestHandler):
     replied = False
     #: What cut the current exchange short, if anything did (its upstream connection was shut): the error it fails with.
     cut: type[OSError] | None = None
+    #: Whether the current request is Gemini's: its errors then go in Gemini's shape, which google-genai reads.
+    gemini = False
     held: _Connection
 
     def setup(self) -> None:
@@ -524,6 +538,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.replied, self.cut = False, None
+        self.gemini = self.path.split("?")[0].endswith(GEMINI_METHODS)
         self.server.proxy.relay(self)
 
     def drop_upstream(self) -> None:
@@ -622,11 +637,14 @@ class _Handler(BaseHTTPRequestHandler):
             raise _ChildGone(str(exc)) from exc
 
     def send_json(self, status: int, body: dict[str, Any], extra: list[tuple[str, str]] = ()) -> None:  # type: ignore[assignment]
+        if self.gemini and isinstance(error := body.get("error"), dict):
+            body = gemini_error(status, error["message"])
         self.send_whole(status, [("Content-Type", "application/json"), *extra], json.dumps(body).encode())
 
 
 def _error(status: int, message: str, kind: str | None = None) -> tuple[int, dict[str, Any]]:
-    """An error both SDK families read: OpenAI's `{"error": {...}}` with Anthropic's `"type": "error"` beside it.
+    """An error the OpenAI and Anthropic SDKs both read: OpenAI's `{"error": {...}}` with Anthropic's `"type": "error"`
+    beside it (a Gemini request's goes in Gemini's shape: `_Handler.send_json`).
 
     The type follows the status as the providers spell it: a client that reads the type (DSPy does) must
     see a gateway error as a server's, which it retries, not as its own request's fault.

@@ -48,8 +48,14 @@ __all__ = [
 #: errors, whose decisive line (llama-cpp-python's "messages[2] ... content") comes after the first few hundred.
 ERROR_CHARS = 2000
 
-#: Endpoint kind by URL path suffix, for the three wire formats.
-ENDPOINTS = {"/chat/completions": "chat.completions", "/responses": "responses", "/messages": "messages"}
+#: Endpoint kind by URL path suffix, for the four wire formats (Gemini's two methods are one endpoint, streamed or not).
+ENDPOINTS = {
+    "/chat/completions": "chat.completions",
+    "/responses": "responses",
+    "/messages": "messages",
+    ":generateContent": "generateContent",
+    ":streamGenerateContent": "generateContent",
+}
 
 
 @dataclass
@@ -204,7 +210,7 @@ def _prepare(recorder: ModelRecorder, request: Any) -> None:
 
 
 def _error_message(body: bytes) -> str:
-    """The server's message from an error body (`{"error": {"message": ...}}` in both dialects), trimmed."""
+    """The server's message from an error body (`{"error": {"message": ...}}` in every dialect), trimmed."""
     data = read_json(body)
     error = data.get("error") if isinstance(data, dict) else None
     message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
@@ -534,7 +540,7 @@ class ExchangeInfo:
     finish_reason: str | None = None
     tool_calls_requested: list[str] = field(default_factory=list)
     usage_estimated: bool = False
-    #: The reply's text (Chat Completions and Messages): where a text protocol names its tool.
+    #: The reply's text (Chat Completions, Messages and Gemini): where a text protocol names its tool.
     text: str = ""
 
 
@@ -554,7 +560,10 @@ def parse_exchange(
     # means scanning (or parsing) the whole conversation so far, which costs more than the rest of the record.
     info = ExchangeInfo(streamed=SSE_START.match(response_body) is not None)
     events = list(_sse_events(response_body)) if info.streamed else [read_json(response_body)]
-    reader = {"chat.completions": _read_chat, "responses": _read_responses, "messages": _read_messages}[endpoint]
+    if endpoint == "generateContent" and isinstance(events[0], list) and not info.streamed:
+        # streamGenerateContent without `alt=sse`: the chunks come as one JSON array.
+        events, info.streamed = events[0], True
+    reader = READERS[endpoint]
     for event in events:
         if isinstance(event, dict):
             reader(event, info)
@@ -645,3 +654,37 @@ def _read_messages(event: dict[str, Any], info: ExchangeInfo) -> None:
     elif kind == "message_delta":
         info.finish_reason = (event.get("delta") or {}).get("stop_reason") or info.finish_reason
         info.output_tokens = (event.get("usage") or {}).get("output_tokens") or info.output_tokens
+
+
+def _read_gemini(event: dict[str, Any], info: ExchangeInfo) -> None:
+    """One `GenerateContentResponse` (a whole reply or one streamed chunk: each chunk's usage is the reply's so far)."""
+    if isinstance(usage := event.get("usageMetadata"), dict):
+        # promptTokenCount includes the cached tokens; thoughts are billed as output, beside the candidates.
+        info.input_tokens = _count(usage.get("promptTokenCount")) + _count(usage.get("toolUsePromptTokenCount"))
+        info.output_tokens = _count(usage.get("candidatesTokenCount")) + _count(usage.get("thoughtsTokenCount"))
+        info.cached_input_tokens = _count(usage.get("cachedContentTokenCount"))
+    candidates = event.get("candidates")
+    for candidate in candidates[:1] if isinstance(candidates, list) else []:  # looplab asks for one candidate
+        if not isinstance(candidate, dict):
+            continue
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            if not isinstance(part, dict):
+                continue
+            call = part.get("functionCall")
+            if isinstance(call, dict) and isinstance(call.get("name"), str):
+                info.tool_calls_requested.append(call["name"])
+            elif isinstance(text := part.get("text"), str) and not part.get("thought"):
+                info.text += text
+        if isinstance(reason := candidate.get("finishReason"), str):
+            info.finish_reason = reason
+
+
+#: The reader of each endpoint's replies (a whole body, or each event of a stream).
+READERS: dict[str, Callable[[dict[str, Any], ExchangeInfo], None]] = {
+    "chat.completions": _read_chat,
+    "responses": _read_responses,
+    "messages": _read_messages,
+    "generateContent": _read_gemini,
+}

@@ -94,7 +94,7 @@ class Runner(ABC):
     distribution: str
     #: Modules whose presence means its framework is installed (looked up without importing them).
     requires: tuple[str, ...] = ()
-    #: Wire APIs the runner speaks, its default first; `messages` is Anthropic's, the others OpenAI's.
+    #: Wire APIs the runner speaks, its default first (`PROVIDER_OF_API` says whose each one is).
     apis: tuple[Api, ...] = ("chat",)
     #: The native caps it can set: the first is where `max_steps` maps; the rest are the framework's
     #: alternatives, which `looplab caps` measures the same way.
@@ -149,12 +149,13 @@ class Runner(ABC):
             fits = [a for a in self.apis if PROVIDER_OF_API[a] == model.provider]
             if fits:
                 return fits[0]
-            # A runner that speaks none of one provider's APIs speaks the other's.
-            theirs = PROVIDER_OF_API[self.apis[0]]
+            # A runner that speaks none of this provider's APIs speaks others'.
+            theirs = list(dict.fromkeys(PROVIDER_OF_API[a] for a in self.apis))
             apis = f"{', '.join(self.apis)} API{'s' if len(self.apis) > 1 else ''}"
+            models = " or ".join(f"{_article(p)} {p}: model" for p in theirs)
             raise LooplabError(
-                f"runner {self.name!r} speaks only {theirs} {apis}: use an {theirs}: model with it, "
-                f"not an {model.provider} one"
+                f"runner {self.name!r} speaks only {' and '.join(theirs)} {apis}: use {models} with it, "
+                f"not {_article(model.provider)} {model.provider} one"
             )
         check_api(model.api, model.provider)
         if model.api not in self.apis:
@@ -173,3 +174,8 @@ class Runner(ABC):
         """The tools a reply's text names, for a runner whose loop reads tool calls from text (a text protocol)
         rather than native tool calls; the recorder counts them as requested."""
         return []
+
+
+def _article(word: str) -> str:
+    """The indefinite article before `word` as spelled ("an openai", "a google")."""
+    return "an" if word[0] in "aeiou" else "a"

@@ -16,7 +16,12 @@ from looplab.shared_tools.records import ToolCallRecord
 __all__ = ["API_OF_ENDPOINT", "Attempt", "ModelCall", "Step", "Trace", "api_of"]
 
 #: The wire API (as `--api` names it) each recorded endpoint belongs to.
-API_OF_ENDPOINT = {"chat.completions": "chat", "responses": "responses", "messages": "messages"}
+API_OF_ENDPOINT = {
+    "chat.completions": "chat",
+    "responses": "responses",
+    "messages": "messages",
+    "generateContent": "gemini",
+}
 
 
 def api_of(endpoint: str) -> str:

@@ -1,11 +1,12 @@
 """Google ADK: an `LlmAgent` driven by a `Runner` over an in-memory session, capped by `RunConfig.max_llm_calls`.
 
 ADK's own model classes take a provider SDK client, so each wire API goes through the run's recording
-client, no proxy and no LiteLLM: Chat Completions (`OpenAILlm`, ADK's class for a `gpt-*` name),
-Responses (`OpenAIResponsesLlm`) and Anthropic Messages (`AnthropicLlm`). `max_llm_calls=N` allows
-exactly N model calls (measured: docs/iteration-caps.md). On the wire, ADK sends a tool's text as
-`{"result": text}` over Chat Completions (bare text over Responses and Messages), and turns arguments
-that are not a JSON object into `{}` (OpenAI APIs, with a warning) or an `AssertionError` (Messages).
+client, no proxy and no LiteLLM: Chat Completions (`OpenAILlm`, ADK's class for a `gpt-*` name), Gemini's
+generateContent (`Gemini`, ADK's native class, on a `google-genai` client), Responses (`OpenAIResponsesLlm`)
+and Anthropic Messages (`AnthropicLlm`). `max_llm_calls=N` allows exactly N model calls (measured:
+docs/iteration-caps.md). On the wire, ADK sends a tool's text as `{"result": text}` over Chat Completions and
+Gemini (bare text over Responses and Messages), and turns arguments that are not a JSON object into `{}`
+(OpenAI APIs, with a warning) or an `AssertionError` (Messages).
 ADK only opens spans on the global OpenTelemetry provider, a no-op unless the process installs one.
 """
 
@@ -20,6 +21,7 @@ from google.adk.agents import LlmAgent, RunConfig
 from google.adk.agents.invocation_context import LlmCallsLimitExceededError
 from google.adk.integrations.openai import OpenAILlm, OpenAIResponsesLlm
 from google.adk.models.anthropic_llm import AnthropicLlm
+from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.adk.tools import BaseTool, ToolContext
@@ -84,6 +86,8 @@ def guard_call(boundary: ToolBoundary) -> ToolCall:
 def build_model(api: Api, session: RunSession) -> Any:
     """ADK's model class for `api`, on the session's recording SDK client."""
     name = session.model.name
+    if api == "gemini":
+        return Gemini(model=name, client=session.gemini_client())
     if api == "messages":
         return AnthropicLlm(model=name, client=session.anthropic_client())
     return (OpenAILlm if api == "chat" else OpenAIResponsesLlm)(model=name, client=session.openai_client())
@@ -98,7 +102,9 @@ class GoogleAdk(Adapter):
     listed = 60
     extra = "google-adk"
     distribution = "google-adk"
-    apis = ("chat", "responses", "messages")
+    # Gemini second: the scripted model's default stays Chat Completions, the API the bare loop (bench) speaks;
+    # a google: model still gets gemini, its provider's first API here.
+    apis = ("chat", "gemini", "responses", "messages")
     knobs = (KNOB,)
 
     def native_cap(self, limits: Limits) -> NativeCap:

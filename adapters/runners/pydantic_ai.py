@@ -1,11 +1,10 @@
 """Pydantic AI: `Agent(...).run(task, usage_limits=UsageLimits(request_limit=max_steps))`.
 
-Speaks the OpenAI Responses API by default (what Pydantic AI's `openai:`
-prefix picks), Chat Completions with `--api chat`, and the Anthropic Messages
-API for an `anthropic` model. The provider SDK client comes from the session,
-so every request passes the recorder. At the cap Pydantic AI raises
-`UsageLimitExceeded` (carrying no history); the partial trace comes from the
-boundaries, as for every runner.
+Speaks the OpenAI Responses API by default (what Pydantic AI's `openai:` prefix picks), Chat Completions
+with `--api chat`, the Anthropic Messages API for an `anthropic` model and Gemini's generateContent
+(`GoogleModel`, which sends a tool's text as `{"return_value": text}`) for a `google` one. The provider SDK
+client comes from the session, so every request passes the recorder. At the cap Pydantic AI raises
+`UsageLimitExceeded` (carrying no history); the partial trace comes from the boundaries, as for every runner.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from looplab.adapters.boundary.plain import plain_http_client
 from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import Finished, NativeCap
@@ -40,6 +40,13 @@ __all__ = ["ADAPTER", "PydanticAI", "bare_run", "build_model", "guarded_tool", "
 def build_model(api: Api, session: RunSession) -> Any:
     """The Pydantic AI model for `api`, on a provider built from the session's recorded SDK client."""
     name = session.model.name
+    if api == "gemini":
+        try:  # google-genai: the extra installs it (pydantic-ai-slim[google]); a bare install may lack it
+            from pydantic_ai.models.google import GoogleModel
+            from pydantic_ai.providers.google import GoogleProvider
+        except ImportError:
+            raise MissingExtra("pydantic_ai", "pydantic-ai", "google.genai") from None
+        return GoogleModel(name, provider=GoogleProvider(client=session.gemini_client()))
     if api == "messages":
         return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=session.anthropic_client()))
     provider = OpenAIProvider(openai_client=session.openai_client())
@@ -83,7 +90,7 @@ class PydanticAI(Adapter):
     listed = 50
     extra = "pydantic-ai"
     distribution = "pydantic-ai-slim"
-    apis = ("responses", "chat", "messages")
+    apis = ("responses", "chat", "messages", "gemini")
     knobs = (
         "Agent.run(usage_limits=UsageLimits(request_limit=))",
         "Agent.run(usage_limits=UsageLimits(tool_calls_limit=))",

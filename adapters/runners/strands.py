@@ -1,10 +1,11 @@
 """Strands Agents: `Agent(...).invoke_async(task, limits={"turns": max_steps})`.
 
 Speaks Chat Completions by default (`OpenAIModel` on the session's recorded `AsyncOpenAI`, not streamed), the
-Responses API (`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`), both built from `client_args` and
-always streamed: a reply that breaks off mid-stream is not retried (the SDK retries only until a response starts),
-and the run ends `error`. `limits={"turns": N}` allows exactly N model calls, then the agent returns normally
-(`stop_reason="limit_turns"`); unset, nothing bounds the loop (measured: docs/iteration-caps.md).
+Responses API (`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`), both built from `client_args`, and
+Gemini's generateContent (`GeminiModel` on the session's `google-genai` client), all three always streamed: a reply
+that breaks off mid-stream is not retried (the SDK retries only until a response starts), and the run ends `error`.
+`limits={"turns": N}` allows exactly N model calls, then the agent returns normally (`stop_reason="limit_turns"`);
+unset, nothing bounds the loop (measured: docs/iteration-caps.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from strands.types.tools import ToolResult, ToolSpec, ToolUse
 
 from looplab.adapters.boundary.plain import plain_openai_client
 from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS  # AnthropicModel requires one
 from looplab.adapters.contract.model import Api
@@ -40,6 +42,12 @@ TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEv
 def build_model(api: Api, session: RunSession) -> Any:
     """The Strands model for `api`; every request goes through the session's recording HTTP client."""
     name, spec = session.model.name, session.model
+    if api == "gemini":  # always streamed
+        try:  # strands.models.gemini imports google-genai, which the extra installs; a bare install may lack it
+            from strands.models.gemini import GeminiModel
+        except ImportError:
+            raise MissingExtra("strands", "strands", "google.genai") from None
+        return GeminiModel(client=session.gemini_client(), model_id=name)
     if api == "chat":  # not streamed (Strands' default is to stream): the SDK then retries a reply that breaks off
         return OpenAIModel(client=session.openai_client(), model_id=name, stream=False)
     options = {"api_key": spec.key(), "base_url": spec.base_url, "max_retries": spec.retries}
@@ -87,7 +95,7 @@ class Strands(Adapter):
     listed = 110
     extra = "strands"
     distribution = "strands-agents"
-    apis = ("chat", "responses", "messages")
+    apis = ("chat", "responses", "messages", "gemini")
     knobs = (TURNS, HOOK)
 
     def native_cap(self, limits: Limits) -> NativeCap:

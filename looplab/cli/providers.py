@@ -12,12 +12,12 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from looplab.adapters.contract.model import PROVIDER_ENV
+from looplab.adapters.contract.model import KEY_VARIABLES, key_from, missing_key
 
 __all__ = ["CASES", "SMALL_MODELS", "eval_args", "main", "plan"]
 
-#: A small, cheap current model of each provider (both in adapters/contract/prices.json).
-SMALL_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5"}
+#: A small, cheap current model of each provider (each in adapters/contract/prices.json).
+SMALL_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "google": "gemini-2.5-flash-lite"}
 CASES = ("vip-compound",)
 
 
@@ -25,11 +25,10 @@ def plan(env: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """The models to run (`provider:name`) and, for each provider left out, why."""
     run, skipped = [], []
     for provider, name in SMALL_MODELS.items():
-        variable = PROVIDER_ENV[provider]
-        if env.get(variable):
+        if key_from(provider, env):
             run.append(f"{provider}:{name}")
         else:
-            skipped.append(f"skipping {provider}:{name}: {variable} is not set")
+            skipped.append(f"skipping {provider}:{name}: {missing_key(provider)}")
     return run, skipped
 
 
@@ -51,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in skipped:
         print(line, flush=True)
     if not models:
-        print(f"no provider key is set ({', '.join(PROVIDER_ENV.values())}): nothing to run", flush=True)
+        variables = ", ".join(name for names in KEY_VARIABLES.values() for name in names)
+        print(f"no provider key is set ({variables}): nothing to run", flush=True)
         return 0
     # Exit 1 means a check failed (a real model may well miss one): that is a finding, in the report.
     # Exit 2 is a run that could not be made (bad key, unreachable provider): that fails the session.

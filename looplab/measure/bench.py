@@ -121,14 +121,16 @@ HELP_REPEAT = 5
 NO_BARE_LOOP = "no bare loop"
 #: Resamples for the bootstrap interval of the tax.
 BOOTSTRAP_RESAMPLES = 2000
-#: The wire APIs on which an in-process runner's model requests pass looplab's recording model proxy: its framework
-#: builds its own HTTP client from a base URL (LiteLLM, LlamaIndex's Anthropic LLM), so it is pointed at the proxy.
+#: The wire APIs on which a runner with a bare loop has its model requests pass looplab's recording model proxy: its
+#: framework builds its own HTTP client from a base URL (LiteLLM, LlamaIndex's Anthropic LLM), or the loop runs in
+#: a program of its own (the Claude Code CLI the Claude Agent SDK drives), so it is pointed at the proxy.
 #: Every other in-process request goes through a recorded SDK client or transport (`tests/test_bench.py` checks
 #: this against the runs).
 VIA_MODEL_PROXY: dict[str, frozenset[Api]] = {
     "openai_agents": frozenset({"messages"}),
     "smolagents": frozenset({"messages"}),
     "llamaindex": frozenset({"messages"}),
+    "claude_agent_sdk": frozenset({"messages"}),
 }
 #: Runners whose bare loop is no framework's: their ratio is reported, not targeted.
 RATIO_NOT_TARGETED = frozenset({BASELINE})

@@ -43,7 +43,7 @@ def measure(
     """The matrix once per concurrency level, against one slow scripted model."""
     rows: list[ConcurrencyRow] = []
     with ScriptedModelServer(wrap=lambda app: SlowReplies(app, reply_s)) as server:
-        where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
+        where = Endpoint(ModelChoice(), server.base_urls)
         for level in levels:
             started = time.perf_counter()
             outcomes = matrix.run_matrix(runners, cases, where, jobs=jobs, concurrency=level)

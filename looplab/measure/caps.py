@@ -85,7 +85,7 @@ class Prober:
 
     def run(self, adapter: Adapter, policy: str, probe: Probe | None, max_steps: int = SAFETY_STOP) -> RunResult:
         server = self.servers[policy]
-        urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
+        urls = server.base_urls
         spec = Endpoint(ModelChoice(), urls).spec_for(adapter)
         with Workspace(self.repo) as ws:
             guard = Guard(ws, max_repeats=SAFETY_STOP + 1)

@@ -1,7 +1,7 @@
 """Takes the shipped price table again: `python -m looplab.measure.prices` (needs `pip install genai-prices`).
 
 The prices come from `genai-prices` (maintained by the Pydantic team from the
-providers' price pages); this writes the OpenAI and Anthropic text models of its
+providers' price pages); this writes the OpenAI, Anthropic and Gemini text models of its
 bundled snapshot to `adapters/contract/prices.json` with today's date, so looplab itself
 needs no network and no extra package to price a run.
 """
@@ -19,11 +19,28 @@ from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.pricing import PRICES_FILE
 
-__all__ = ["NOT_TEXT", "PROVIDERS", "dumps", "main", "snapshot"]
+__all__ = ["NOT_TEXT", "PROVIDERS", "SERVED", "dumps", "main", "snapshot"]
 
-PROVIDERS = ("openai", "anthropic")
-#: Models priced per token but not for text in and text out (speech, images, search, fine-tunes, embeddings).
-NOT_TEXT = ("tts", "audio", "image", "search", "transcribe", "embedding", "moderation", "ft:", "whisper", "realtime")
+PROVIDERS = ("openai", "anthropic", "google")
+#: The models of a provider that its own API serves, by how their ids begin: genai-prices' `google` also prices
+#: Claude and Gemma as Vertex AI serves them, and looplab's `google:` is Gemini's API.
+SERVED = {"google": ("gemini-",)}
+#: Models priced per token but not for text in and text out (speech, images, search, fine-tunes, embeddings,
+#: the Live API's streaming sessions).
+NOT_TEXT = (
+    "tts",
+    "audio",
+    "image",
+    "search",
+    "transcribe",
+    "embedding",
+    "moderation",
+    "ft:",
+    "whisper",
+    "realtime",
+    "live",
+    "nano-banana",
+)
 
 
 def _base(price: Any) -> float | None:
@@ -45,6 +62,8 @@ def snapshot(today: date | None = None) -> dict[str, Any]:
             prices = model.get_prices(now)
             entry = {"input": _base(prices.input_mtok), "output": _base(prices.output_mtok)}
             if model.deprecated or None in entry.values() or any(word in model.id for word in NOT_TEXT):
+                continue
+            if not model.id.startswith(SERVED.get(provider.id, "")):
                 continue
             if (cached := _base(prices.cache_read_mtok)) is not None:
                 entry["cached_input"] = cached

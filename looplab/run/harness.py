@@ -172,7 +172,7 @@ def _serve(choice: ModelChoice) -> Iterator[Endpoint]:
     from looplab.scenarios.scripted.server import ScriptedModelServer
 
     with ScriptedModelServer() as server:
-        yield Endpoint(choice, {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
+        yield Endpoint(choice, server.base_urls)
 
 
 def case_guard(case: Case, ws: Workspace, limits: Limits | None = None, approver: Approver | None = None) -> Guard:
@@ -222,7 +222,8 @@ def run_one(
             return
         result.case = case.id
         info = registry.RUNNERS.get(runner.partition("@")[0])
-        done.checks = check(case, result, changed, one_tool_a_reply=info is not None and info.one_tool_a_reply)
+        one_tool = info is not None and info.one_tool_a_reply
+        done.checks = check(case, result, changed, one_tool_a_reply=one_tool, scripted=where.scripted_urls is not None)
         done.result = result
 
     worker = threading.Thread(target=work, name=f"looplab-{runner}-{case.id}", daemon=True)

@@ -71,7 +71,7 @@ def run_runner(
     case = investigation()
     limits = limits or Limits()
     adapter = registry.load(runner)
-    urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
+    urls = server.base_urls
     choice = ModelChoice(api=api, pricing=pricing or Pricing(), retries=retries)
     spec = Endpoint(choice, urls).spec_for(adapter)
     with Workspace(repo or case.repo_path) as ws:

@@ -127,7 +127,28 @@ def record(results: Iterable[RunResult], tracer: Tracer, *, anchor: datetime | N
     """Emit each run's spans through `tracer`, one trace per run, with the records' timestamps."""
     anchor_ns = _ns_of(anchor or datetime.now(UTC))
     for result in results:
-        _Run(result, tracer, anchor_ns).emit()
+        _Run(_encodable(result), tracer, anchor_ns).emit()
+
+
+def _encodable(result: RunResult) -> RunResult:
+    """The run with each lone surrogate (which JSON text may hold, as `\\ud800`) replaced by `?`: OTLP carries
+    strings as UTF-8, which has no encoding for one. The record itself is left as it is."""
+    from pydantic import BaseModel
+
+    def clean(value: Any) -> Any:
+        if type(value) is str:  # not a str enum (a stop reason): its members are plain ASCII
+            return value.encode("utf-8", "replace").decode("utf-8")
+        if isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                object.__setattr__(value, name, clean(getattr(value, name)))
+            return value
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(clean(v) for v in value)
+        return value
+
+    return clean(result.model_copy(deep=True))  # type: ignore[no-any-return]
 
 
 def write(span_list: Sequence[ReadableSpan], path: Path) -> Path:

@@ -315,7 +315,14 @@ def _width(text: Text) -> int:
 
 
 def _longest_word(text: Text) -> int:
-    return max((cell_len(w) for w in text.plain.split()), default=0)
+    """The widest word, a line's indent counted with its first word (a folded cell's line under the first is
+    indented, and the indent stays when the line wraps)."""
+    longest = 0
+    for line in text.plain.split("\n"):
+        if words := line.split():
+            indent = cell_len(line) - cell_len(line.lstrip())
+            longest = max(longest, indent + cell_len(words[0]), *(cell_len(w) for w in words))
+    return longest
 
 
 # --- one run, and the run command's summary ----------------------------------------------------------

@@ -34,6 +34,7 @@ from looplab.adapters.contract.result import RunResult
 from looplab.records import results
 from looplab.records.measurements import BenchResult, CapsDoc, KnobReport, RunnerReport, history_of, version_label
 from looplab.records.measurements import Row as CapsRow
+from looplab.shared_tools.records import shorten
 
 __all__ = [
     "CAPS_PATH",
@@ -48,10 +49,12 @@ __all__ = [
     "RunnerCard",
     "Scorecard",
     "UNKNOWN_TOOL",
+    "REASON_CHARS",
     "build",
     "caps_anchor",
     "group_rows",
     "groups_of",
+    "kept_call",
     "load_bench",
     "load_caps",
     "markdown",
@@ -324,12 +327,24 @@ MODEL_CALLS, TOOL_CALLS = "model calls", "tool calls"
 _EMPTY_SLOT = re.compile(r"=(?=[,)])")
 
 
+#: How a record names a malformed call its framework kept instead of running it (the runner's stop detail, e.g.
+#: `... (AIMessage.invalid_tool_calls): run_tests({"target": x}): <the framework's reason>`): the attribute the
+#: framework kept it in, the call, and the framework's reason.
+_KEPT_CALL = re.compile(r"\((?:\w+\.)*(?P<where>\w+)\): (?P<name>[\w.-]+)\((?P<args>.*?)\): (?P<reason>.+)", re.S)
+#: How much of the framework's reason a cell quotes (cut between words).
+REASON_CHARS = 80
+
+
 def _evidence(run: Observed) -> str:
     return f"eval: {run.case}"
 
 
 def _malformed(run: Observed | None) -> Cell:
-    """Did the run go on after arguments that were not JSON or the wrong type?"""
+    """Did the run go on after arguments that were not JSON or the wrong type?
+
+    A run its framework ended on a call it kept rather than ran says where the framework kept it and why, as the
+    record names them: `stops: error (invalid_tool_calls: <the framework's reason>)`.
+    """
     if run is None:
         return _not_measured()
     result = run.result
@@ -338,7 +353,26 @@ def _malformed(run: Observed | None) -> Cell:
         how = "recovers" if bad else "recovers (the framework fixed them before the tools)"
     else:
         how = f"stops: {result.stop_reason}"
+        if (kept := kept_call(result)) is not None:
+            how += f" ({kept[0]}: {kept[1]})"
     return Cell(text=how, evidence=_evidence(run))
+
+
+def kept_call(result: RunResult) -> tuple[str, str] | None:
+    """Where the framework kept a malformed call it did not run, and its reason in brief, as the run's record
+    names them (its stop detail, else the framework's own end); None when the record names no such call.
+
+    The reason leaves out the call's arguments where it repeats them (the record quotes them before it).
+    """
+    native = result.native_end.message if result.native_end else None
+    for said in (result.stop_detail, native):
+        if said and (found := _KEPT_CALL.search(said)):
+            reason = " ".join(found["reason"].split())
+            args = " ".join(found["args"].split())
+            if args:
+                reason = reason.replace(args, "…")
+            return found["where"], shorten(reason, REASON_CHARS)
+    return None
 
 
 def _unknown_tool(run: Observed | None) -> Cell:

@@ -1,4 +1,4 @@
-"""The three wire formats' requests, read into one neutral conversation.
+"""The four wire formats' requests, read into one neutral conversation.
 
 The request models validate just what the scripted model relies on (extra
 fields pass through), so a malformed request is a 400 with the reason. The
@@ -20,6 +20,8 @@ __all__ = [
     "ChatMessage",
     "ChatRequest",
     "Conversation",
+    "GeminiContent",
+    "GeminiRequest",
     "MAX_NESTING",
     "MalformedRequest",
     "MessagesRequest",
@@ -30,6 +32,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "from_chat",
+    "from_gemini",
     "from_messages",
     "from_responses",
     "nested_deeper_than",
@@ -127,6 +130,22 @@ class MessagesRequest(_Lenient):
     system: str | list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     stream: bool = False
+
+
+class GeminiContent(_Lenient):
+    role: str | None = None
+    parts: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class GeminiRequest(_Lenient):
+    """A `generateContent` body; the model and whether to stream come from the URL, not the body."""
+
+    contents: list[GeminiContent] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    model: str = ""
+    stream: bool = False
+    #: A streamed reply asked for without `alt=sse`: all its chunks in one JSON array.
+    json_array: bool = False
 
 
 @dataclass(frozen=True)
@@ -336,4 +355,64 @@ def from_messages(req: MessagesRequest) -> Conversation:
                     _text(block.get("content")),
                     bool(block.get("is_error")),
                 )
+    return conv
+
+
+def _either(obj: dict[str, Any], camel: str, snake: str) -> Any:
+    """A field Gemini's API takes in either spelling (the JSON of a protocol buffer: camelCase or snake_case)."""
+    return obj.get(camel) if obj.get(camel) is not None else obj.get(snake)
+
+
+def _gemini_result(response: Any) -> str:
+    """A `functionResponse.response` as the tool's text: its `output` (google-genai's own wrapping; Strands' is a
+    list of text parts) or `return_value` (Pydantic AI's) when that is all it holds, else its JSON (`{"result": text}`
+    and `{"error": text}` then read as other formats' are)."""
+    if isinstance(response, dict) and len(response) == 1:
+        text = response.get("output", response.get("return_value"))
+        if isinstance(text, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in text):
+            text = "".join(p["text"] for p in text)
+        if isinstance(text, str):
+            return text
+    return json.dumps(response)
+
+
+def from_gemini(req: GeminiRequest) -> Conversation:
+    declared = [_either(tool, "functionDeclarations", "function_declarations") or [] for tool in req.tools or []]
+    conv = Conversation(
+        model=req.model,
+        tools=[
+            _field(d, "name", f"tools.{t}.functionDeclarations.{i}")
+            for t, declarations in enumerate(declared)
+            for i, d in enumerate(declarations if isinstance(declarations, list) else [])
+            if isinstance(d, dict)
+        ],
+    )
+    pending: dict[str, ToolCall] = {}
+    for c, content in enumerate(req.contents):
+        if content.role == "model":
+            conv.assistant_turns += 1
+        for p, part in enumerate(content.parts):
+            where = f"contents.{c}.parts.{p}"
+            call = _either(part, "functionCall", "function_call")
+            result = _either(part, "functionResponse", "function_response")
+            if isinstance(text := part.get("text"), str) and content.role != "model" and not conv.task:
+                conv.task = text
+            elif isinstance(text, str):
+                _text_protocol(conv, pending, "assistant" if content.role == "model" else "user", text)
+            elif call is not None:
+                if not isinstance(call, dict):
+                    raise MalformedRequest(f"{where}.functionCall: expected an object")
+                name = _field(call, "name", f"{where}.functionCall")
+                # An id is optional on Gemini's wire: without one, a call is matched to its result by name.
+                call_id = _field(call, "id", f"{where}.functionCall") or f"{name}#{c}.{p}"
+                conv._add_call(pending, call_id, name, call.get("args") or {})
+            elif result is not None:
+                if not isinstance(result, dict):
+                    raise MalformedRequest(f"{where}.functionResponse: expected an object")
+                name = _field(result, "name", f"{where}.functionResponse")
+                call_id = _field(result, "id", f"{where}.functionResponse")
+                if call_id not in pending:
+                    call_id = next((k for k, pended in pending.items() if pended.name == name), call_id)
+                    pending.setdefault(call_id, ToolCall(call_id, name, {}))
+                conv._add_result(pending, call_id, _gemini_result(result.get("response")), False)
     return conv

@@ -1,7 +1,7 @@
 """HTTP faults in front of the scripted model: error statuses, broken or missing replies, then the model's answers.
 
 An ASGI wrapper, so the same runners meet a failing endpoint the way they would meet a provider's
-500 or 429 (a status, a JSON error body in both dialects' shape, and `retry-after` headers that
+500 or 429 (a status, a JSON error body in the dialect's shape, and `retry-after` headers that
 let the SDKs retry at once), a reply that breaks off (`BROKEN`: headers, a few bytes, then the
 connection closes), one that never comes (`HANG`), or one that starts and never ends: a JSON body one byte at
 a time (`DRIBBLE`) or an event stream of keep-alive comments (`KEEP_ALIVE`), each piece `DRIBBLE_INTERVAL_S`
@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from looplab.adapters.contract.model import gemini_error
+
 __all__ = [
     "BROKEN",
     "DRIBBLE",
@@ -30,7 +32,8 @@ __all__ = [
     "SlowReplies",
 ]
 
-MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
+MODEL_PATHS = ("/chat/completions", "/responses", "/messages", ":generateContent", ":streamGenerateContent")
+_GEMINI_PATHS = MODEL_PATHS[3:]
 #: A reply that starts (200, headers, a few bytes) and then breaks off.
 BROKEN = "broken"
 #: A reply that never comes.
@@ -79,7 +82,7 @@ class HttpFaults:
             await send({"type": "http.response.body", "body": b'{"id": "cut', "more_body": True})
             raise ConnectionResetError("injected fault: the reply broke off")  # the server closes the connection
         else:
-            await _error(send, status)
+            await _error(send, status, gemini=scope["path"].endswith(_GEMINI_PATHS))
 
 
 async def _dribble(fault: Fault, receive: Receive, send: Send) -> None:
@@ -102,11 +105,17 @@ async def _dribble(fault: Fault, receive: Receive, send: Send) -> None:
         hung_up.cancel()
 
 
-async def _error(send: Send, status: int) -> None:
+async def _error(send: Send, status: int, gemini: bool = False) -> None:
     kind = "rate_limit_error" if status == 429 else "api_error"
     message = f"injected fault: HTTP {status}"
-    # One body both SDKs read: OpenAI's {"error": {...}} with Anthropic's "type" beside it.
-    body = json.dumps({"type": "error", "error": {"type": kind, "message": message, "code": None}}).encode()
+    # One body the OpenAI and Anthropic SDKs both read: OpenAI's {"error": {...}} with Anthropic's "type" beside it;
+    # Gemini's own on its paths.
+    shape = (
+        gemini_error(status, message)
+        if gemini
+        else {"type": "error", "error": {"type": kind, "message": message, "code": None}}
+    )
+    body = json.dumps(shape).encode()
     headers: list[tuple[bytes, Any]] = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -1,4 +1,4 @@
-"""The scripted model behind a loopback HTTP server, in the three wire formats.
+"""The scripted model behind a loopback HTTP server, in the four wire formats.
 
 Starlette routes, uvicorn serving, sse-starlette streaming. Runners reach it
 the way they reach a provider: only `base_url` changes.
@@ -36,17 +36,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from looplab.adapters.contract.model import ModelServerUrls
+from looplab.adapters.contract.model import ModelServerUrls, gemini_error
 from looplab.scenarios.scripted import fields, wire
 from looplab.scenarios.scripted.conversation import (
     MAX_NESTING,
     PERSONA_HEADER,
     ChatRequest,
     Conversation,
+    GeminiRequest,
     MalformedRequest,
     MessagesRequest,
     ResponsesRequest,
     from_chat,
+    from_gemini,
     from_messages,
     from_responses,
     nested_deeper_than,
@@ -59,6 +61,7 @@ from looplab.shared_tools.records import preview
 __all__ = [
     "BadRequest",
     "Dialect",
+    "GEMINI_METHODS",
     "GRACEFUL_SHUTDOWN_S",
     "MAX_BODY_BYTES",
     "MAX_ERROR_CHARS",
@@ -72,7 +75,9 @@ __all__ = [
 
 MODEL_NAME = "scripted-investigator"
 Policy = Callable[[Conversation], Decision]
-Dialect = Literal["openai", "anthropic"]
+Dialect = Literal["openai", "anthropic", "gemini"]
+#: The two `generateContent` methods, after the model in a Gemini URL (`models/NAME:METHOD`): whether each streams.
+GEMINI_METHODS = {"generateContent": False, "streamGenerateContent": True}
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
@@ -107,6 +112,8 @@ class _JSONResponse(JSONResponse):
 
 def _error(dialect: Dialect, message: str, status: int = 400) -> JSONResponse:
     message = preview(message, MAX_ERROR_CHARS)
+    if dialect == "gemini":
+        return _JSONResponse(gemini_error(status, message), status_code=status)
     if dialect == "anthropic":
         kind = {413: "request_too_large", 500: "api_error"}.get(status, "invalid_request_error")
         body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
@@ -222,16 +229,21 @@ def create_app(policy: Policy | None = None) -> Starlette:
         model: type[M],
         read: Callable[[Any], Conversation],
         dialect: Dialect,
-        whole: Callable[[wire.Reply, Any, dict[str, Any]], dict[str, Any]],
+        whole: Callable[[wire.Reply, Any, dict[str, Any]], dict[str, Any] | list[dict[str, Any]]],
         events: Callable[[wire.Reply, Any, dict[str, Any]], Iterator[wire.Event]],
         fielded: Callable[[Any], fields.FieldRequest | None] = lambda req: None,
+        located: Callable[[Request], dict[str, Any]] = lambda request: {},
     ) -> Callable[[Request], Any]:
-        def answer(raw: bytes, persona_header: str | None) -> Response | list[ServerSentEvent]:
+        """`located` reads what a format puts in the URL rather than the body (Gemini's model and method):
+        fields set on the parsed request; it raises `BadRequest` for a URL the format does not take."""
+
+        def answer(raw: bytes, persona_header: str | None, where: dict[str, Any]) -> Response | list[ServerSentEvent]:
             """The reply to a body (the events, for a stream): parsing, reading and deciding can each take a while
             on a large request, and a policy may be slow on purpose (a stand-in for a slow model)."""
             try:
                 persona = persona_named(persona_header)
                 req, data = _parse(model, raw)
+                req = req.model_copy(update=where) if where else req
                 field_request = fielded(req)  # DSPy's text-field protocol: the decision goes back as fields
                 if field_request:
                     field_request = dataclasses.replace(field_request, persona=persona)
@@ -251,7 +263,11 @@ def create_app(policy: Policy | None = None) -> Starlette:
                 return _error(dialect, f"request body is larger than {MAX_BODY_BYTES} bytes", 413)
             persona_header = request.headers.get(PERSONA_HEADER)
             try:
-                reply = await _in_daemon_thread(lambda body: answer(body, persona_header), raw)
+                where = located(request)
+            except BadRequest as exc:
+                return _error(dialect, str(exc), 404)
+            try:
+                reply = await _in_daemon_thread(lambda body: answer(body, persona_header, where), raw)
             except Exception as exc:  # a bug in the policy or the server, not in the request
                 log.exception("scripted model failed on %s", request.url.path)
                 return _error(dialect, f"the scripted model failed: {type(exc).__name__}: {exc}", 500)
@@ -283,6 +299,15 @@ def create_app(policy: Policy | None = None) -> Starlette:
         fields.from_messages,
     )
 
+    gemini = endpoint(
+        GeminiRequest,
+        from_gemini,
+        "gemini",
+        lambda reply, req, data: wire.gemini_chunks(reply) if req.json_array else wire.gemini_response(reply),
+        lambda reply, req, data: wire.gemini_events(reply),
+        located=_gemini_target,
+    )
+
     async def models(request: Request) -> Response:
         return JSONResponse(
             {"object": "list", "data": [{"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "looplab"}]}
@@ -296,14 +321,30 @@ def create_app(policy: Policy | None = None) -> Starlette:
             Route(f"{prefix}/messages", messages, methods=["POST"]),
             Route(f"{prefix}/models", models, methods=["GET"]),
         ]
+    for prefix in ("/v1beta", "/v1", ""):
+        routes.append(Route(f"{prefix}/models/{{target}}", gemini, methods=["POST"]))
     return Starlette(routes=routes)
+
+
+def _gemini_target(request: Request) -> dict[str, Any]:
+    """The model and method of a Gemini URL (`models/NAME:generateContent`, or `:streamGenerateContent`, which
+    streams server-sent events with `?alt=sse` and one JSON array of the chunks without it)."""
+    name, _, method = request.path_params["target"].rpartition(":")
+    if method not in GEMINI_METHODS or not name:
+        raise BadRequest(
+            f"models/{preview(request.path_params['target'], 100)} is not a method this server has: "
+            f"POST models/NAME:generateContent or models/NAME:streamGenerateContent"
+        )
+    streamed = GEMINI_METHODS[method]
+    sse = streamed and request.query_params.get("alt") == "sse"
+    return {"model": name, "stream": sse, "json_array": streamed and not sse}
 
 
 class ScriptedModelServer(ModelServerUrls):
     """Serves the scripted model on 127.0.0.1 from a background thread.
 
-    Use as a context manager; `openai_base_url` and `anthropic_base_url` are
-    what the SDKs take as `base_url`.
+    Use as a context manager; `openai_base_url`, `anthropic_base_url` and
+    `gemini_base_url` are what the SDKs take as `base_url`.
     """
 
     def __init__(

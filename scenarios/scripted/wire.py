@@ -2,7 +2,7 @@
 
 Each format has a `*_response` (the non-streaming body) and a `*_events`
 (the `(event name, payload)` sequence a streaming client reads). Tests check
-these shapes by parsing them with the real `openai` and `anthropic` clients.
+these shapes by parsing them with the real `openai`, `anthropic` and `google-genai` clients.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ __all__ = [
     "chat_events",
     "chat_response",
     "estimate_tokens",
+    "gemini_args",
+    "gemini_chunks",
+    "gemini_events",
+    "gemini_response",
     "messages_events",
     "messages_response",
     "responses_events",
@@ -279,3 +283,66 @@ def messages_events(reply: Reply) -> Iterator[Event]:
     delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
     yield "message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": reply.output_tokens}}
     yield "message_stop", {"type": "message_stop"}
+
+
+# --- Gemini generateContent --------------------------------------------------------
+
+
+def gemini_args(call: Call) -> dict[str, Any]:
+    """The call's arguments as Gemini's `args`, which is always a JSON object: botched JSON text (a sloppy model's)
+    cannot be written there, and goes as no arguments, which the Guard refuses as it refuses a missing one."""
+    if isinstance(call.args, dict):
+        return call.args
+    try:
+        decoded = json.loads(call.args)
+    except (ValueError, RecursionError):
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _gemini_usage(reply: Reply) -> dict[str, int]:
+    return {
+        "promptTokenCount": reply.input_tokens,
+        "candidatesTokenCount": reply.output_tokens,
+        "totalTokenCount": reply.input_tokens + reply.output_tokens,
+    }
+
+
+def _gemini_chunk(reply: Reply, parts: list[dict[str, Any]], finish: bool, response_id: str) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": reply.model, "responseId": response_id}
+    if finish:
+        # Gemini ends a turn with STOP whether it asks for tools or answers.
+        candidate["finishReason"] = "STOP"
+        chunk["usageMetadata"] = _gemini_usage(reply)
+    else:
+        chunk["usageMetadata"] = {"promptTokenCount": reply.input_tokens, "totalTokenCount": reply.input_tokens}
+    return chunk
+
+
+def _gemini_calls(reply: Reply) -> list[dict[str, Any]]:
+    return [
+        {"functionCall": {"id": cid, "name": c.name, "args": gemini_args(c)}}
+        for cid, c in zip(reply.call_ids, reply.decision.calls, strict=True)
+    ]
+
+
+def gemini_response(reply: Reply) -> dict[str, Any]:
+    parts = ([{"text": reply.decision.answer}] if reply.decision.answer is not None else []) + _gemini_calls(reply)
+    return _gemini_chunk(reply, parts, True, _id("resp"))
+
+
+def gemini_chunks(reply: Reply) -> list[dict[str, Any]]:
+    """A streamed reply: the text in pieces, then each function call whole (Gemini streams no partial arguments
+    unless asked to), the last chunk with the finish reason and the whole usage."""
+    rid = _id("resp")
+    pieces = [[{"text": piece}] for piece in _chunks(reply.decision.answer)] if reply.decision.answer else []
+    pieces += [[call] for call in _gemini_calls(reply)]
+    pieces = pieces or [[{"text": ""}]]
+    return [_gemini_chunk(reply, parts, i == len(pieces) - 1, rid) for i, parts in enumerate(pieces)]
+
+
+def gemini_events(reply: Reply) -> Iterator[Event]:
+    """`gemini_chunks` as server-sent events (`?alt=sse`): unnamed, one chunk each."""
+    for chunk in gemini_chunks(reply):
+        yield None, chunk

@@ -1,6 +1,9 @@
 // What looplab reads from the installed packages rather than hard-coding: each knob's default, and the
 // name of the AI SDK's step-count stop condition. Prints one JSON object; sends nothing anywhere.
 
+import { dirname, join } from "node:path";
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
 import Anthropic from "@anthropic-ai/sdk";
 import * as ai from "ai";
 
@@ -22,10 +25,28 @@ function maxIterationsDefault() {
   };
 }
 
+/** `run`'s `maxTurns` when none is given: `DEFAULT_MAX_TURNS` in `@openai/agents-core` (its root does not export it). */
+async function maxTurnsDefault() {
+  // Resolved from `@openai/agents`, whose dependency it is: its dist folder.
+  const agents = createRequire(import.meta.url).resolve("@openai/agents");
+  const core = dirname(createRequire(agents).resolve("@openai/agents-core"));
+  const where = "@openai/agents-core/dist/runner/constants.mjs";
+  try {
+    const { DEFAULT_MAX_TURNS: value } = await import(pathToFileURL(join(core, "runner", "constants.mjs")).href);
+    return { value: Number.isInteger(value) ? value : null, source: `${where} DEFAULT_MAX_TURNS` };
+  } catch {
+    return { value: null, source: null };
+  }
+}
+
 const stopCondition = "isStepCount" in ai ? "isStepCount" : "stepCountIs";
 process.stdout.write(
   JSON.stringify({
     stop_condition: stopCondition,
-    defaults: { stop_when: stopWhenDefault(), max_iterations: maxIterationsDefault() },
+    defaults: {
+      stop_when: stopWhenDefault(),
+      max_iterations: maxIterationsDefault(),
+      max_turns: await maxTurnsDefault(),
+    },
   }) + "\n",
 );

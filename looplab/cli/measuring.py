@@ -1,0 +1,179 @@
+"""`looplab caps` and `looplab bench`: measuring the runners' native iteration caps and the frameworks' overhead.
+
+`bench` has three other measurements behind its options: `--concurrency` (the matrix at several concurrencies),
+`--isolation` (what a runner environment adds) and `--shards` (one process against N shards and a merge).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from looplab.cli._inputs import ready_to_write, select
+from looplab.cli._options import levels, positive_int
+
+__all__ = ["COMMANDS", "PARSERS"]
+
+
+def _add_caps(sub: argparse._SubParsersAction) -> None:
+    caps = sub.add_parser("caps", help="measure each runner's native iteration cap; write docs/iteration-caps.*")
+    caps.add_argument(
+        "--runner",
+        action="append",
+        metavar="R",
+        help="runner (repeatable; default: every installed one but external, and those in their own environments)",
+    )
+    caps.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with the committed docs instead of writing them: exit 1 naming the runner, knob and value "
+        "when a measured behaviour changed; versions that moved with the same behaviour pass, and are named",
+    )
+    caps.add_argument(
+        "--docs", default="docs", metavar="DIR", help="where iteration-caps.json and .md live (default: docs)"
+    )
+    caps.add_argument(
+        "--isolate",
+        action="store_true",
+        help="measure every runner in its own runner environment (those that cannot share this one always are)",
+    )
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="framework overhead per model turn, import time and memory, vs handrolled")
+    bench.add_argument(
+        "--runner", action="append", metavar="R", help="runner (repeatable; default: every installed one)"
+    )
+    bench.add_argument(
+        "--case", metavar="C", help="the case to run (default: vip-compound; with --concurrency: every case)"
+    )
+    bench.add_argument("--repeat", type=int, default=20, metavar="K", help="timed runs per runner (default 20)")
+    bench.add_argument(
+        "--import-repeat", type=int, default=3, metavar="K", help="fresh interpreters per runner for import time"
+    )
+    bench.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
+    bench.add_argument("--markdown", action="store_true", help="also print the tables as Markdown (for the docs)")
+    bench.add_argument(
+        "--concurrency",
+        type=levels,
+        metavar="N,M,...",
+        help="instead: the whole matrix (every case, or --case) against a model that takes 1 s a reply, "
+        "at each eval --concurrency given, e.g. 1,32",
+    )
+    bench.add_argument(
+        "--isolation",
+        action="store_true",
+        help="instead: what a cached runner environment adds to a one-cell `eval --isolate`, per runner",
+    )
+    bench.add_argument(
+        "--shards",
+        type=positive_int,
+        metavar="N",
+        help="instead: the whole matrix in one process, then as N shard processes at once plus `merge`",
+    )
+
+
+def _caps(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from looplab.adapters.contract import files
+    from looplab.adapters.contract.errors import LooplabError
+    from looplab.measure import caps
+    from looplab.records import measurements
+    from looplab.views import render
+
+    args.case = ["vip-compound"]
+    runners, _ = select(args, None, own_environments=True)
+    docs = Path(args.docs)
+    json_path, md_path = docs / "iteration-caps.json", docs / "iteration-caps.md"
+    if not args.check:
+        for path in (json_path, md_path):
+            ready_to_write("--docs", str(path))
+    # Read before measuring: a FIFO or folder there is one line now, not a wait or a traceback after the runs.
+    committed_md = files.read_text(md_path) if md_path.exists() else ""
+    if args.check and not json_path.exists():
+        raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")
+    committed_json = files.read_text(json_path) if args.check else ""
+    out = render.console()
+    doc = caps.measure(
+        runners, on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"), isolate=args.isolate or None
+    )
+    if args.check:
+        changes = caps.drift(doc, committed_json)
+        fresh_md = caps.to_markdown(measurements.CapsDoc.model_validate_json(committed_json), committed_md)
+        stale_md = md_path.exists() and fresh_md != committed_md
+        if changes or stale_md:
+            print(changes or caps.diff(committed_md, fresh_md, "iteration-caps.md"))
+            out.print(
+                "the measured caps differ from the committed docs: a library changed what its cap does "
+                "(the lines above name the runner, knob and value); run `looplab caps` to regenerate them",
+                style="red",
+            )
+            return 1
+        for line in changes.moved_lines():
+            out.print(line)
+        out.print(f"{json_path} and {md_path} match the installed libraries", style="green")
+        return 0
+    files.write_text(json_path, caps.to_json(doc))
+    files.write_text(md_path, caps.to_markdown(doc, committed_md))
+    out.print(f"wrote {json_path} and {md_path}")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from looplab.adapters.contract import files
+    from looplab.adapters.contract.errors import LooplabError
+    from looplab.measure import bench
+
+    ready_to_write("--json", args.json)
+    if args.repeat < 1 or args.import_repeat < 1:
+        raise LooplabError("--repeat and --import-repeat take a whole number of 1 or more")
+    if args.concurrency:
+        return _bench_concurrency(args)
+    if args.isolation or args.shards:
+        return _bench_matrix(args)
+    runners, [case] = select(argparse.Namespace(runner=args.runner, case=[args.case or "vip-compound"]), None)
+    result = bench.run_bench(runners, case, repeat=args.repeat, import_repeat=args.import_repeat)
+    bench.print_tables(result)
+    if args.markdown:
+        print(bench.markdown(result))
+    if args.json:
+        files.write_text(args.json, result.model_dump_json(indent=2) + "\n")
+    return 0
+
+
+def _bench_matrix(args: argparse.Namespace) -> int:
+    """`bench --isolation` and `bench --shards`."""
+    from looplab.measure import bench_matrix
+    from looplab.views import render
+
+    runners, _ = select(argparse.Namespace(runner=args.runner, case=None), None)
+    if args.isolation:
+        render.markdown_lines(bench_matrix.isolation_table(bench_matrix.isolation(runners)))
+    if args.shards:
+        render.markdown_lines(bench_matrix.shard_table(bench_matrix.shards(args.shards, args.runner or ())))
+    return 0
+
+
+def _bench_concurrency(args: argparse.Namespace) -> int:
+    """`bench --concurrency N,M,...`."""
+    import json
+
+    from looplab.adapters.contract import files
+    from looplab.measure import bench_concurrency
+    from looplab.run import matrix
+    from looplab.views import render
+
+    named = [args.case] if args.case else None  # the whole matrix unless a case was named
+    runners, cases = select(argparse.Namespace(runner=args.runner, case=named), None)
+    rows = bench_concurrency.measure(runners, cases, args.concurrency, jobs=matrix.default_jobs())
+    render.markdown_lines(bench_concurrency.table(rows))
+    if args.json:
+        files.write_text(args.json, json.dumps([r.model_dump() for r in rows], indent=2) + "\n")
+    return 0
+
+
+#: How each command's parser is added to `looplab`'s subcommands.
+PARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {"caps": _add_caps, "bench": _add_bench}
+#: What runs each command; it returns the exit code.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"caps": _caps, "bench": _bench}
