@@ -29,7 +29,7 @@ CASES = load_cases()
 
 def test_the_runners_whose_framework_has_a_gemini_model_class_speak_gemini() -> None:
     speak = {r for r, info in registry.RUNNERS.items() if "gemini" in info.apis}
-    assert {"google_adk", "pydantic_ai", "strands"} <= speak
+    assert {"google_adk", "pydantic_ai", "strands", "agno"} <= speak
 
 
 def test_a_scripted_run_on_gemini_gets_the_servers_gemini_url() -> None:
@@ -65,7 +65,11 @@ def test_a_model_of_a_provider_a_runner_does_not_speak_is_refused_with_the_provi
 
 @pytest.mark.parametrize(
     ("runner", "module", "extra"),
-    [("pydantic_ai", "pydantic_ai.models.google", "pydantic-ai"), ("strands", "strands.models.gemini", "strands")],
+    [
+        ("pydantic_ai", "pydantic_ai.models.google", "pydantic-ai"),
+        ("strands", "strands.models.gemini", "strands"),
+        ("agno", "agno.models.google", "agno"),
+    ],
 )
 def test_gemini_without_google_genai_names_the_extra_in_one_line(
     runner: str, module: str, extra: str, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch

@@ -2,7 +2,8 @@
 
 Agno's model classes each cache the provider SDK client they make in a `client` field; the run hands them its
 recorded one instead: Chat Completions (`OpenAIChat`, the default), Responses (`OpenAIResponses`) and Anthropic
-Messages (`Claude`, which has no base URL of its own: its client carries the endpoint). Nothing is streamed.
+Messages (`Claude`, which has no base URL of its own: its client carries the endpoint), and Gemini's generateContent
+(`Gemini`, on the session's google-genai client). Nothing is streamed.
 
 Agno's loop has no cap on model calls. Its one knob, `Agent(tool_call_limit=)` (default None: no limit), counts tool
 executions, not model calls (measured on 3.1.10 against a model that asks for a tool on every call): N runs the
@@ -36,6 +37,7 @@ from agno.utils import log as agno_log
 
 from looplab.adapters.boundary.plain import plain_http_client
 from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS
 from looplab.adapters.contract.model import Api
@@ -92,6 +94,12 @@ def build_model(api: Api, session: RunSession) -> Any:
     name = session.model.name
     if api == "messages":
         return Claude(id=name, client=session.anthropic_client(is_async=False), max_tokens=MAX_TOKENS)
+    if api == "gemini":
+        try:  # agno.models.google imports google-genai, which the extra installs; a bare install may lack it
+            from agno.models.google import Gemini
+        except ImportError:
+            raise MissingExtra("agno", "agno", "google.genai") from None
+        return Gemini(id=name, client=session.gemini_client(is_async=False))
     cls = OpenAIResponses if api == "responses" else OpenAIChat
     return cls(id=name, client=session.openai_client(is_async=False))
 
@@ -123,7 +131,7 @@ class Agno(Adapter):
     listed = 112
     extra = "agno"
     distribution = "agno"
-    apis = ("chat", "responses", "messages")
+    apis = ("chat", "responses", "messages", "gemini")
     knobs = (HOOK, TOOL_CALL_LIMIT)
 
     def native_cap(self, limits: Limits) -> NativeCap:
