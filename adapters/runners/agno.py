@@ -37,12 +37,12 @@ from agno.utils import log as agno_log
 
 from looplab.adapters.boundary.plain import plain_http_client
 from looplab.adapters.contract.bare import BareRun, BareTool
-from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS
 from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
+from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = [
@@ -95,10 +95,7 @@ def build_model(api: Api, session: RunSession) -> Any:
     if api == "messages":
         return Claude(id=name, client=session.anthropic_client(is_async=False), max_tokens=MAX_TOKENS)
     if api == "gemini":
-        try:  # agno.models.google imports google-genai, which the extra installs; a bare install may lack it
-            from agno.models.google import Gemini
-        except ImportError:
-            raise MissingExtra("agno", "agno", "google.genai") from None
+        Gemini = gemini_class("agno", "agno", "agno.models.google", "Gemini")
         return Gemini(id=name, client=session.gemini_client(is_async=False))
     cls = OpenAIResponses if api == "responses" else OpenAIChat
     return cls(id=name, client=session.openai_client(is_async=False))

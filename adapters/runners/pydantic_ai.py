@@ -26,11 +26,11 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from looplab.adapters.boundary.plain import plain_http_client
 from looplab.adapters.contract.bare import BareRun, BareTool
-from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault
+from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import Adapter, RunSession
 from looplab.shared_tools.guard import Tool as GuardTool
 
@@ -41,11 +41,8 @@ def build_model(api: Api, session: RunSession) -> Any:
     """The Pydantic AI model for `api`, on a provider built from the session's recorded SDK client."""
     name = session.model.name
     if api == "gemini":
-        try:  # google-genai: the extra installs it (pydantic-ai-slim[google]); a bare install may lack it
-            from pydantic_ai.models.google import GoogleModel
-            from pydantic_ai.providers.google import GoogleProvider
-        except ImportError:
-            raise MissingExtra("pydantic_ai", "pydantic-ai", "google.genai") from None
+        GoogleModel = gemini_class("pydantic_ai", "pydantic-ai", "pydantic_ai.models.google", "GoogleModel")
+        GoogleProvider = gemini_class("pydantic_ai", "pydantic-ai", "pydantic_ai.providers.google", "GoogleProvider")
         return GoogleModel(name, provider=GoogleProvider(client=session.gemini_client()))
     if api == "messages":
         return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=session.anthropic_client()))

@@ -26,12 +26,12 @@ from strands.types.tools import ToolResult, ToolSpec, ToolUse
 
 from looplab.adapters.boundary.plain import plain_openai_client
 from looplab.adapters.contract.bare import BareRun, BareTool
-from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS  # AnthropicModel requires one
 from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
+from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = ["ADAPTER", "Strands", "agent_tool", "bare_run", "build_model"]
@@ -43,10 +43,7 @@ def build_model(api: Api, session: RunSession) -> Any:
     """The Strands model for `api`; every request goes through the session's recording HTTP client."""
     name, spec = session.model.name, session.model
     if api == "gemini":  # always streamed
-        try:  # strands.models.gemini imports google-genai, which the extra installs; a bare install may lack it
-            from strands.models.gemini import GeminiModel
-        except ImportError:
-            raise MissingExtra("strands", "strands", "google.genai") from None
+        GeminiModel = gemini_class("strands", "strands", "strands.models.gemini", "GeminiModel")
         return GeminiModel(client=session.gemini_client(), model_id=name)
     if api == "chat":  # not streamed (Strands' default is to stream): the SDK then retries a reply that breaks off
         return OpenAIModel(client=session.openai_client(), model_id=name, stream=False)
