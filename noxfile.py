@@ -3,7 +3,9 @@
 - `tests`: the fast tier on the current versions, as the README's test command runs it (`-- --full -n auto`: the
   full suite, as `.ci/run` runs it).
 - `adapter-<runner>-<oldest|latest>`: one runner on the lower bounds of its extra in pyproject.toml, or
-  on the newest releases within the bounds: its conformance tests and its cases.
+  on the newest releases within the bounds: its conformance tests and its cases. A runner in `node` has
+  `adapter-<runner>-oldest` and one `adapter-<runner>-latest-<line>` per npm line it declares (`npm_lines`: the
+  newest releases of that line, on the Node.js major the line needs; on an older Node the session skips, saying so).
 - `caps`: measure every runner's native cap on the installed versions and fail with a diff when the
   committed docs/iteration-caps.* no longer match (a library changed its semantics: the diff is the news).
 - `compare`: `looplab eval` over everything, writing the JSON and the HTML report.
@@ -21,6 +23,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -47,9 +51,9 @@ def _declared_runners() -> list:
 
 #: Each runner whose framework is not looplab itself (`external` runs any command), as it declares itself: the extras
 #: that install its framework, the npm packages its program needs with the oldest release of each the `oldest`
-#: session installs (the first of the major the lockfile pins, or the first that passed), and any companion pin
-#: an `oldest` session needs beyond the extra's lower bounds. `latest` installs `@latest` for npm, so a new major
-#: shows there first whether it works here.
+#: session installs (the first of the major the lockfile pins, or the first that passed), the npm lines whose newest
+#: releases the `latest-<line>` sessions install, and any companion pin an `oldest` session needs beyond the extra's
+#: lower bounds.
 RUNNERS = [d for d in _declared_runners() if d.distribution != "looplab"]
 
 
@@ -74,19 +78,62 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
-def _adapter_session(declared, which: str) -> None:
+#: The Node.js major the `oldest` session of a runner in `node` needs when its npm lines name none: the lockfile's.
+LOCKFILE_NODE = 20
+NODE_VERSION_TIMEOUT_S = 30
+
+
+def version_sessions(declared) -> list[tuple[str, list[str], int | None]]:
+    """One runner's version sessions: each one's name suffix, the npm specs it installs over the lockfile's pins
+    (`LOOPLAB_NPM_VERSIONS`), and the Node.js major it needs (None: no Node).
+
+    A runner in Python has `oldest` and `latest`. A runner in `node` has `oldest` (the oldest npm releases it names,
+    on the Node its oldest line needs) and `latest-<line>` for each of its `npm_lines` (the newest releases of the
+    line, on the Node that line needs); one that declares no lines has `latest` (every package's `@latest`).
+    """
+    if not declared.npm_packages:
+        return [("oldest", [], None), ("latest", [], None)]
+    lines = declared.npm_lines
+    oldest_node = min((node for node, _ in lines.values()), default=LOCKFILE_NODE)
+    sessions = [("oldest", [f"{pkg}@{version}" for pkg, version in declared.npm_packages.items()], oldest_node)]
+    if not lines:
+        return [*sessions, ("latest", [f"{pkg}@latest" for pkg in declared.npm_packages], LOCKFILE_NODE)]
+    for line, (node, specs) in lines.items():
+        sessions.append((f"latest-{line}", [f"{pkg}@{spec}" for pkg, spec in specs.items()], node))
+    return sessions
+
+
+def node_here() -> tuple[int | None, str]:
+    """The major of the `node` on PATH (None: none, or unreadable) and how to name it in a message."""
+    node = shutil.which("node")
+    if node is None:
+        return None, "there is no node on PATH"
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=NODE_VERSION_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, f"{node} --version gave no answer"
+    found = re.match(r"v(\d+)\.", out.stdout.strip())
+    return (int(found[1]) if found else None), f"{node} is {out.stdout.strip() or 'of an unknown version'}"
+
+
+def _adapter_session(declared, suffix: str, specs: list[str], node: int | None) -> None:
     runner = declared.name
+    name = f"adapter-{runner}-{suffix}"
+    which = "oldest" if suffix == "oldest" else "latest"
     extra = framework_requirements(declared.all_extras)
-    npm = declared.npm_packages
-    specs = [f"{pkg}@{version if which == 'oldest' else 'latest'}" for pkg, version in npm.items()]
 
     def adapter(session: nox.Session) -> None:
+        if node is not None:  # before any install: a Node too old for the line's engines would fail in npm
+            major, named = node_here()
+            if major is None or major < node:
+                session.skip(f"{name} needs Node.js {node} or newer; {named}")
         session.install("-e", ".", "pytest>=8")
         if which == "oldest":
             session.install(*(oldest(r) for r in extra), *declared.oldest_companions)
         else:
             session.install("--upgrade", *extra)
         session.run("pip", "list", "--format=freeze", silent=False)
+        env = {"LOOPLAB_RUNNERS": runner, "LOOPLAB_NPM_VERSIONS": " ".join(specs)}
         session.run(
             "pytest",
             "tests/test_conformance.py",
@@ -96,17 +143,21 @@ def _adapter_session(declared, which: str) -> None:
             runner,
             "-q",
             *session.posargs,
-            env={"LOOPLAB_RUNNERS": runner, "LOOPLAB_NPM_VERSIONS": " ".join(specs)},
+            env=env,
         )
+        # The contract holds whatever the framework's knob does (the model boundary refuses the call past the cap),
+        # so only the caps measurement sees a knob these versions ignore or count otherwise: a new version passes.
+        session.run("looplab", "caps", "--check", "--runner", runner, env=env)
 
-    on = f"{', '.join(extra)}; npm {' '.join(specs)}" if specs else ", ".join(extra)
+    on = f"{', '.join(extra)}; npm {' '.join(specs)} on Node.js {node}+" if specs else ", ".join(extra)
     adapter.__doc__ = f"{runner} on the {which} versions its extra allows ({on})"
-    nox.session(name=f"adapter-{runner}-{which}")(adapter)
+    # The CI workflow reads the tag to set up the Node.js the session needs.
+    nox.session(name=name, tags=[f"node{node}"] if node is not None else [])(adapter)
 
 
 for _declared in RUNNERS:
-    for _which in ("oldest", "latest"):
-        _adapter_session(_declared, _which)
+    for _suffix, _specs, _node in version_sessions(_declared):
+        _adapter_session(_declared, _suffix, _specs, _node)
 
 
 @nox.session

@@ -167,8 +167,10 @@ class RunSession:
         from google import genai
         from google.genai import _api_client, types
 
-        # The HTTP client module google-genai itself would build on (httpx unless GOOGLE_GENAI_HTTP_CLIENT says).
-        http = importlib.import_module(_api_client._get_http_client_backend())
+        # The HTTP client module google-genai itself would build on (httpx unless GOOGLE_GENAI_HTTP_CLIENT says;
+        # google-genai 1.x, which CrewAI pins, knows httpx only).
+        backend = getattr(_api_client, "_get_http_client_backend", lambda: "httpx")
+        http = importlib.import_module(backend())
         recorded = self._recording_client(http, is_async=is_async)
         options = types.HttpOptions(
             base_url=self.model.base_url,
@@ -177,7 +179,8 @@ class RunSession:
             retry_options=types.HttpRetryOptions(attempts=self.model.retries + 1),
             **{"httpx_async_client" if is_async else "httpx_client": recorded},
         )
-        return genai.Client(api_key=self.model.key(), http_options=options)
+        # `google:` is Gemini's own API: a caller's GOOGLE_GENAI_USE_VERTEXAI must not turn the paths into Vertex AI's.
+        return genai.Client(vertexai=False, api_key=self.model.key(), http_options=options)
 
     def _client_options(self) -> dict[str, Any]:
         """What every provider SDK client of this run is built with: key, endpoint, and the one retry policy."""

@@ -22,7 +22,8 @@ from looplab.adapters.boundary.plain import plain_http_client  # noqa: E402
 from looplab.adapters.contract.bare import BareTool  # noqa: E402
 from looplab.adapters.contract.limits import StopReason  # noqa: E402
 from looplab.adapters.contract.runner import Probe  # noqa: E402
-from looplab.adapters.runners.agno import HOOK, TOOL_CALL_LIMIT, agno_tool, bare_run, run_agent  # noqa: E402
+from looplab.adapters.runners._agno import agno_tool, run_agent  # noqa: E402
+from looplab.adapters.runners.agno import HOOK, TOOL_CALL_LIMIT  # noqa: E402
 from looplab.measure.caps import Prober  # noqa: E402
 from looplab.scenarios.scripted.faults import HttpFaults  # noqa: E402
 from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops  # noqa: E402
@@ -132,5 +133,5 @@ def test_the_bare_loop_makes_exactly_max_steps_calls(never_stops: ScriptedModelS
     ran: list[str] = []
     tools = [BareTool("search_code", "search", SCHEMA, lambda query: ran.append(query) or "no hits")]
     urls = {"openai": never_stops.openai_base_url}
-    assert bare_run("task", tools, urls, "scripted", 3, system_prompt="sys") == 3
+    assert ADAPTER.bare_loop()("task", tools, urls, "scripted", 3, system_prompt="sys") == 3
     assert ran == ["probe_1", "probe_2"]

@@ -17,14 +17,17 @@ from hypothesis import strategies as st
 
 from looplab.adapters import registry
 from looplab.adapters.boundary import proxy as proxy_module
-from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.bare import BareTool
+from looplab.adapters.contract.errors import ChildFailed, LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.trace import ModelCall, Step, Trace
+from looplab.adapters.runners import _bare_child, ts_ai_sdk
 from looplab.cli import main
 from looplab.measure import bench
 from looplab.records import measurements
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.probes import NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Workspace, default_tools
 from looplab.shared_tools import guard as guard_module
@@ -137,8 +140,6 @@ def test_a_runner_without_a_bare_loop_says_so(measured, capsys) -> None:
     assert rows[-1][:2] == ["ts_ai_sdk", bench.NO_BARE_LOOP] and len(rows[-1]) == len(header)
     bench.print_tables(result)
     assert bench.NO_BARE_LOOP in capsys.readouterr().out
-    if shutil.which("node"):  # a runner in node: its adapter module has no bare_run
-        assert bench.bare_loop("ts_ai_sdk") is None
 
 
 @pytest.mark.full  # every in-process runner, bare and through looplab
@@ -203,6 +204,98 @@ def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> N
             assert set(counter.paths) == {API_PATH[api]}
             counter.paths.clear()
     assert twin == [API_PATH[api]] * 5
+
+
+#: The runners whose loop is a Node program: their bare loop is the same program, with none of looplab's boundaries.
+IN_NODE = [r for r in ALL_RUNNERS if "node" in registry.RUNNERS[r].commands]
+
+
+@pytest.mark.full  # installs the Node runners' packages from npm; a Node program each
+@pytest.mark.skipif(shutil.which("node") is None, reason="the Node runners need Node.js 20 or newer")
+@pytest.mark.parametrize("runner", IN_NODE)
+def test_a_node_runners_bare_loop_makes_exactly_max_steps_model_calls(runner: str) -> None:
+    """Against a model that never stops, the program's own cap at `max_steps` ends it after that many requests.
+
+    Counted at the server as well, so the count the program's process reports is true; the tools ran, served
+    plainly over MCP; the requests went straight to the model server on the runner's first wire API.
+    """
+    counter = _Requests()
+    loop = bench.bare_loop(runner)
+    assert loop is not None
+    api = registry.load(runner).apis[0]
+    with ScriptedModelServer(NeverStops(), wrap=counter.wrap) as server, Workspace(FIXTURE_REPO) as ws:
+        watch = bench._Stopwatch()
+        tools = bench._bare_tools(ws, default_tools(), watch)
+        made = loop(TASK, tools, server.base_urls, "scripted", 3, system_prompt=SYSTEM_PROMPT)
+    assert made == len(counter.paths) == 3 and set(counter.paths) == {API_PATH[api]}
+    assert watch.spent > 0
+
+
+#: A stand-in for a runner's program: it writes what the contract gave it, then the outcome and count it is told to.
+FAKE_PROGRAM = """
+import json, os, sys
+seen = {k: v for k, v in os.environ.items() if k.startswith("LOOPLAB_")}
+open(sys.argv[1], "w").write(json.dumps(seen))
+outcome, count = json.loads(sys.argv[2]), sys.argv[3]
+if outcome is not None:
+    open(os.environ["LOOPLAB_RESULT"], "w").write(json.dumps(outcome))
+if count:
+    open(os.environ["LOOPLAB_BARE_COUNT"], "w").write(count)
+"""
+
+
+def _fake_bare_run(tmp_path: Any, outcome: dict[str, Any] | None, count: str) -> tuple[int, dict[str, str]]:
+    """`_bare_child.bare_run` of the AI SDK runner on `FAKE_PROGRAM`: what it returned and what the program saw."""
+    seen = tmp_path / "seen.json"
+    command = [sys.executable, "-c", FAKE_PROGRAM, str(seen), json.dumps(outcome), count]
+    urls = {"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9", "google": "http://127.0.0.1:9"}
+    with Workspace(FIXTURE_REPO) as ws:
+        tools = bench._bare_tools(ws, default_tools(), bench._Stopwatch())
+        made = _bare_child.bare_run(ts_ai_sdk.ADAPTER, command, TASK, tools, urls, "m", 4, system_prompt="p")
+    return made, json.loads(seen.read_text())
+
+
+def test_a_child_bare_loop_gets_the_contract_pointed_at_the_model_and_plain_tools(tmp_path) -> None:
+    made, seen = _fake_bare_run(tmp_path, {"ended": "returned", "text": "done"}, "3")
+    assert made == 3
+    # the model server's own URLs (no proxy); the tool server's token and URL; the runner's first knob at max_steps
+    assert seen["LOOPLAB_OPENAI_BASE_URL"] == "http://127.0.0.1:9/v1"
+    assert seen["LOOPLAB_ANTHROPIC_BASE_URL"] == seen["LOOPLAB_GEMINI_BASE_URL"] == "http://127.0.0.1:9"
+    assert seen["LOOPLAB_API"] == ts_ai_sdk.ADAPTER.apis[0] and seen["LOOPLAB_MODEL"] == "m"
+    assert (seen["LOOPLAB_CAP_KNOB"], seen["LOOPLAB_CAP"]) == (ts_ai_sdk.ADAPTER.knobs[0], "4")
+    assert len(seen["LOOPLAB_TOKEN"]) > 20 and seen["LOOPLAB_TOOLS_URL"].endswith("/mcp")
+    assert (seen["LOOPLAB_TASK"], seen["LOOPLAB_SYSTEM_PROMPT"]) == (TASK, "p")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "count", "error"),
+    [
+        ({"ended": "returned", "text": "done"}, "", "without a count of its model requests"),
+        (None, "2", "without an outcome"),
+        ({"ended": "raised", "exception": "ai.AI_APICallError", "message": "boom"}, "1", "ai.AI_APICallError: boom"),
+    ],
+)
+def test_a_child_bare_loop_that_failed_says_so(tmp_path, outcome: Any, count: str, error: str) -> None:
+    with pytest.raises(ChildFailed, match=re.escape(error)):
+        _fake_bare_run(tmp_path, outcome, count)
+
+
+def test_raising_at_the_cap_is_the_cap_not_a_failure(tmp_path) -> None:
+    """The Agents SDK throws when its max turns are used up: with the count at the cap, the loop ended there."""
+    raised = {"ended": "raised", "exception": "@openai/agents.MaxTurnsExceededError", "message": "max turns"}
+    assert _fake_bare_run(tmp_path, raised, "4")[0] == 4
+
+
+def test_the_plain_tool_stand_in_calls_the_function_and_answers_an_unknown_name_as_an_error() -> None:
+    tools = _bare_child.PlainTools([BareTool("echo", "says it back", {"type": "object"}, lambda **kw: kw["text"])])
+    assert tools.call("echo", {"text": "hi"}, "c1") == ("hi", False)
+    answer = tools.call("nope", {}, "c2")
+    assert answer.is_error and "nope" in answer.result
+
+
+def test_external_has_no_bare_loop() -> None:
+    """Its command is anyone's program: nothing of looplab's in it can count its model requests without a recorder."""
+    assert bench.bare_loop("external") is None
 
 
 def test_the_guards_own_time_is_looplab_time_not_tool_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -446,7 +539,7 @@ class _ProxyCount:
 
 
 @pytest.mark.full  # every runner on every wire API it speaks (LiteLLM's import alone takes seconds)
-@pytest.mark.parametrize("runner", IN_PROCESS)
+@pytest.mark.parametrize("runner", [r for r in ALL_RUNNERS if r != "external"])
 def test_the_model_proxy_declaration_is_what_the_runs_do(runner: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`VIA_MODEL_PROXY` against the runs: on every wire API the runner speaks, one model call, counted proxies."""
     count = _ProxyCount(monkeypatch)

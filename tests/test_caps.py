@@ -118,3 +118,27 @@ def test_check_passes_when_only_the_library_version_moved(
     _write(tmp_path, older)
     assert main(["caps", "--runner", "handrolled", "--check", "--docs", str(tmp_path)]) == 0
     assert "a library changed" not in capsys.readouterr().out
+
+
+def test_measuring_some_runners_rewrites_their_sections_and_keeps_the_others(
+    handrolled: measurements.CapsDoc, tmp_path: Path
+) -> None:
+    committed = measurements.CapsDoc.model_validate_json(COMMITTED)
+    stale = committed.model_copy(deep=True)
+    [mine] = [r for r in stale.runners if r.runner == "handrolled"]
+    mine.version = "anthropic 0.0.1"
+    (tmp_path / "iteration-caps.json").write_text(caps.to_json(stale))
+    (tmp_path / "iteration-caps.md").write_text(caps.to_markdown(stale, (DOCS / "iteration-caps.md").read_text()))
+    assert main(["caps", "--runner", "handrolled", "--docs", str(tmp_path)]) == 0
+    written = measurements.CapsDoc.model_validate_json((tmp_path / "iteration-caps.json").read_text())
+    assert [r.runner for r in written.runners] == [r.runner for r in committed.runners]
+    assert [r for r in written.runners if r.runner != "handrolled"] == [
+        r for r in committed.runners if r.runner != "handrolled"
+    ]
+    [fresh] = [r for r in written.runners if r.runner == "handrolled"]
+    assert fresh.version != "anthropic 0.0.1"
+    text = (tmp_path / "iteration-caps.md").read_text()
+    assert all(f"## `{r.runner}`" in text for r in committed.runners)  # every section, its prose kept
+    assert text.count(caps.DEFAULT_PROSE.strip()) == (DOCS / "iteration-caps.md").read_text().count(
+        caps.DEFAULT_PROSE.strip()
+    )

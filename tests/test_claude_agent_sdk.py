@@ -20,7 +20,7 @@ from looplab.adapters.contract.limits import Limits, StopReason  # noqa: E402
 from looplab.adapters.contract.pricing import Pricing  # noqa: E402
 from looplab.adapters.contract.result import RunResult  # noqa: E402
 from looplab.adapters.contract.runner import Probe  # noqa: E402
-from looplab.adapters.runners import claude_agent_sdk  # noqa: E402
+from looplab.adapters.runners import _claude_cli, claude_agent_sdk  # noqa: E402
 from looplab.run.harness import Endpoint, ModelChoice  # noqa: E402
 from looplab.scenarios.scripted.conversation import Conversation  # noqa: E402
 from looplab.scenarios.scripted.policy import Call, Decision  # noqa: E402
@@ -122,7 +122,7 @@ def test_the_cli_makes_only_the_loops_model_calls_and_ignores_the_users_settings
     # The model sees the Guard's tools under their own names, and none of Claude Code's.
     offered = {tuple(sorted(t["name"] for t in body["tools"])) for _, _, body in requests.seen}
     assert offered == {tuple(sorted(t.name for t in default_tools()))}
-    assert all(body["max_tokens"] == claude_agent_sdk.MESSAGES_MAX_TOKENS for _, _, body in requests.seen)
+    assert all(body["max_tokens"] == _claude_cli.MESSAGES_MAX_TOKENS for _, _, body in requests.seen)
 
 
 @pytest.mark.full  # starts the Claude Code CLI: seconds a run
@@ -152,7 +152,7 @@ def test_the_cli_environment_keeps_the_callers_variables_from_it(
         "HTTPS_PROXY": "http://proxy.invalid:3128",
     }.items():
         monkeypatch.setenv(name, value)
-    env = claude_agent_sdk.cli_environment(tmp_path, "http://127.0.0.1:1234", "run-token", retries=3)
+    env = _claude_cli.cli_environment(tmp_path, "http://127.0.0.1:1234", "run-token", retries=3)
     assert env["CLAUDE_CODE_MAX_RETRIES"] == "3"  # looplab's retry policy, not the CLI's ten
     assert (env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_API_KEY"]) == ("http://127.0.0.1:1234", "run-token")
     assert env["OPENAI_API_KEY"] == env["CLAUDE_CODE_USE_BEDROCK"] == env["ANTHROPIC_AUTH_TOKEN"] == ""
@@ -165,7 +165,7 @@ def test_the_cli_environment_keeps_the_callers_variables_from_it(
 def test_a_missing_bundled_cli_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from looplab.adapters.contract.errors import LooplabError
 
-    monkeypatch.setattr(claude_agent_sdk, "BUNDLED_CLI", tmp_path / "claude")
+    monkeypatch.setattr(_claude_cli, "BUNDLED_CLI", tmp_path / "claude")
     with ScriptedModelServer() as server, pytest.raises(LooplabError) as info:
         run(server)
     assert "\n" not in str(info.value) and "bundles" in str(info.value)

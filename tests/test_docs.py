@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from looplab import cli
+from looplab.adapters import registry
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -75,6 +76,15 @@ def test_the_readmes_installs_upgrade_pip_before_they_name_an_extra() -> None:
         upgrade = re.search(r"pip install (-U|--upgrade) pip\b", line)
         extra = re.search(r"pip install [^&]*\[", line)
         assert upgrade and extra and upgrade.start() < extra.start(), f"pip is not upgraded before the extra: {line}"
+
+
+def test_the_readme_names_every_runner_that_needs_an_environment_of_its_own() -> None:
+    # A team installing `[all]` must learn from the README which runners it leaves out, and no more.
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    sentence = next((s for s in re.split(r"(?<=\.) ", text) if "environments of their own" in s), "")
+    named = set(re.findall(r"`([a-z_]+)`", sentence))
+    own = {name for name, info in registry.RUNNERS.items() if not info.in_all}
+    assert own and named == own, f"the README names {sorted(named)}, the runners are {sorted(own)}"
 
 
 def test_every_relative_link_names_a_file_that_exists() -> None:

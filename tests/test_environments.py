@@ -152,6 +152,36 @@ def test_a_silent_lane_is_killed_at_its_bound(tmp_path: Path, monkeypatch: pytes
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _runs(int(p), sleep)]  # the group went too
 
 
+def test_runners_that_need_no_environment_share_this_ones_workers_beside_lanes_of_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lane per runner would start an interpreter and import a framework for each: the runners that run here share
+    # the matrix's worker processes; only the others get lanes, and a lane that dies fails its own cells alone.
+    from looplab.run import matrix
+
+    lanes_given: list[str] = []
+    real = isolation.run_isolated
+
+    def watched(plan, *args, **kwargs):  # type: ignore[no-untyped-def]
+        lanes_given.extend(label for label, _ in plan)
+        return real(plan, *args, **kwargs)
+
+    monkeypatch.setattr(isolation, "run_isolated", watched)
+    dead = _fake_env(tmp_path, "echo 'ImportError: no module named regex' >&2\nexit 3\n")
+    envs = {"handrolled": RunnerEnv.this_one("handrolled"), "langgraph": dead}
+    cases = [load_cases()["vip-compound"], load_cases()["tight-budget"]]
+    with ScriptedModelServer() as server:
+        where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
+        outcomes = matrix.run_matrix(["handrolled", "langgraph"], cases, where, jobs=2, isolated=envs.__getitem__)
+    assert set(lanes_given) == {"langgraph"}
+    assert [(o.runner, o.case) for o in outcomes] == [(r, c.id) for c in cases for r in ("handrolled", "langgraph")]
+    for o in outcomes:
+        if o.runner == "handrolled":
+            assert o.result is not None and o.passed, o.error
+        else:
+            assert o.result is None and "exit code 3" in (o.error or "")
+
+
 def _runs(pid: int, command: list[str]) -> bool:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes() == "".join(f"{word}\0" for word in command).encode()

@@ -20,7 +20,7 @@ from looplab.scenarios.scripted.conversation import GeminiRequest, from_gemini
 from looplab.scenarios.scripted.faults import BROKEN, HttpFaults
 from looplab.scenarios.scripted.probes import NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
-from tests.runs import ALL_RUNNERS, run_runner
+from tests.runs import ALL_RUNNERS, GEMINI_RETRIES_A_BROKEN_REPLY, run_runner
 from tests.tiers import by_tier
 
 GEMINI_RUNNERS = [r for r in ALL_RUNNERS if "gemini" in registry.RUNNERS[r].apis]
@@ -28,8 +28,18 @@ CASES = load_cases()
 
 
 def test_the_runners_whose_framework_has_a_gemini_model_class_speak_gemini() -> None:
-    speak = {r for r, info in registry.RUNNERS.items() if "gemini" in info.apis}
-    assert {"google_adk", "pydantic_ai", "strands", "agno"} <= speak
+    # The others are written on one provider's SDK (the loops by hand, the Anthropic tool runners, the Claude Code
+    # CLI, the OpenAI Agents SDK for TypeScript, whose own model classes speak OpenAI's APIs only) or are a team's
+    # program, which reads the Gemini URL it is given but is not looplab's to declare.
+    silent = {r for r, info in registry.RUNNERS.items() if "gemini" not in info.apis}
+    assert silent == {
+        "handrolled",
+        "anthropic_tool_runner",
+        "claude_agent_sdk",
+        "ts_anthropic_tool_runner",
+        "ts_openai_agents",
+        "external",
+    }
 
 
 def test_a_scripted_run_on_gemini_gets_the_servers_gemini_url() -> None:
@@ -107,7 +117,7 @@ def test_the_scripted_model_reads_each_frameworks_function_response(response: di
     assert (result.call.name, result.content) == ("run_tests", text)
 
 
-@pytest.mark.parametrize("runner", by_tier(GEMINI_RUNNERS))
+@pytest.mark.parametrize("runner", by_tier(r for r in GEMINI_RUNNERS if r not in GEMINI_RETRIES_A_BROKEN_REPLY))
 def test_a_reply_that_breaks_off_ends_a_gemini_run_as_error_with_the_attempt(runner: str) -> None:
     """google-genai retries timeouts and connections that fail, not a reply whose body breaks off (streamed or not):
     the run ends `error`, the broken attempt on the record."""
@@ -136,6 +146,18 @@ def test_retries_zero_is_one_attempt_on_gemini(runner: str) -> None:
         result = run_runner(runner, server, Limits(max_seconds=30), api="gemini", retries=0)
     assert result.stop_reason == StopReason.ERROR and faults[0].served == [500]
     assert [a.status for a in result.trace.unanswered] == [500]
+
+
+@pytest.mark.parametrize("runner", by_tier(GEMINI_RUNNERS))
+def test_a_callers_vertex_ai_setting_does_not_reroute_a_gemini_run(
+    runner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # google-genai reads GOOGLE_GENAI_USE_VERTEXAI when not told which API it speaks, and then asks Vertex AI's paths.
+    monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+    with ScriptedModelServer() as server:
+        result = run_runner(runner, server, Limits(max_seconds=60), api="gemini")
+    assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
+    assert {s.model_call.endpoint for s in result.trace.steps} == {"generateContent"}
 
 
 @pytest.mark.full  # one knob probe: a few runs

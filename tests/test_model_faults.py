@@ -23,7 +23,7 @@ from looplab.scenarios.scripted.faults import BROKEN, HANG, Fault, HttpFaults
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
-from tests.runs import ALL_RUNNERS, run_runner
+from tests.runs import ALL_RUNNERS, GEMINI_RETRIES_A_BROKEN_REPLY, run_runner
 from tests.tiers import by_tier
 
 RUNNER_APIS = [pytest.param(r, a, id=f"{r}-{a}") for r in ALL_RUNNERS for a in registry.load(r).apis]
@@ -34,7 +34,12 @@ ONLY_STREAMED = {("strands", "responses"), ("strands", "messages")}
 #: (`dspy.clients.execution._delay`) and only then sends the retry the model boundary refuses.
 RETRY_SLEEP_S = {"dspy": 1.0}
 #: google-genai retries no reply that breaks off, streamed or not (tests/test_gemini_runners.py).
-STREAM_BREAKS = [p for p in RUNNER_APIS if tuple(p.values) not in ONLY_STREAMED and p.values[1] != "gemini"]
+STREAM_BREAKS = [
+    p
+    for p in RUNNER_APIS
+    if tuple(p.values) not in ONLY_STREAMED
+    and (p.values[1] != "gemini" or p.values[0] in GEMINI_RETRIES_A_BROKEN_REPLY)
+]
 
 
 def run_behind(

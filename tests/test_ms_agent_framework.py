@@ -86,7 +86,7 @@ def test_max_iterations_n_makes_n_calls_with_tools_then_one_without(n: int) -> N
     framework's stand-in text when that reply still asks for tools."""
     import openai
 
-    from looplab.adapters.runners.ms_agent_framework import Agent, build_client, function_tool
+    from looplab.adapters.runners._ms_agent_framework import Agent, build_client, function_tool
 
     seen = _Bodies()
     with ScriptedModelServer(NeverStops(), wrap=seen.wrap) as server:
@@ -161,7 +161,7 @@ def test_a_tool_it_does_not_hold_is_answered_by_the_framework_not_the_guard() ->
 @pytest.mark.parametrize("max_steps", [2, 3])
 def test_the_bare_loop_makes_max_steps_calls_at_its_cap(max_steps: int) -> None:
     """`max_iterations=max_steps - 1` plus the framework's tool-less call (at 1 it makes 2: the knob's least is 1)."""
-    from looplab.adapters.runners.ms_agent_framework import bare_run
+    from looplab.adapters.runners._ms_agent_framework import bare_run
     from looplab.measure import bench
 
     seen = _Bodies()

@@ -9,6 +9,7 @@ looplab[all].
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from importlib import metadata
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from looplab.adapters import registry
 from looplab.measure import local_llm
@@ -142,3 +145,137 @@ def test_adapter_sessions_install_no_reference_to_looplabs_own_extras(noxfile: A
         requirements = noxfile.framework_requirements(declared.all_extras)
         assert requirements and all(Requirement(r).name != "looplab" for r in requirements)
         [noxfile.oldest(r) for r in requirements]  # every one has a lower bound to pin
+
+
+def _newest_within_bounds(declared: Any, measured: dict[str, str]) -> Version:
+    """The release of a runner's framework that its `latest` session installs, known offline: the one installed
+    here for a runner in [all] (this environment holds looplab[all]); for one in an environment of its own, the one
+    docs/iteration-caps.json names (`looplab caps` measures it there on the newest releases)."""
+    try:
+        return Version(metadata.version(declared.distribution))
+    except metadata.PackageNotFoundError:
+        assert not declared.in_all, f"{declared.distribution} ({declared.name}) is not installed here"
+        # "1.15.30", or with the SDK the runner reaches its provider through: "anthropic 2.15.0"
+        return next(Version(word) for word in measured[declared.name].split() if word[0].isdigit())
+
+
+def test_every_runner_extras_lower_bound_is_older_than_what_its_latest_session_installs(noxfile: Any) -> None:
+    # A lower bound at the newest release makes the `oldest` session a second `latest`: the range goes untested.
+    caps = json.loads((ROOT / "docs" / "iteration-caps.json").read_text())
+    measured = {entry["runner"]: entry["version"] for entry in caps["runners"]}
+    not_older = []
+    for declared in noxfile.RUNNERS:
+        if declared.npm_packages:
+            continue  # a node runner's oldest releases are its npm pins
+        [requirement] = [
+            r
+            for r in noxfile.framework_requirements(declared.all_extras)
+            if canonicalize_name(Requirement(r).name) == canonicalize_name(declared.distribution)
+        ]
+        lower = Version(noxfile.oldest(requirement).split("==")[1])
+        newest = _newest_within_bounds(declared, measured)
+        if not lower < newest:
+            not_older.append(f"{declared.name}: {requirement}, newest {newest}")
+    assert not_older == []
+
+
+class Skipped(Exception):
+    """What `session.skip` raises on nox (`nox.sessions._SessionSkip`), here with its message."""
+
+
+class NodeRecorder(Recorder):
+    """A recorder that also keeps each run's environment and stops at a skip, as nox does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.envs: list[dict[str, str]] = []
+
+    def run(self, *args: str, **kwargs: Any) -> None:
+        super().run(*args)
+        self.envs.append(kwargs.get("env") or {})
+
+    def skip(self, reason: str) -> None:
+        raise Skipped(reason)
+
+
+def _sessions() -> dict[str, Any]:
+    import nox.registry
+
+    return dict(nox.registry.get())
+
+
+def _session(name: str) -> Any:
+    return _sessions()[name]
+
+
+def _node_runners(noxfile: Any) -> list[Any]:
+    return [d for d in noxfile.RUNNERS if d.npm_packages]
+
+
+def test_each_npm_line_is_a_session_tagged_with_the_node_it_needs(
+    noxfile: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(noxfile, "node_here", lambda: (99, "node is v99.0.0"))
+    assert {d.name for d in _node_runners(noxfile)} >= {"ts_ai_sdk", "ts_openai_agents", "ts_langgraph"}
+    for declared in _node_runners(noxfile):
+        assert declared.npm_lines, f"{declared.name} declares no npm lines"
+        for line, (node, specs) in declared.npm_lines.items():
+            session = _session(f"adapter-{declared.name}-latest-{line}")
+            assert session.tags == [f"node{node}"]
+            recorder = NodeRecorder()
+            session(recorder)
+            # the line's newest releases go over the lockfile's pins, for this runner's tests only
+            [env] = [e for args, e in zip(recorder.runs, recorder.envs, strict=True) if args[0] == "pytest"]
+            assert env["LOOPLAB_NPM_VERSIONS"].split() == [f"{pkg}@{spec}" for pkg, spec in specs.items()]
+            assert env["LOOPLAB_RUNNERS"] == declared.name
+        # `oldest` runs on the Node of its oldest line; a node runner has no plain `latest` (@latest of every package)
+        assert _session(f"adapter-{declared.name}-oldest").tags == [
+            f"node{min(n for n, _ in declared.npm_lines.values())}"
+        ]
+        assert f"adapter-{declared.name}-latest" not in _sessions()
+    [ai_sdk] = [d for d in noxfile.RUNNERS if d.name == "ts_ai_sdk"]
+    assert {line: node for line, (node, _) in ai_sdk.npm_lines.items()} == {"ai6": 20, "ai7": 22}
+
+
+@pytest.mark.parametrize(
+    ("here", "named"),
+    [((20, "/usr/bin/node is v20.20.2"), "/usr/bin/node is v20.20.2"), ((None, "there is no node on PATH"), "no node")],
+)
+def test_a_line_whose_node_is_not_here_skips_in_one_line_naming_both(
+    noxfile: Any, monkeypatch: pytest.MonkeyPatch, here: tuple[int | None, str], named: str
+) -> None:
+    monkeypatch.setattr(noxfile, "node_here", lambda: here)
+    recorder = NodeRecorder()
+    with pytest.raises(Skipped) as skipped:
+        _session("adapter-ts_ai_sdk-latest-ai7")(recorder)
+    message = str(skipped.value)
+    assert message.startswith("adapter-ts_ai_sdk-latest-ai7 needs Node.js 22 or newer; ") and named in message
+    assert "\n" not in message
+    assert recorder.installs == [] and recorder.runs == []  # skipped before installing anything
+
+
+def test_node_here_reads_the_major_of_the_node_on_path(
+    noxfile: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "node"
+    fake.write_text("#!/bin/sh\necho v22.23.5\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert noxfile.node_here() == (22, f"{fake} is v22.23.5")
+    fake.unlink()
+    assert noxfile.node_here() == (None, "there is no node on PATH")
+
+
+def test_every_adapter_session_checks_the_caps_measurement_of_its_runner(
+    noxfile: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The contract tests pass even where a knob is ignored (the model boundary refuses the call past the cap): only
+    # measuring the knob shows it, so each version session measures its runner against the committed caps doc.
+    monkeypatch.setattr(noxfile, "node_here", lambda: (99, "node is v99.0.0"))
+    adapters = {name: s for name, s in _sessions().items() if name.startswith("adapter-")}
+    assert len(adapters) >= 2 * len(noxfile.RUNNERS)
+    for name, session in adapters.items():
+        recorder = NodeRecorder()
+        session(recorder)
+        runner = next(d.name for d in noxfile.RUNNERS if name.startswith(f"adapter-{d.name}-"))
+        assert recorder.runs[-1] == ("looplab", "caps", "--check", "--runner", runner), name

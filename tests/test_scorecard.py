@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -182,3 +184,10 @@ def test_a_framework_that_kept_the_malformed_call_gives_its_reason_in_the_cell()
     assert cell.text.endswith("…)")
     assert len(cell.text) <= len("stops: error (invalid_tool_calls: )") + scorecard.REASON_CHARS
     assert cell.evidence == "eval: sloppy-calls"
+
+
+def test_importing_the_scorecard_loads_no_suite() -> None:
+    # `looplab scorecard` on a results document must not pay for reading the built-in suite's case files at import.
+    code = "import sys, looplab.views.scorecard; print('looplab.scenarios.cases' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"

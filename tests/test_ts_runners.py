@@ -1,5 +1,5 @@
-"""The TypeScript-ecosystem runners (`ts_anthropic_tool_runner`, `ts_ai_sdk`, `ts_openai_agents`): Node programs under
-the child contract.
+"""The TypeScript-ecosystem runners (`ts_anthropic_tool_runner`, `ts_ai_sdk`, `ts_openai_agents`, `ts_langgraph`):
+Node programs under the child contract.
 
 They run against the scripted model like every runner: the seed trajectory on every wire API each
 speaks, `max_steps=N` as exactly N model calls, an answer on the last allowed call as final. Around
@@ -29,6 +29,7 @@ from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import Probe
 from looplab.adapters.runners import _child, _node
 from looplab.run.harness import Endpoint, ModelChoice
+from looplab.scenarios.scripted.conversation import GeminiRequest, from_gemini
 from looplab.scenarios.scripted.probes import NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace, default_tools
@@ -39,13 +40,14 @@ RUNNERS = {
     "ts_anthropic_tool_runner": "@anthropic-ai/sdk",
     "ts_ai_sdk": "ai",
     "ts_openai_agents": "@openai/agents",
+    "ts_langgraph": "@langchain/langgraph",
 }
 CELLS = [
     pytest.param(r, api, id=f"{r}-{api}")
     for r in RUNNERS
     for api in importlib.import_module(f"looplab.adapters.runners.{r}").ADAPTER.apis
 ]
-ENDPOINT = {"chat": "chat.completions", "responses": "responses", "messages": "messages"}
+ENDPOINT = {"chat": "chat.completions", "responses": "responses", "messages": "messages", "gemini": "generateContent"}
 LOCK = json.loads((_node.TS_DIR / "package-lock.json").read_text())
 
 needs_node = pytest.mark.skipif(
@@ -67,8 +69,7 @@ def run(
     """One run of `runner` against `server` (as `tests.runs.run_runner`, without needing the registry)."""
     limits = limits or Limits()
     a = adapter(runner)
-    urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
-    spec = Endpoint(ModelChoice(api=api, pricing=Pricing()), urls).spec_for(a)
+    spec = Endpoint(ModelChoice(api=api, pricing=Pricing()), server.base_urls).spec_for(a)
     with Workspace(FIXTURE_REPO) as ws:
         guard = Guard(ws, tools=default_tools(), max_repeats=limits.max_repeats)
         return a.run(TASK, guard, limits, spec, probe, system_prompt=SYSTEM_PROMPT)
@@ -110,6 +111,34 @@ def test_the_investigation_answers_with_the_seed_trajectory_on_every_api(
     assert result.runner_version == LOCK["packages"][f"node_modules/{RUNNERS[runner]}"]["version"]
 
 
+@pytest.mark.parametrize(
+    ("response", "is_error"),
+    [
+        ({"name": "run_tests", "content": "FAILED tests/test_invoice.py"}, False),  # @ai-sdk/google's
+        ({"error": {"details": "FAILED tests/test_invoice.py"}}, True),  # @langchain/google-genai's, status "error"
+        ({"result": "FAILED tests/test_invoice.py"}, False),  # @langchain/google-genai's
+    ],
+)
+def test_the_scripted_model_reads_the_ts_gemini_providers_function_responses(response: dict, is_error: bool) -> None:
+    # Read as JSON, the investigator finds no test output in a tool's text and reads the same file again until
+    # the Guard ends the run as a repetition.
+    call = {"functionCall": {"id": "c1", "name": "run_tests", "args": {}}}
+    request = GeminiRequest.model_validate(
+        {
+            "contents": [
+                {"role": "user", "parts": [{"text": "task"}]},
+                {"role": "model", "parts": [call]},
+                {
+                    "role": "user",
+                    "parts": [{"functionResponse": {"id": "c1", "name": "run_tests", "response": response}}],
+                },
+            ]
+        }
+    )
+    [result] = from_gemini(request).results
+    assert (result.content, result.is_error) == ("FAILED tests/test_invoice.py", is_error)
+
+
 @pytest.fixture(scope="module")
 def never_stops() -> Any:
     with ScriptedModelServer(NeverStops()) as server:
@@ -122,6 +151,7 @@ AT_THE_CAP = {
     "ts_anthropic_tool_runner": ("returned", None, None),
     "ts_ai_sdk": ("returned", None, None),
     "ts_openai_agents": ("raised", "@openai/agents.MaxTurnsExceededError", "MaxTurnsExceededError.state"),
+    "ts_langgraph": ("returned", None, None),
 }
 
 
@@ -150,8 +180,15 @@ def test_max_steps_n_is_n_model_calls_and_the_framework_stops_itself(runner: str
 #: What each program's SDK raises at the proxy's 403, by runner and wire API.
 RAISED = {
     "ts_anthropic_tool_runner": dict.fromkeys(["messages"], "@anthropic-ai/sdk.PermissionDeniedError"),
-    "ts_ai_sdk": dict.fromkeys(["chat", "responses", "messages"], "ai.AI_APICallError"),
+    "ts_ai_sdk": dict.fromkeys(["chat", "responses", "messages", "gemini"], "ai.AI_APICallError"),
     "ts_openai_agents": dict.fromkeys(["chat", "responses"], "openai.PermissionDeniedError"),
+    # @langchain/openai, @langchain/anthropic and @langchain/google-genai let the provider SDK's own error through
+    "ts_langgraph": {
+        "chat": "openai.PermissionDeniedError",
+        "responses": "openai.PermissionDeniedError",
+        "messages": "@anthropic-ai/sdk.PermissionDeniedError",
+        "gemini": "@google/generative-ai.GoogleGenerativeAIFetchError",
+    },
 }
 
 
@@ -198,6 +235,9 @@ def test_knob_defaults_are_read_from_the_installed_packages() -> None:
     assert {(d.value, d.source) for d in defaults.values()} == {
         (10, "@openai/agents-core/dist/runner/constants.mjs DEFAULT_MAX_TURNS")
     }
+    defaults = adapter("ts_langgraph").knob_defaults()
+    assert defaults["state step counter"].value is None  # a field of the graph's own state
+    assert defaults["recursionLimit"].value == 25 and "no config" in defaults["recursionLimit"].source
 
 
 @needs_node
@@ -209,6 +249,20 @@ def test_the_agents_sdk_max_turns_error_handler_answers_instead_of_throwing(neve
     assert result.totals.model_calls == 3
     assert result.native_end is not None and result.native_end.kind == "returned"
     assert result.native_end.text == "(stopped: maxTurns reached)"
+
+
+@needs_node
+@pytest.mark.full  # installs the Node runners' packages from npm
+@needs_npm
+@pytest.mark.parametrize(("limit", "calls"), [(5, 3), (6, 3)])
+def test_langgraph_recursion_limit_counts_two_super_steps_a_model_call(limit: int, calls: int, never_stops) -> None:
+    result = run("ts_langgraph", never_stops, Limits(max_steps=10), probe=Probe(knob="recursionLimit", value=limit))
+    assert result.totals.model_calls == calls
+    # the model node is super-step 2k-1, its tools node 2k: at an even limit the last call's tools ran
+    assert [len(s.tool_calls) for s in result.trace.steps] == [1] * (calls - 1) + [int(limit % 2 == 0)]
+    end = result.native_end
+    assert end is not None and (end.kind, end.exception) == ("raised", "@langchain/langgraph.GraphRecursionError")
+    assert f"Recursion limit of {limit} reached" in (end.message or "")
 
 
 # --- the environment around them ----------------------------------------------------------------

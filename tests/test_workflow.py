@@ -179,25 +179,39 @@ def test_two_shards_run_and_merged_as_the_workflow_does_equal_one_unsharded_eval
 
 
 def test_the_adapter_matrix_is_the_noxfile_adapter_sessions(tmp_path: Path) -> None:
-    """The sessions job's step, run here, lists exactly the noxfile's runners x (oldest, latest)."""
+    """The sessions job's step, run here, lists exactly the noxfile's version sessions, each with the Node.js it
+    needs: every runner's oldest and latest, and for a runner in node its oldest and each npm line's latest."""
     if shutil.which("jq") is None:
         pytest.skip("jq is not on PATH (GitHub's ubuntu runners have it): the sessions step pipes nox into jq")
-    jobs = workflow()["jobs"]
+    doc = workflow()
+    jobs = doc["jobs"]
     out = tmp_path / "github_output"
-    env = {**environment(jobs["sessions"], {}), "GITHUB_OUTPUT": str(out)}
+    env = {**environment(jobs["sessions"], {}), **doc["env"], "GITHUB_OUTPUT": str(out)}
     finish(start(expand(step(jobs["sessions"], "list")["run"], {}), ROOT, env, tmp_path), "the sessions step")
     (line,) = [x for x in out.read_text(encoding="utf-8").splitlines() if x.startswith("adapters=")]
     listed = json.loads(line.removeprefix("adapters="))
 
     module, sessions = noxfile()
-    assert sorted((m["runner"], m["version"]) for m in listed) == sorted(
-        (d.name, version) for d in module.RUNNERS for version in ("oldest", "latest")
+    default_node = str(doc["env"]["NODE_VERSION"])
+    assert sorted((m["runner"], m["version"], m["node"]) for m in listed) == sorted(
+        (d.name, suffix, str(node or default_node))
+        for d in module.RUNNERS
+        for suffix, _, node in module.version_sessions(d)
     )
-    # Each matrix entry's step runs one session nox knows, and the caps job runs the caps session.
-    (command,) = [s["run"] for s in jobs["adapter"]["steps"] if "nox -s" in s.get("run", "")]
+    # Both majors of the AI SDK, each on the Node.js its engines need.
+    assert {(m["version"], m["node"]) for m in listed if m["runner"] == "ts_ai_sdk"} >= {
+        ("latest-ai6", "20"),
+        ("latest-ai7", "22"),
+    }
+    # Each matrix entry's step runs one session nox knows on the Node.js the entry names, and the caps job runs
+    # the caps session.
+    adapter = jobs["adapter"]
+    (command,) = [s["run"] for s in adapter["steps"] if "nox -s" in s.get("run", "")]
     for entry in listed:
-        argv = shlex.split(expand(command, {f"matrix.{k}": v for k, v in entry.items()}))
+        values = {f"matrix.{k}": v for k, v in entry.items()}
+        argv = shlex.split(expand(command, values))
         assert argv[:2] == ["nox", "-s"] and argv[2] in sessions, argv
+        assert expand(str(uses(adapter, "actions/setup-node")["with"]["node-version"]), values) == entry["node"]
     assert "nox -s caps" in [s.get("run", "").strip() for s in jobs["caps"]["steps"]] and "caps" in sessions
 
 

@@ -39,6 +39,7 @@ DECLARED = (
     "in_all",
     "one_tool_a_reply",
     "npm_packages",
+    "npm_lines",
     "oldest_companions",
     "listed",
 )
@@ -69,6 +70,7 @@ class Declaration:
     in_all: bool = True
     one_tool_a_reply: bool = False
     npm_packages: dict[str, str] = field(default_factory=dict, hash=False)
+    npm_lines: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict, hash=False)
     oldest_companions: tuple[str, ...] = ()
     listed: int = 1000
 

@@ -114,6 +114,10 @@ class Runner(ABC):
     one_tool_a_reply: bool = False
     #: npm packages its program needs, each with the oldest release its `oldest` version session installs.
     npm_packages: dict[str, str] = {}  # noqa: RUF012 - a literal read from the source, never mutated
+    #: The npm release lines its program supports, each tested by a `latest-<line>` version session: the line's name,
+    #: the oldest Node.js major it needs, and the npm specs that pick the newest releases of that line
+    #: (`{"ai7": (22, {"ai": "7"})}`).
+    npm_lines: dict[str, tuple[int, dict[str, str]]] = {}  # noqa: RUF012 - a literal read from the source, never mutated
     #: Pins an `oldest` version session needs beyond the extra's own lower bounds (a companion the bounds allow
     #: in a release too new for the framework's oldest).
     oldest_companions: tuple[str, ...] = ()

@@ -10,9 +10,10 @@ gated and checked like any in-process runner's. It gets, in its environment and 
 | `LOOPLAB_TASK` | the task, as the user's first message |
 | `LOOPLAB_SYSTEM_PROMPT` | the run's system prompt (the case's), the same for every runner |
 | `LOOPLAB_MODEL` | the model name to send |
-| `LOOPLAB_API` | `chat`, `responses` or `messages`: the wire API to speak |
+| `LOOPLAB_API` | `chat`, `responses`, `messages` or `gemini`: the wire API to speak |
 | `LOOPLAB_OPENAI_BASE_URL` | the proxy, as an OpenAI SDK's base URL (ends in `/v1`) |
 | `LOOPLAB_ANTHROPIC_BASE_URL` | the proxy, as an Anthropic SDK's base URL |
+| `LOOPLAB_GEMINI_BASE_URL` | the proxy, as a Gemini SDK's base URL (without the API version, `/v1beta`) |
 | `LOOPLAB_TOKEN` | the run's token: the API key for the proxy, and `Authorization: Bearer` for the tool server |
 | `LOOPLAB_TOOLS_URL` | the run's tools, as an MCP streamable HTTP endpoint |
 | `LOOPLAB_CAP_KNOB`, `LOOPLAB_CAP` | the native cap to set and its value (empty: leave the framework's default) |
@@ -89,6 +90,7 @@ class ChildRunner(Adapter):
                     api=api,
                     openai_base_url=proxy.openai_base_url,
                     anthropic_base_url=proxy.anthropic_base_url,
+                    gemini_base_url=proxy.gemini_base_url,
                     token=proxy.token,
                     tools_url=tools.url,
                     cap_knob=session.knob,

@@ -1,9 +1,15 @@
 """LangChain glue shared by the `langchain` and `langgraph` runners: the chat model and the tools.
 
-The chat model speaks Chat Completions, Responses or Anthropic Messages
-through the SDK clients the session builds (so every request passes the
-recorder and its gate); the tools hand every call, raw, to the Guard. Their
-bare loops get the same pieces without looplab: `plain_chat_model`, `plain_tools`.
+The chat model speaks Chat Completions, Responses, Anthropic Messages or Gemini's
+generateContent through the SDK clients the session builds (so every request
+passes the recorder and its gate); the tools hand every call, raw, to the Guard.
+Their bare loops get the same pieces without looplab: `plain_chat_model`, `plain_tools`.
+
+Gemini's API is `langchain-google-genai`'s `ChatGoogleGenerativeAI` (measured on 4.4.3), imported only when a run
+asks for it. It always builds its own google-genai `Client` in its validator, so the session's recorded one replaces
+it after construction. Its requests are never streamed here (both runners invoke the model synchronously, which calls
+`generate_content`), and the sync client is the one built: an async call (`ainvoke`) would use google-genai's own
+unrecorded HTTP client, and neither runner makes one.
 """
 
 from __future__ import annotations
@@ -25,16 +31,21 @@ from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, Api
 from looplab.adapters.contract.result import Finished, NativeEnd
 from looplab.adapters.contract.tools import ToolBoundary
-from looplab.adapters.session import RunSession
+from looplab.adapters.runners._gemini import gemini_class
+from looplab.adapters.session import Adapter, RunSession
 from looplab.shared_tools.records import shorten
 
 #: The most of a kept call's arguments, and of the framework's reason, a run's record quotes.
 QUOTED_CHARS = 300
 
 
-def chat_model(api: Api, session: RunSession) -> BaseChatModel:
-    """The LangChain chat model for `api`, sending every request through the session's recorded SDK clients."""
+def chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
+    """`runner`'s LangChain chat model for the session's model and wire API, sending every request through the
+    session's recorded SDK clients."""
+    api: Api = runner.api_for(session.model)
     name = session.model.name
+    if api == "gemini":
+        return _gemini_chat_model(runner, session)
     if api == "messages":
         model = ChatAnthropic(
             model=name,
@@ -56,6 +67,25 @@ def chat_model(api: Api, session: RunSession) -> BaseChatModel:
         async_client=aio.chat.completions,
         use_responses_api=api == "responses",
     )
+
+
+def _gemini_chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
+    """`ChatGoogleGenerativeAI` on the session's recorded google-genai client (a missing package: `MissingExtra`)."""
+    chat_google = gemini_class(runner.name, runner.extra, "langchain_google_genai", "ChatGoogleGenerativeAI")
+    model = chat_google(
+        model=session.model.name,
+        api_key=session.model.key(),
+        base_url=session.model.base_url,
+        # Its own client is replaced below: never let its validator set one up for Vertex AI (project, credentials).
+        vertexai=False,
+        # Sent with every request as its retry policy, over the client's (the default, 6, would override the run's);
+        # google-genai counts attempts, so retries=0 is one attempt.
+        max_retries=session.model.retries + 1,
+    )
+    # The validator has already built a google-genai Client of its own (nothing is sent on construction);
+    # the field is plain, so the recorded client takes its place.
+    model.client = session.gemini_client(is_async=False)
+    return model
 
 
 class GuardTool(BaseTool):

@@ -3,6 +3,8 @@
 LlamaIndex's LLMs look every model up in their own tables and parse tool-call arguments themselves; the classes
 here accept a model missing from the tables and hand each call to the Guard as the model sent it. `llm_for` builds one
 on the run's model boundary, `plain_llm` on a plain client for the bare loop; the tools keep their own JSON schemas.
+Gemini's `GoogleGenAI` (llama-index-llms-google-genai) declares a tool from its pydantic class, which these tools lack,
+so its subclass here declares each with its JSON schema as given.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatResponse, LLMMetadata, ToolCallBlock
@@ -24,6 +26,7 @@ from llama_index.llms.openai import OpenAI, OpenAIResponses
 from looplab.adapters.boundary.proxy import ModelProxy
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS
+from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import RunSession
 from looplab.shared_tools import Tool
 
@@ -78,9 +81,42 @@ class _AnthropicLLM(_RawCalls, Anthropic): ...
 class _PlainChatLLM(_AnyModel, OpenAI): ...
 
 
+@cache
+def _gemini_llm_class() -> type[FunctionCallingLLM]:
+    """`GoogleGenAI` made to fit looplab's tools; imported on first use, as google-genai is heavy."""
+    GoogleGenAI = gemini_class("llamaindex", "llamaindex", "llama_index.llms.google_genai", "GoogleGenAI")
+    from google.genai import types
+
+    class _GeminiLLM(_RawCalls, GoogleGenAI):
+        """Each tool declared with its own JSON schema (`GoogleGenAI` converts the tool's pydantic class)."""
+
+        def _prepare_chat_with_tools(self, tools: Sequence[Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+            prepared = super()._prepare_chat_with_tools(tools, *args, **kwargs)  # the tool config, the messages
+            declarations = [
+                types.FunctionDeclaration(
+                    name=t.metadata.name,
+                    description=t.metadata.description,
+                    parameters_json_schema=t.metadata.get_parameters_dict(),
+                )
+                for t in tools
+            ]
+            prepared["tools"] = [types.Tool(function_declarations=declarations)] if declarations else None
+            return prepared
+
+    return _GeminiLLM
+
+
 def llm_for(api: str, session: RunSession, stack: ExitStack) -> FunctionCallingLLM:
     """The LlamaIndex LLM for `api`: on the run's recorded client, or (Anthropic) pointed at its proxy."""
     name, key = session.model.name, session.model.key()
+    if api == "gemini":
+        # max_tokens and context_window given, else it asks the API for the model's limits when it is made (a request
+        # outside the run); max_tokens is sent as maxOutputTokens, the limit looplab's Messages requests carry too.
+        # max_retries=0: as below; the session's google-genai client retries.
+        window = {"max_tokens": MESSAGES_MAX_TOKENS, "context_window": UNKNOWN_WINDOW}
+        llm = _gemini_llm_class()(model=name, api_key=key, max_retries=0, **window)
+        llm._client = session.gemini_client()  # in place of the one it built from the key, unrecorded
+        return llm
     if api == "messages":  # llama-index-llms-anthropic 0.12 fails at run time on anthropic>=1 (measured)
         proxy = stack.enter_context(ModelProxy(session))
         options = {"max_tokens": MESSAGES_MAX_TOKENS, "max_retries": session.model.retries}

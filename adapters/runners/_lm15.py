@@ -27,14 +27,30 @@ from dspy.clients.engines.lm15_engine import LM15Engine
 from dspy.lm15 import RouterConfig
 
 from looplab.adapters.boundary.recorder import DEADLINE_PASSED
+from looplab.adapters.contract.model import Api
+from looplab.adapters.runners._litellm import GEMINI_API_VERSION
 from looplab.adapters.session import RunSession
+
+__all__ = ["LM15_PROVIDER", "RecordedTransport", "engine", "lm15_base_url"]
+
+#: The provider prefix of a "provider/model" string DSPy hands lm15, for each wire API.
+LM15_PROVIDER: dict[Api, str] = {"chat": "openai", "messages": "anthropic", "gemini": "gemini"}
+
+
+def lm15_base_url(provider: str, base_url: str | None) -> str | None:
+    """`base_url` as lm15 takes it for `provider`: a Gemini one with the API version added, which google-genai (and so
+    a google model's base URL) leaves out; None is lm15's default endpoint."""
+    if base_url and provider == "gemini":
+        return f"{base_url.rstrip('/')}/{GEMINI_API_VERSION}"
+    return base_url
 
 
 @contextmanager
 def engine(
     provider: str, base_url: str | None, api_key: str, transport: StdlibTransport | None = None
 ) -> Iterator[LM15Engine]:
-    """lm15's chat engine for `provider` ("openai": Chat Completions, "anthropic": Messages) at `base_url`.
+    """lm15's chat engine for `provider` ("openai": Chat Completions, "anthropic": Messages, "gemini":
+    generateContent) at `base_url` (as lm15 takes it: `lm15_base_url`).
 
     DSPy only borrows an engine (`LM.close` leaves it open): it is closed here, with its transport.
     """

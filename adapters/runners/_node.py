@@ -19,15 +19,18 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from looplab.adapters.boundary.processes import run_bounded
 from looplab.adapters.contract import files
+from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import PROVIDER_ENV, ModelSpec
 from looplab.adapters.contract.result import RunResult
+from looplab.adapters.runners import _bare_child
 from looplab.adapters.runners._child import ChildRunner
 from looplab.adapters.session import RunSession
 from looplab.shared_tools import Guard
@@ -36,8 +39,8 @@ from looplab.shared_tools import Guard
 TS_DIR = Path(__file__).resolve().parent / "ts"
 #: Moves the cache root (default `~/.cache/looplab/node`).
 CACHE_ENV = "LOOPLAB_NODE_CACHE"
-#: Other versions than the lockfile's, as npm specs (`ai@6.0.0 @ai-sdk/openai@latest`): the nox
-#: `adapter-ts_*-oldest|latest` sessions set it; each set of specs gets its own install folder.
+#: Other versions than the lockfile's, as npm specs (`ai@6.0.0 @ai-sdk/openai@3`): the nox `adapter-ts_*-oldest`
+#: and `adapter-ts_*-latest-<line>` sessions set it; each set of specs gets its own install folder.
 VERSIONS_ENV = "LOOPLAB_NPM_VERSIONS"
 #: Written into an install folder once `npm ci` has succeeded there.
 MARKER = ".looplab-installed"
@@ -48,6 +51,8 @@ NODE_VERSION_TIMEOUT_S = 30.0
 DESCRIBE_TIMEOUT_S = 60.0
 NPM_CI = ("ci", "--no-audit", "--no-fund", "--ignore-scripts")
 NPM_INSTALL = ("install", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts")
+#: Loaded before a program run as a bare loop: it counts the program's model requests (`_bare_child`).
+REQUEST_COUNTER = "count_model_requests.mjs"
 
 
 def cache_root() -> Path:
@@ -153,6 +158,26 @@ class NodeRunner(ChildRunner):
         """`node PROGRAM` from the install folder (installed by `run()`; here too if called directly)."""
         check_node(self.name)
         return [shutil.which("node") or "node", str(ensure_installed() / self.program)]
+
+    def bare_loop(self) -> BareRun:
+        """The program with none of looplab's boundaries (`_bare_child`), its model requests counted in node by
+        `REQUEST_COUNTER`; node is checked and the packages installed within the run, as `run()` does."""
+
+        def bare_run(
+            task: str,
+            tools: Sequence[BareTool],
+            urls: dict[str, str],
+            model: str,
+            max_steps: int,
+            *,
+            system_prompt: str,
+        ) -> int:
+            node = self.command()
+            counter = (ensure_installed() / REQUEST_COUNTER).as_uri()
+            command = [node[0], "--import", counter, *node[1:]]
+            return _bare_child.bare_run(self, command, task, tools, urls, model, max_steps, system_prompt=system_prompt)
+
+        return bare_run
 
     def version(self, model: ModelSpec | None = None) -> str:
         """The installed version of the npm package named by `distribution`."""

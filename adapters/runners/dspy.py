@@ -4,11 +4,13 @@ DSPy asks the model for `next_thought`, `next_tool_name` and `next_tool_args` as
 text (ChatAdapter; after a reply it cannot parse it asks once more in JSON, JSONAdapter), not as native
 tool calls: one tool a step (`DSPy.tools_named_in_text` reads it for the recorder). DSPy takes an
 engine object: its own lm15 engine, on an HTTP transport whose every request passes the run's recorder
-(adapters/runners/_lm15.py), speaking Chat Completions (`openai/<model>`) or Anthropic Messages (`anthropic/<model>`).
+(adapters/runners/_lm15.py), speaking Chat Completions (`openai/<model>`), Anthropic Messages (`anthropic/<model>`)
+or Gemini's generateContent (`gemini/<model>`, not streamed).
 
 `max_iters=max_steps`. A `finish` step's thought is the answer (the instructions ask for that), so no
 *extract* call restates it, and the extract call ReAct makes after the cap is refused at the model
-boundary: the run ends `max_steps` (what ReAct counts and does at its cap: docs/iteration-caps.md).
+boundary: the run ends `max_steps` (what ReAct counts and does at its cap, the same on every API:
+docs/iteration-caps.md).
 
 Measured with the sloppy model: `next_tool_args` that is not JSON is repaired by DSPy (json_repair)
 before any tool sees it; a wrong type or a missing argument reaches the Guard (`_RawTool`); a tool
@@ -33,7 +35,7 @@ from looplab.adapters.contract.bare import BareRun, BareTool  # noqa: E402
 from looplab.adapters.contract.limits import Limits  # noqa: E402
 from looplab.adapters.contract.result import Finished, NativeCap  # noqa: E402
 from looplab.adapters.contract.runner import KnobDefault, signature_default  # noqa: E402
-from looplab.adapters.runners._lm15 import RecordedTransport, engine  # noqa: E402
+from looplab.adapters.runners._lm15 import LM15_PROVIDER, RecordedTransport, engine, lm15_base_url  # noqa: E402
 from looplab.adapters.session import Adapter, RunSession  # noqa: E402
 from looplab.shared_tools import Tool  # noqa: E402
 
@@ -81,7 +83,7 @@ class DSPy(Adapter):
     listed = 100
     extra = "dspy"
     distribution = "dspy"
-    apis = ("chat", "messages")
+    apis = ("chat", "messages", "gemini")
     knobs = (KNOB,)
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -99,11 +101,12 @@ class DSPy(Adapter):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; a refused model call (the cap, a Guard stop) propagates as the LM's error."""
-        provider = "anthropic" if self.api_for(session.model) == "messages" else "openai"
+        provider = LM15_PROVIDER[self.api_for(session.model)]
         ids = itertools.count(1)
         tools = [_guarded(t, session, ids) for t in session.tools.tools]
         _agent = functools.partial(react_agent, system_prompt=session.system_prompt)  # this run's agent builder
-        recorded = engine(provider, session.model.base_url, session.model.key(), RecordedTransport(session))
+        base_url = lm15_base_url(provider, session.model.base_url)
+        recorded = engine(provider, base_url, session.model.key(), RecordedTransport(session))
         with recorded as lm15:  # no response cache (disk or memory); the run's retries
             lm = dspy.LM(
                 f"{provider}/{session.model.name}", engine=lm15, cache=False, num_retries=session.model.retries

@@ -1,8 +1,8 @@
 """LangChain 1.x `create_agent`, capped by `ModelCallLimitMiddleware(run_limit=max_steps)`.
 
 The agent graph runs on a LangChain chat model for Chat Completions (its
-default), Responses or Anthropic Messages; the model and the tools come from
-`adapters._langchain`.
+default), Responses, Anthropic Messages or Gemini's generateContent; the model
+and the tools come from `adapters._langchain`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class LangChainAgent(Adapter):
     listed = 20
     extra = "langchain"
     distribution = "langchain"
-    apis = ("chat", "responses", "messages")
+    apis = ("chat", "responses", "messages", "gemini")
     knobs = (MODEL_CALLS, MODEL_CALLS_END, TOOL_CALLS, RECURSION)
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -89,10 +89,9 @@ class LangChainAgent(Adapter):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Build the agent and run it once; the last AI message is the answer (`_langchain.conclude`)."""
-        api = self.api_for(session.model)
         middleware, config = _cap(session.knob, session.cap)
         agent = create_agent(
-            chat_model(api, session),
+            chat_model(self, session),
             guard_tools(session.tools),
             system_prompt=session.system_prompt,
             middleware=middleware,

@@ -3,7 +3,8 @@
 The model node counts its calls; the edge after it ends the graph when the
 model answered or when the counter reached `max_steps` while the model still
 wants tools. `recursion_limit` stays as a backstop that the counter always
-reaches first. The chat model and tools come from `adapters._langchain`.
+reaches first. The chat model (Chat Completions, Responses, Anthropic Messages
+or Gemini's generateContent) and the tools come from `adapters._langchain`.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class LangGraphAgent(Adapter):
     listed = 30
     extra = "langgraph"
     distribution = "langgraph"
-    apis = ("chat", "responses", "messages")
+    apis = ("chat", "responses", "messages", "gemini")
     knobs = (COUNTER, RECURSION)
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -120,9 +121,8 @@ class LangGraphAgent(Adapter):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the graph once; the last AI message is the answer unless it still asks for tools."""
-        api = self.api_for(session.model)
         counter = session.cap if session.knob == COUNTER else None
-        graph = build_graph(chat_model(api, session), guard_tools(session.tools), session.system_prompt, counter)
+        graph = build_graph(chat_model(self, session), guard_tools(session.tools), session.system_prompt, counter)
         # cap:begin
         if session.cap is None:
             config = {}

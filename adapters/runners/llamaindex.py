@@ -2,7 +2,9 @@
 
 Speaks OpenAI Chat Completions by default (LlamaIndex's `OpenAI` LLM) and the Responses API (`OpenAIResponses`), both on
 the run's recorded `AsyncOpenAI` client; Anthropic Messages through its `Anthropic` LLM, which builds its own client
-from a base URL, so it is pointed at the run's recording proxy. The agent streams every model call (its default).
+from a base URL, so it is pointed at the run's recording proxy; Gemini's generateContent through its `GoogleGenAI` LLM
+(llama-index-llms-google-genai) on the run's recorded async google-genai client. The agent streams every model call
+(its default).
 The LLM classes and tools it is given come from `adapters._llamaindex`.
 
 The agent raises `WorkflowRuntimeError` on receiving reply `max_iterations`, unread (measured: docs/iteration-caps.md),
@@ -46,7 +48,7 @@ class LlamaIndexAgent(Adapter):
     listed = 90
     extra = "llamaindex"
     distribution = "llama-index-core"
-    apis = ("chat", "responses", "messages")
+    apis = ("chat", "responses", "messages", "gemini")
     knobs = (MAPPED, KNOB, GENERATE)
 
     def native_cap(self, limits: Limits) -> NativeCap:

@@ -4,9 +4,12 @@ The SDK's own loop calls the model, runs the requested tools (concurrently,
 as asyncio tasks) and repeats until the model answers without tools. Its
 model objects take an `AsyncOpenAI` client, so both OpenAI wire APIs go
 through the recording client: Responses (the SDK's default) and Chat
-Completions. Anthropic Messages goes through the SDK's LiteLLM model, which
-builds its own HTTP client: it is pointed at the run's recording model proxy
-(`adapters/boundary/proxy.py`) with the run's token as its key.
+Completions. Anthropic Messages and Gemini's generateContent go through the
+SDK's LiteLLM model (`anthropic/<model>`, `gemini/<model>`, not streamed),
+which builds its own HTTP client: it is pointed at the run's recording model
+proxy (`adapters/boundary/proxy.py`) with the run's token as its key.
+`max_turns=N` allows exactly N model calls and raises `MaxTurnsExceeded`
+before call N+1, the same on every API (measured: docs/iteration-caps.md).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, read_default
 from looplab.adapters.contract.tools import ToolBoundary
-from looplab.adapters.runners._litellm import ViaLiteLLM, import_litellm
+from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
 from looplab.adapters.session import Adapter, RunSession
 from looplab.shared_tools import Tool
 
@@ -54,7 +57,7 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
     listed = 40
     extra = "openai-agents"
     distribution = "openai-agents"
-    apis = ("responses", "chat", "messages")
+    apis = ("responses", "chat", "messages", "gemini")
     knobs = (KNOB, "Runner.run(max_turns=, error_handlers={'max_turns': ...})")
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -72,9 +75,10 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
         with ExitStack() as stack:
             settings: dict[str, Any] = {}
-            if api == "messages":
+            if api in LITELLM_APIS:
                 proxy = stack.enter_context(ModelProxy(session))
-                model: Any = _litellm_model(f"anthropic/{session.model.name}", proxy.anthropic_base_url, proxy.token)
+                name, url = litellm_route(self.name, self.extra, api, session.model.name, proxy)
+                model: Any = _litellm_model(name, url, proxy.token)
                 # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
                 settings["model_settings"] = ModelSettings(extra_args={"num_retries": session.model.retries})
             else:
@@ -101,8 +105,7 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
 
 
 def _litellm_model(name: str, base_url: str, key: str) -> Any:
-    """The SDK's LiteLLM model, on LiteLLM offline and quiet (`adapters/runners/_litellm.py`)."""
-    import_litellm("openai_agents", "openai-agents")
+    """The SDK's LiteLLM model, on LiteLLM offline and quiet (`litellm_route` imported it so)."""
     from agents.extensions.models.litellm_model import LitellmModel
 
     return LitellmModel(model=name, base_url=base_url, api_key=key)

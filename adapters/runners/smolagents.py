@@ -1,10 +1,11 @@
 """smolagents: a `ToolCallingAgent` (native tool calls; `CodeAgent` is out of scope) and `agent.run(task)`.
 
 OpenAI Chat Completions goes through `OpenAIModel(client=...)` on the session's recorded client; Anthropic Messages
-through `LiteLLMModel`, which builds its own HTTP client, pointed at the run's recording proxy. smolagents sends its
-history as text, not as tool messages: each step is an assistant message "Calling tools: [...]" and a user message
-"Observation: ..." (one for all the step's calls). `max_steps=N` allows N action steps; the wrap-up call smolagents
-makes after them is refused at the model boundary, and the run ends `max_steps` (measured: docs/iteration-caps.md).
+and Gemini's generateContent (not streamed) through `LiteLLMModel`, which builds its own HTTP client, pointed at the
+run's recording proxy. smolagents sends its history as text, not as tool messages: each step is an assistant message
+"Calling tools: [...]" and a user message "Observation: ..." (one for all the step's calls). `max_steps=N` allows N
+action steps; the wrap-up call smolagents makes after them is refused at the model boundary, and the run ends
+`max_steps` (measured: docs/iteration-caps.md, the same on every API).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.contract.tools import ToolBoundary
-from looplab.adapters.runners._litellm import ViaLiteLLM, import_litellm
+from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
 from looplab.adapters.session import Adapter, RunSession
 from looplab.shared_tools import Tool as GuardTool
 
@@ -48,7 +49,7 @@ class TextAnswers:
 class _ChatModel(TextAnswers, OpenAIModel): ...  # Chat Completions on a given `openai.OpenAI` client
 
 
-class _MessagesModel(TextAnswers, LiteLLMModel): ...  # Anthropic Messages through LiteLLM
+class _LiteLLMModel(TextAnswers, LiteLLMModel): ...  # Anthropic Messages and Gemini through LiteLLM
 
 
 class SchemaTool(Tool):
@@ -98,7 +99,7 @@ class Smolagents(ViaLiteLLM, Adapter):
     listed = 80
     extra = "smolagents"
     distribution = "smolagents"
-    apis = ("chat", "messages")
+    apis = ("chat", "messages", "gemini")
     knobs = (KNOB,)
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -111,15 +112,16 @@ class Smolagents(ViaLiteLLM, Adapter):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent; the `StopRun` that refuses the wrap-up call propagates to `Adapter.run`."""
-        with ModelProxy(session) if self.api_for(session.model) == "messages" else nullcontext() as proxy:
+        api = self.api_for(session.model)
+        with ModelProxy(session) if api in LITELLM_APIS else nullcontext() as proxy:
             # retry=False: smolagents' own retry of rate-limit errors (60 s waits) would add to the SDK's
             if proxy is None:
                 model: Any = _ChatModel(session.model.name, client=session.openai_client(is_async=False), retry=False)
             else:  # LiteLLM on the run's proxy, offline and quiet (`adapters/runners/_litellm.py`)
-                import_litellm(self.name, self.extra)
                 # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
-                name, url, retries = f"anthropic/{session.model.name}", proxy.anthropic_base_url, session.model.retries
-                model = _MessagesModel(name, api_base=url, api_key=proxy.token, retry=False, num_retries=retries)
+                name, url = litellm_route(self.name, self.extra, api, session.model.name, proxy)
+                retries = session.model.retries
+                model = _LiteLLMModel(name, api_base=url, api_key=proxy.token, retry=False, num_retries=retries)
             # cap:begin
             cap = {} if session.cap is None else {"max_steps": session.cap}  # unset: MultiStepAgent's default
             # cap:end

@@ -1,11 +1,13 @@
 """`ts_ai_sdk`: the AI SDK's `generateText({ tools, stopWhen: stepCountIs(N) })` in a Node process.
 
 The seed's AI SDK tab, run by `node` (`adapters/runners/ts/ai_sdk.mjs`) with `@ai-sdk/openai` for chat and
-responses and `@ai-sdk/anthropic` for messages, the run's tools over MCP and the model behind
-looplab's recording proxy (the contract: `adapters/runners/_child.py`). A step is one model call, so
+responses, `@ai-sdk/anthropic` for messages and `@ai-sdk/google` for Gemini's API, the run's tools over MCP and
+the model behind looplab's recording proxy (the contract: `adapters/runners/_child.py`). A step is one model call, so
 `stepCountIs(N)` is N model calls; at the cap `generateText` returns silently with an empty text.
 The newest `ai` major renames the condition `isStepCount`; the program uses whichever the installed
-release exports and names it in its outcome (`stop_condition`).
+release exports and names it in its outcome (`stop_condition`). `ai` 7 and `@ai-sdk/*` 4 need Node.js 22: the pins
+stay on `ai` 6, and the `ai7` npm line tests 7 on Node 22 (7.0.173 with `@ai-sdk/*` 4 passed its conformance tests
+and cases with the same program).
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ class TsAiSdk(NodeRunner):
 
     name = "ts_ai_sdk"
     summary = "the AI SDK's generateText (stopWhen: stepCountIs), in node"
-    npm_packages = {"ai": "6.0.0", "@ai-sdk/openai": "3.0.73", "@ai-sdk/anthropic": "3.0.0"}
+    npm_packages = {"ai": "6.0.0", "@ai-sdk/openai": "3.0.73", "@ai-sdk/anthropic": "3.0.0", "@ai-sdk/google": "3.0.0"}
+    npm_lines = {
+        "ai6": (20, {"ai": "6", "@ai-sdk/openai": "3", "@ai-sdk/anthropic": "3", "@ai-sdk/google": "3"}),
+        "ai7": (22, {"ai": "7", "@ai-sdk/openai": "4", "@ai-sdk/anthropic": "4", "@ai-sdk/google": "4"}),
+    }
     listed = 130
     distribution = "ai"
     program = "ai_sdk.mjs"
-    apis: tuple[Api, ...] = ("chat", "responses", "messages")
+    apis: tuple[Api, ...] = ("chat", "responses", "messages", "gemini")
     knobs = ("stopWhen: stepCountIs",)
 
     def native_cap(self, limits: Limits) -> NativeCap:

@@ -23,6 +23,7 @@ class TsAnthropicToolRunner(NodeRunner):
     name = "ts_anthropic_tool_runner"
     summary = "the Anthropic TypeScript SDK's toolRunner (max_iterations), in node"
     npm_packages = {"@anthropic-ai/sdk": "1.0.0"}
+    npm_lines = {"sdk1": (20, {"@anthropic-ai/sdk": "1"})}
     listed = 120
     distribution = "@anthropic-ai/sdk"
     program = "anthropic_tool_runner.mjs"

@@ -12,7 +12,9 @@ default, `DEFAULT_MAX_TURNS` (10), is read from the installed `@openai/agents-co
 
 The program imports the two packages `@openai/agents` re-exports (`@openai/agents-core`, `@openai/agents-openai`)
 rather than the umbrella, which also loads the realtime package: module loading counts against the run's clock.
-Releases from 0.15 on need `openai` 7, which needs Node.js 22: the pins stay on the newest that runs on Node 20.
+Releases from 0.15 on need `openai` 7, which needs Node.js 22: the pins stay on the newest that runs on Node 20, and
+the `openai7` npm line tests the newer ones on Node 22 (0.20.0 with `openai` 7.59.0 passed its conformance tests and
+cases unchanged).
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ class TsOpenAIAgents(NodeRunner):
         "@openai/agents-core": "0.14.3",
         "@openai/agents-openai": "0.14.3",
         "openai": "6.49.0",
+    }
+    #: 0.15 and newer need `openai` 7, which needs Node.js 22.
+    npm_lines = {
+        "openai6": (
+            20,
+            {"@openai/agents": "0.14", "@openai/agents-core": "0.14", "@openai/agents-openai": "0.14", "openai": "6"},
+        ),
+        "openai7": (
+            22,
+            {"@openai/agents": "0", "@openai/agents-core": "0", "@openai/agents-openai": "0", "openai": "7"},
+        ),
     }
     listed = 140
     distribution = "@openai/agents"

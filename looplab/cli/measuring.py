@@ -93,7 +93,8 @@ def _caps(args: argparse.Namespace) -> int:
     committed_md = files.read_text(md_path) if md_path.exists() else ""
     if args.check and not json_path.exists():
         raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")
-    committed_json = files.read_text(json_path) if args.check else ""
+    # Read too when writing after `--runner`: the runners not measured keep their sections.
+    committed_json = files.read_text(json_path) if args.check or (args.runner and json_path.exists()) else ""
     out = render.console()
     doc = caps.measure(
         runners, on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"), isolate=args.isolate or None
@@ -114,6 +115,8 @@ def _caps(args: argparse.Namespace) -> int:
             out.print(line)
         out.print(f"{json_path} and {md_path} match the installed libraries", style="green")
         return 0
+    if committed_json:
+        doc = caps.merged(doc, committed_json)
     files.write_text(json_path, caps.to_json(doc))
     files.write_text(md_path, caps.to_markdown(doc, committed_md))
     out.print(f"wrote {json_path} and {md_path}")

@@ -37,8 +37,9 @@ turn for a runner whose model requests go to the model server in process, `PROXY
 requests pass looplab's model proxy (`VIA_MODEL_PROXY`); and the ratio is under `TAX_TARGET` for every runner
 whose bare loop is a framework's (the framework-less loop's, `RATIO_NOT_TARGETED`, is reported only: its
 denominator is the scripted model alone). Each target has a bootstrap interval over the pairs and is decided
-only when the interval clears it, from at least `MIN_VERDICT_PAIRS` pairs. A runner whose framework runs in
-another process (the ts_ runners, in node) has no bare loop and no tax; the table says so.
+only when the interval clears it, from at least `MIN_VERDICT_PAIRS` pairs. A runner in node has for its bare loop
+the same program pointed at the model server directly, with plain tools over MCP (`adapters/runners/_bare_child.py`);
+`external`, a team's command, has none, and the table says so.
 """
 
 from __future__ import annotations
@@ -117,20 +118,19 @@ SERVER_REQUESTS = 200
 LONG_REQUEST_CHARS = 200_000
 LONG_REQUESTS = 5
 HELP_REPEAT = 5
-#: What the harness-tax table says for a runner whose adapter has no bare loop (its framework runs in node).
+#: What the harness-tax table says for a runner whose adapter has no bare loop (`external`: a team's command).
 NO_BARE_LOOP = "no bare loop"
 #: Resamples for the bootstrap interval of the tax.
 BOOTSTRAP_RESAMPLES = 2000
-#: The wire APIs on which a runner with a bare loop has its model requests pass looplab's recording model proxy: its
-#: framework builds its own HTTP client from a base URL (LiteLLM, LlamaIndex's Anthropic LLM), or the loop runs in
-#: a program of its own (the Claude Code CLI the Claude Agent SDK drives), so it is pointed at the proxy.
-#: Every other in-process request goes through a recorded SDK client or transport (`tests/test_bench.py` checks
-#: this against the runs).
+#: The wire APIs on which an in-process runner has its model requests pass looplab's recording model proxy: its
+#: framework builds its own HTTP client from a base URL (LiteLLM, LlamaIndex's Anthropic LLM), so it is pointed at
+#: the proxy. A runner whose loop runs in another process (a node program, the Claude Code CLI) always reaches the
+#: model through the proxy; every other request goes through a recorded SDK client or transport
+#: (`tests/test_bench.py` checks both against the runs).
 VIA_MODEL_PROXY: dict[str, frozenset[Api]] = {
-    "openai_agents": frozenset({"messages"}),
-    "smolagents": frozenset({"messages"}),
+    "openai_agents": frozenset({"messages", "gemini"}),
+    "smolagents": frozenset({"messages", "gemini"}),
     "llamaindex": frozenset({"messages"}),
-    "claude_agent_sdk": frozenset({"messages"}),
 }
 #: Runners whose bare loop is no framework's: their ratio is reported, not targeted.
 RATIO_NOT_TARGETED = frozenset({BASELINE})
@@ -144,8 +144,11 @@ TAX_NOTES: dict[str, str] = {
 
 
 def via_model_proxy(runner: str, api: Api) -> bool:
-    """Whether `runner`'s model requests on `api` pass looplab's recording model proxy (`VIA_MODEL_PROXY`)."""
-    return api in VIA_MODEL_PROXY.get(runner, frozenset())
+    """Whether `runner`'s model requests on `api` pass looplab's recording model proxy: always for a loop in another
+    process, else where `VIA_MODEL_PROXY` says."""
+    from looplab.adapters import registry
+
+    return registry.RUNNERS[runner].out_of_process or api in VIA_MODEL_PROXY.get(runner, frozenset())
 
 
 def median(values: list[float]) -> float:
@@ -872,8 +875,8 @@ def print_tables(result: BenchResult, *, out: Console | None = None) -> None:
             "excl. tools: each run minus its tool calls (the model server's time stays in both); +ms/turn: what "
             f"looplab adds a model turn, at most {TURN_TARGET_MS:g} ms in process, {PROXY_TURN_TARGET_MS:g} ms through "
             f"the model proxy; the tax is targeted under {TAX_TARGET:.0%} where the bare loop is a framework's; the "
-            "whole run includes pytest in run_tests, whose 200-400 ms varies more than the harness costs; a runner "
-            "whose framework runs in another process (node) has no bare loop",
+            "whole run includes pytest in run_tests, whose 200-400 ms varies more than the harness costs; a node "
+            "runner's bare loop is its program pointed at the model directly, with plain tools",
             *([f"{NO_BARE_LOOP}: {', '.join(result.no_bare_loop)}"] if result.no_bare_loop else []),
         ],
         out=out,

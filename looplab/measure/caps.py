@@ -63,6 +63,7 @@ __all__ = [
     "drift",
     "measure",
     "measure_in_environment",
+    "merged",
     "to_json",
     "to_markdown",
 ]
@@ -199,6 +200,16 @@ def measure_in_environment(runner: str) -> RunnerReport:
 
 def to_json(doc: CapsDoc) -> str:
     return json.dumps(doc.model_dump(), indent=2) + "\n"
+
+
+def merged(fresh: CapsDoc, committed_json: str) -> CapsDoc:
+    """The committed document with the runners `fresh` measured replaced (or added), every other runner kept as it
+    was: measuring some runners updates their sections and leaves the rest of the docs alone."""
+    committed = CapsDoc.model_validate_json(committed_json)
+    by_runner = {r.runner: r for r in committed.runners} | {r.runner: r for r in fresh.runners}
+    order = {name: n for n, name in enumerate(registry.RUNNERS)}
+    runners = sorted(by_runner.values(), key=lambda r: order.get(r.runner, len(order)))
+    return fresh.model_copy(update={"runners": runners})
 
 
 # --- the Markdown, generated from the JSON -------------------------------------------------------------

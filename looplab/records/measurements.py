@@ -268,7 +268,7 @@ class BenchResult(BaseModel):
     cores: int
     runners: list[RunnerBench]
     harness_tax: list[HarnessTax]
-    #: Runners whose adapter module has no `bare_run` (their framework runs in another process): no harness tax.
+    #: Runners with no bare loop (`external`, a team's command): no harness tax.
     no_bare_loop: list[str] = []
     server: ServerLatency
     recorded_model_ms_median: float

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from looplab.adapters.contract.errors import LooplabError
 from looplab.records import results
 from looplab.records.outcome import RunOutcome
 from looplab.run import harness, isolation, schedule
@@ -59,13 +60,37 @@ def run_matrix(
         if on_done:
             on_done(outcome)
 
-    if isolated is not None:
-        isolation.run_isolated(cells_here, where, isolated, jobs, concurrency, done, options)
-    elif jobs <= 1 or len(cells_here) <= 1 or concurrency <= 1:
-        schedule.run_here(cells_here, where, concurrency, done, options)
-    else:
-        schedule.run_in_lanes(cells_here, where, jobs, concurrency, done, options)
+    def run_shared(cells: list[tuple[str, Case]], finished: Callable[[int, RunOutcome], None]) -> None:
+        if jobs <= 1 or len(cells) <= 1 or concurrency <= 1:
+            schedule.run_here(cells, where, concurrency, finished, options)
+        else:
+            schedule.run_in_lanes(cells, where, jobs, concurrency, finished, options)
+
+    if isolated is None:
+        run_shared(cells_here, done)
+        return [o for o in slots if o is not None]
+
+    def run_apart(cells: list[tuple[str, Case]], finished: Callable[[int, RunOutcome], None]) -> None:
+        isolation.run_isolated(cells, where, isolated, jobs, concurrency, finished, options)
+
+    # The runners that need no environment of their own share this one's worker processes and their one queue (a
+    # lane each would start an interpreter and import a framework per runner); the others run in lanes of their
+    # environments, first.
+    apart = [i for i, (label, _) in enumerate(cells_here) if not _runs_here(label, isolated)]
+    kept = set(apart)
+    shared = [i for i in range(len(cells_here)) if i not in kept]
+    for subset, runs in ((apart, run_apart), (shared, run_shared)):
+        if subset:
+            runs([cells_here[i] for i in subset], lambda k, outcome, subset=subset: done(subset[k], outcome))
     return [o for o in slots if o is not None]
+
+
+def _runs_here(label: str, env_of: Callable[[str], Any]) -> bool:
+    """Whether `label`'s environment is this process's own (an environment that could not be made is not)."""
+    try:
+        return bool(env_of(label).here)
+    except LooplabError:
+        return False
 
 
 def plan(

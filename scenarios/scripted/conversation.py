@@ -230,15 +230,17 @@ def _text_protocol(conv: Conversation, pending: dict[str, ToolCall], role: str, 
 
 
 def _envelope(content: str) -> tuple[str, bool] | None:
-    """The text inside `{"error": text}`, or inside `{"result": text}` (how ADK's Chat Completions path
-    sends every tool result), and whether it is an error."""
+    """The text inside `{"error": text}` (or `{"error": {"details": text}}`, LangChain.js's Gemini error), or inside
+    `{"result": text}` (how ADK's Chat Completions path sends every tool result), and whether it is an error."""
     if not content.startswith(('{"error"', '{"result"')):
         return None
     try:
         decoded = json.loads(content)
     except (ValueError, RecursionError):
         return None
-    if isinstance(error := decoded.get("error"), str):
+    if isinstance(error := decoded.get("error"), dict) and error.keys() == {"details"}:
+        error = error["details"]
+    if isinstance(error, str):
         return error, True
     result = decoded.get("result")
     return (result, False) if isinstance(result, str) and len(decoded) == 1 else None
@@ -365,10 +367,13 @@ def _either(obj: dict[str, Any], camel: str, snake: str) -> Any:
 
 def _gemini_result(response: Any) -> str:
     """A `functionResponse.response` as the tool's text: its `output` (google-genai's own wrapping; Strands' is a
-    list of text parts) or `return_value` (Pydantic AI's) when that is all it holds, else its JSON (`{"result": text}`
-    and `{"error": text}` then read as other formats' are)."""
+    list of text parts), `return_value` (Pydantic AI's) or `content` (LiteLLM's) when that is all it holds, or its
+    `content` beside the tool's `name` (the AI SDK's), else its JSON (`{"result": text}` and `{"error": text}` then
+    read as other formats' are)."""
+    if isinstance(response, dict) and response.keys() == {"name", "content"} and isinstance(response["content"], str):
+        return response["content"]
     if isinstance(response, dict) and len(response) == 1:
-        text = response.get("output", response.get("return_value"))
+        text = response.get("output", response.get("return_value", response.get("content")))
         if isinstance(text, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in text):
             text = "".join(p["text"] for p in text)
         if isinstance(text, str):

@@ -30,7 +30,16 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Literal
 
-from looplab.scenarios.scripted.conversation import ChatRequest, Conversation, MessagesRequest, Persona, ToolCall, _text
+from looplab.scenarios.scripted.conversation import (
+    ChatRequest,
+    Conversation,
+    GeminiRequest,
+    MessagesRequest,
+    Persona,
+    ToolCall,
+    _either,
+    _text,
+)
 from looplab.scenarios.scripted.policy import Call, Decision
 
 __all__ = [
@@ -46,6 +55,7 @@ __all__ = [
     "Step",
     "decide",
     "from_chat",
+    "from_gemini",
     "from_messages",
     "read",
     "read_trajectory",
@@ -191,6 +201,14 @@ def from_messages(req: MessagesRequest) -> FieldRequest | None:
     """An Anthropic Messages request in the field protocol (its system prompt is a top-level field), or None."""
     system = [("system", _text(req.system))] if req.system else []
     return read([*system, *((m.role, _text(m.content)) for m in req.messages)], req.model)
+
+
+def from_gemini(req: GeminiRequest) -> FieldRequest | None:
+    """A Gemini request in the field protocol (its system prompt is the top-level `systemInstruction`), or None."""
+    instruction = _either(req.model_extra or {}, "systemInstruction", "system_instruction")
+    system = [("system", _text(instruction.get("parts")))] if isinstance(instruction, dict) else []
+    turns = (("assistant" if c.role == "model" else "user", _text(c.parts)) for c in req.contents)
+    return read([*system, *turns], req.model)
 
 
 def _made(step: Step, call: Call) -> bool:

@@ -305,6 +305,7 @@ def create_app(policy: Policy | None = None) -> Starlette:
         "gemini",
         lambda reply, req, data: wire.gemini_chunks(reply) if req.json_array else wire.gemini_response(reply),
         lambda reply, req, data: wire.gemini_events(reply),
+        fields.from_gemini,
         located=_gemini_target,
     )
 

@@ -1,6 +1,6 @@
 // looplab runner `ts_ai_sdk`: the AI SDK's `generateText({ tools, stopWhen: stepCountIs(N) })`, the seed's
 // AI SDK tab, on the run's tools over MCP. `@ai-sdk/openai` speaks chat (`.chat()`) and responses
-// (`.responses()`), `@ai-sdk/anthropic` speaks messages.
+// (`.responses()`), `@ai-sdk/anthropic` speaks messages, `@ai-sdk/google` speaks Gemini's generateContent.
 //
 // The SDK runs the loop: each step is one model call plus the tool calls it asked for; after a step whose
 // calls all ran, it checks `stopWhen` and goes on unless a condition holds. At `stepCountIs(N)` it returns
@@ -8,10 +8,13 @@
 // own records. The newest major renames the condition `isStepCount`: whichever the installed `ai` exports
 // is used, and named in the outcome (`stop_condition`). Contract: adapters/runners/_child.py.
 
-import { createAnthropic } from "@ai-sdk/anthropic";
-import { createOpenAI } from "@ai-sdk/openai";
 import * as ai from "ai";
-import { runOnce } from "./common.mjs";
+import { contract, runOnce } from "./common.mjs";
+
+/** The provider package the contract's wire API needs, loaded while `runOnce` connects to the tool server (module
+ * loading counts against the run's clock); a failed load is raised where it is awaited. */
+const PROVIDER = import({ messages: "@ai-sdk/anthropic", gemini: "@ai-sdk/google" }[contract().api] ?? "@ai-sdk/openai");
+PROVIDER.catch(() => {});
 
 /** The step-count stop condition the installed `ai` exports: `isStepCount` (newest major) or `stepCountIs`. */
 const STOP_CONDITION = "isStepCount" in ai ? "isStepCount" : "stepCountIs";
@@ -19,10 +22,15 @@ const STOP_CONDITION = "isStepCount" in ai ? "isStepCount" : "stepCountIs";
 const MAX_TOKENS = 4096;
 
 /** The model for the contract's wire API, pointed at looplab's proxy with the run's token as its key. */
-function languageModel(c) {
+function languageModel(c, { createAnthropic, createGoogleGenerativeAI, createOpenAI }) {
   if (c.api === "messages") {
     // The provider's base URL includes `/v1` (its default is https://api.anthropic.com/v1).
     return createAnthropic({ baseURL: `${c.anthropicBaseURL.replace(/\/$/, "")}/v1`, apiKey: c.token })(c.model);
+  }
+  if (c.api === "gemini") {
+    // Its base URL includes the API version (its default is https://generativelanguage.googleapis.com/v1beta).
+    const baseURL = `${c.geminiBaseURL.replace(/\/$/, "")}/v1beta`;
+    return createGoogleGenerativeAI({ baseURL, apiKey: c.token })(c.model);
   }
   const openai = createOpenAI({ baseURL: c.openaiBaseURL, apiKey: c.token });
   if (c.api === "responses") return openai.responses(c.model);
@@ -51,7 +59,7 @@ async function investigate({ contract: c, tools, signal, info }) {
   const cap = c.cap === null ? {} : { stopWhen: ai[STOP_CONDITION](c.cap) };
   // cap:end
   const result = await ai.generateText({
-    model: languageModel(c),
+    model: languageModel(c, await PROVIDER),
     system: c.systemPrompt,
     prompt: c.task,
     tools: Object.fromEntries(tools.tools.map((t) => [t.name, sdkTool(t, tools)])),

@@ -24,6 +24,7 @@ export function contract() {
     api: env("API"),
     openaiBaseURL: env("OPENAI_BASE_URL"),
     anthropicBaseURL: env("ANTHROPIC_BASE_URL"),
+    geminiBaseURL: env("GEMINI_BASE_URL"), // without the API version (`/v1beta`), as google-genai takes it
     token: env("TOKEN"),
     toolsURL: env("TOOLS_URL"),
     capKnob: env("CAP_KNOB"),

@@ -5,6 +5,7 @@ import { dirname, join } from "node:path";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import Anthropic from "@anthropic-ai/sdk";
+import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import * as ai from "ai";
 
 /** `generateText`'s default `stopWhen`, from its own parameter list (`stopWhen = stepCountIs(1)` in ai 5 and 6). */
@@ -39,6 +40,21 @@ async function maxTurnsDefault() {
   }
 }
 
+/** The `recursionLimit` a graph invoked without one runs under, as its node sees it in its config. */
+async function recursionLimitDefault() {
+  const graph = new StateGraph(MessagesAnnotation)
+    .addNode("read", (_state, config) => ({ messages: [{ role: "ai", content: String(config.recursionLimit) }] }))
+    .addEdge(START, "read")
+    .addEdge("read", END)
+    .compile();
+  const { messages } = await graph.invoke({ messages: [] });
+  const value = Number.parseInt(String(messages.at(-1)?.content), 10);
+  return {
+    value: Number.isInteger(value) ? value : null,
+    source: "@langchain/langgraph graph.invoke(input) with no config: config.recursionLimit in a node",
+  };
+}
+
 const stopCondition = "isStepCount" in ai ? "isStepCount" : "stepCountIs";
 process.stdout.write(
   JSON.stringify({
@@ -47,6 +63,7 @@ process.stdout.write(
       stop_when: stopWhenDefault(),
       max_iterations: maxIterationsDefault(),
       max_turns: await maxTurnsDefault(),
+      recursion_limit: await recursionLimitDefault(),
     },
   }) + "\n",
 );

@@ -1,0 +1,101 @@
+"""Agno's pieces the `agno` runner assembles: its model classes on looplab's clients, a tool, one run, the bare loop.
+
+Agno's model classes each cache the provider SDK client they make in a `client` field; a run hands them its recorded
+one instead: Chat Completions (`OpenAIChat`, the default), Responses (`OpenAIResponses`) and Anthropic Messages
+(`Claude`, which has no base URL of its own: its client carries the endpoint), and Gemini's generateContent
+(`Gemini`, on the session's google-genai client). Nothing is streamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import openai
+from agno.agent import Agent, RunOutput
+from agno.models.anthropic import Claude
+from agno.models.openai import OpenAIChat, OpenAIResponses
+from agno.tools.function import Function
+from agno.utils import log as agno_log
+
+from looplab.adapters.boundary.plain import plain_http_client
+from looplab.adapters.contract.bare import BareTool
+from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS
+from looplab.adapters.contract.model import Api
+from looplab.adapters.runners._gemini import gemini_class
+from looplab.adapters.session import RunSession
+
+__all__ = ["agno_tool", "bare_run", "build_model", "run_agent"]
+
+# Agno's loggers write to the `sys.stdout` of import time and do not propagate, so a run's messages (Agno logs a
+# failing model call as an ERROR) would land on the terminal: sent to the root logger instead, they are kept with
+# the run that logged them (`boundary.noise`).
+for _logger in (agno_log.agent_logger, agno_log.team_logger, agno_log.workflow_logger):
+    _logger.handlers.clear()
+    _logger.propagate = True
+
+
+def build_model(api: Api, session: RunSession) -> Any:
+    """Agno's model class for `api`, on the session's recorded (sync) SDK client."""
+    name = session.model.name
+    if api == "messages":
+        return Claude(id=name, client=session.anthropic_client(is_async=False), max_tokens=MAX_TOKENS)
+    if api == "gemini":
+        Gemini = gemini_class("agno", "agno", "agno.models.google", "Gemini")
+        return Gemini(id=name, client=session.gemini_client(is_async=False))
+    cls = OpenAIResponses if api == "responses" else OpenAIChat
+    return cls(id=name, client=session.openai_client(is_async=False))
+
+
+def agno_tool(name: str, description: str, schema: dict[str, Any], call: Callable[..., str]) -> Function:
+    """An Agno tool with this name, description and JSON schema as given; `call(fc, **arguments)` answers it.
+
+    `skip_entrypoint_processing`: Agno neither rebuilds the schema from `call`'s signature nor validates arguments.
+    Agno fills the parameter `fc` (the `FunctionCall`, which holds the call id) by its name, so a tool whose schema
+    has an argument `fc` cannot be served this way.
+    """
+    return Function(
+        name=name, description=description, parameters=schema, entrypoint=call, skip_entrypoint_processing=True
+    )
+
+
+def run_agent(model: Any, tools: list[Function], system_prompt: str, task: str, **options: Any) -> RunOutput:
+    """One `Agent.run` with the system prompt as given (Agno builds none around it) and no telemetry."""
+    agent = Agent(model=model, tools=tools, system_message=system_prompt, telemetry=False, **options)
+    return agent.run(task)
+
+
+def bare_run(
+    task: str,
+    tools: Sequence[BareTool],
+    urls: dict[str, str],
+    model: str,
+    max_steps: int,
+    *,
+    system_prompt: str,
+    stop_after: Callable[[int, Callable[[], int]], Any],
+) -> int:
+    """The same agent with none of looplab's boundaries: plain client, plain tools, Chat Completions, and the same
+    hook counting the model's replies itself; the model calls made."""
+    replies = [0]
+
+    def count(_: Any) -> None:
+        replies[0] += 1
+
+    http = plain_http_client(openai, urls["openai"])
+    http.event_hooks["response"].append(count)
+    client = openai.OpenAI(api_key="not-needed", base_url=urls["openai"], http_client=http)
+
+    def plain(fn: Callable[..., str]) -> Callable[..., str]:
+        return lambda fc, **arguments: fn(**arguments)
+
+    with client:
+        plain_tools = [agno_tool(t.name, t.description, t.parameters, plain(t.fn)) for t in tools]
+        run_agent(
+            OpenAIChat(id=model, client=client),
+            plain_tools,
+            system_prompt,
+            task,
+            tool_hooks=[stop_after(max_steps, lambda: replies[0])],
+        )
+    return replies[0]

@@ -1,0 +1,201 @@
+"""The Claude Code CLI as the `claude_agent_sdk` runner drives it: which program, its environment, its options.
+
+The SDK starts the Claude Code CLI its wheel bundles (`claude_agent_sdk/_bundled/claude`, a native program; this
+runs that one and never a `claude` found on PATH) and talks to it over stdin and stdout. The CLI gets a fresh HOME,
+TMPDIR and `CLAUDE_CONFIG_DIR` per run, bare mode (`CLAUDE_CODE_SIMPLE`: no hooks, plugins, CLAUDE.md discovery,
+auto-memory, background prefetches or keychain; the API key only from the environment), no settings sources, and
+looplab's child allowlist of the inherited environment with every other inherited variable blanked (a caller's
+provider key, `HTTPS_PROXY` or `CLAUDE_CODE_USE_BEDROCK` never reaches it). Telemetry, error reporting, the
+auto-updater and other non-essential traffic are off (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` and the variables
+it stands for); traced on 2.1.332 (`strace -f`), the CLI then connects to the model URL on loopback and nothing
+else, and starts no other program. It still reads the machine's managed policy (`/etc/claude-code/`), which an
+administrator sets. Its retries are looplab's (`CLAUDE_CODE_MAX_RETRIES`, the CLI's own default being 10).
+
+Without `CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS` the CLI's first request carries a `system`-role message that the
+Messages API answers 400, and the CLI sends it again without one: a failed attempt every run, so it is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import claude_agent_sdk
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    PermissionResultAllow,
+    ResultError,
+    ResultMessage,
+    SdkMcpTool,
+    ToolPermissionContext,
+    create_sdk_mcp_server,
+    query,
+)
+from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+from claude_agent_sdk.types import McpSdkServerConfig
+
+from looplab.adapters.boundary.processes import CHILD_ENV_ALLOWED
+from looplab.adapters.boundary.tool_server import SERVER_NAME
+from looplab.adapters.contract.bare import BareTool
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.model import DEFAULT_RETRIES, MESSAGES_MAX_TOKENS
+
+__all__ = ["BUNDLED_CLI", "agent_options", "ask", "bare_run", "check_bundled_cli", "cli_environment"]
+
+#: The CLI the wheel bundles: the one this runner drives (the SDK would otherwise look on PATH).
+BUNDLED_CLI = Path(claude_agent_sdk.__file__).resolve().parent / "_bundled" / "claude"
+#: The bare loop's bound in seconds (it has no run deadline; a scripted investigation takes a few).
+BARE_SECONDS = 300.0
+#: What the CLI reads from its environment, beyond the proxy's URL and token and its own folders.
+QUIET = {
+    "CLAUDE_CODE_SIMPLE": "1",  # --bare: no hooks, plugins, CLAUDE.md, auto-memory, prefetches, keychain
+    "CLAUDE_AGENT_SDK_MCP_NO_PREFIX": "1",  # the Guard's tools under their own names
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
+    "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",  # else a first request the Messages API refuses
+    "CLAUDE_CODE_DISABLE_FEATURE_FLAGS": "1",
+    "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(MESSAGES_MAX_TOKENS),  # what the other Messages runners ask for
+}
+
+
+def cli_environment(home: Path, base_url: str, token: str, retries: int = DEFAULT_RETRIES) -> dict[str, str]:
+    """The CLI's environment, as `ClaudeAgentOptions.env` (laid over the inherited one, which it cannot shrink):
+    every inherited variable outside looplab's child allowlist blanked, a HOME of its own, the proxy as its model."""
+    blanked = {k: "" for k in os.environ if k not in CHILD_ENV_ALLOWED}
+    return (
+        blanked
+        | QUIET
+        | {
+            "HOME": str(home),
+            "TMPDIR": str(home),  # its scratch files (`claude-UID/`) too
+            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+            "ANTHROPIC_BASE_URL": base_url,
+            "ANTHROPIC_API_KEY": token,
+            "CLAUDE_CODE_MAX_RETRIES": str(retries),  # looplab's --retries (the CLI's own default is 10)
+        }
+    )
+
+
+class _Cli(SubprocessCLITransport):
+    """The SDK's CLI transport, except that closing kills the CLI at once: by then the run has its record, and
+    the SDK's own close waits up to 5 s for the CLI to flush a session file nobody reads (here, past the deadline)."""
+
+    async def close(self) -> None:
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        await super().close()
+
+
+def check_bundled_cli(runner: str) -> None:
+    """One line if the wheel's CLI is missing (an install from source, or a platform without a bundled CLI)."""
+    if not BUNDLED_CLI.is_file():
+        raise LooplabError(
+            f"runner {runner!r} drives the Claude Code CLI its wheel bundles, and {BUNDLED_CLI} is missing: "
+            "install a claude-agent-sdk wheel for this platform"
+        )
+
+
+def agent_options(
+    home: Path,
+    base_url: str,
+    token: str,
+    tools: McpSdkServerConfig,
+    can_use_tool: Any,
+    *,
+    system_prompt: str,
+    model: str,
+    max_turns: int | None,
+    retries: int = DEFAULT_RETRIES,
+    stderr: Any = None,
+) -> ClaudeAgentOptions:
+    """The options every query here runs with: the model at `base_url`, the tools of the one MCP server `tools` and
+    none of Claude Code's own, `can_use_tool` deciding each call, nothing read from the user's settings."""
+    return ClaudeAgentOptions(
+        tools=[],  # none of Claude Code's own tools is offered
+        mcp_servers={SERVER_NAME: tools},
+        strict_mcp_config=True,
+        can_use_tool=can_use_tool,
+        system_prompt=system_prompt,
+        model=model,
+        max_turns=max_turns,
+        setting_sources=[],
+        thinking={"type": "disabled"},  # as the other runners ask: no extended thinking
+        cwd=home,
+        cli_path=BUNDLED_CLI,
+        env=cli_environment(home, base_url, token, retries),
+        stderr=stderr,
+    )
+
+
+async def ask(task: str, options: ClaudeAgentOptions, seconds: float, replies: list[str] | None = None) -> Any:
+    """The query's result message; None if it did not come within `seconds` (the CLI is then killed).
+
+    `replies` collects the id of each model reply the query yields (one a model call).
+    """
+
+    async def prompt() -> AsyncIterator[dict[str, Any]]:  # a stream: `can_use_tool` needs one
+        yield {"type": "user", "message": {"role": "user", "content": task}}
+
+    asking = prompt()
+    # `query` gives `can_use_tool` its permission channel; a transport built here needs the same.
+    transport = _Cli(asking, dataclasses.replace(options, permission_prompt_tool_name="stdio"))
+    result = None
+    with anyio.move_on_after(seconds):
+        async with contextlib.aclosing(query(prompt=asking, options=options, transport=transport)) as messages:
+            async for message in messages:
+                if isinstance(message, ResultMessage):
+                    result = message
+                elif isinstance(message, AssistantMessage) and replies is not None and message.message_id:
+                    if message.message_id not in replies:
+                        replies.append(message.message_id)
+    return result
+
+
+def bare_run(
+    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
+) -> int:
+    """The same query with none of looplab's boundaries: the CLI at the model directly, plain tools in an SDK MCP
+    server, every call of theirs allowed; its model calls, counted from the replies it yields."""
+    check_bundled_cli("claude_agent_sdk")
+
+    def handler(fn: Any) -> Any:
+        async def call(args: dict[str, Any]) -> dict[str, Any]:
+            return {"content": [{"type": "text", "text": fn(**args)}]}
+
+        return call
+
+    server = create_sdk_mcp_server(
+        SERVER_NAME, tools=[SdkMcpTool(t.name, t.description, t.parameters, handler(t.fn)) for t in tools]
+    )
+
+    async def allow(name: str, args: dict[str, Any], context: ToolPermissionContext) -> Any:
+        return PermissionResultAllow()
+
+    replies: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="looplab-claude-bare-") as tmp:
+        options = agent_options(
+            Path(tmp),
+            urls["anthropic"],
+            "bare",
+            server,
+            allow,
+            system_prompt=system_prompt,
+            model=model,
+            max_turns=max_steps,
+            stderr=lambda line: None,  # the CLI's complaints are not the bench's output
+        )
+        with contextlib.suppress(ResultError):  # at the cap
+            anyio.run(ask, task, options, BARE_SECONDS, replies)
+    return len(replies)
