@@ -13,6 +13,8 @@ from looplab.adapters import registry
 from looplab.cli import main
 from looplab.measure import caps
 from looplab.records import measurements
+from looplab.scenarios.scripted.probes import NeverStops
+from looplab.scenarios.scripted.server import ScriptedModelServer
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -142,3 +144,31 @@ def test_measuring_some_runners_rewrites_their_sections_and_keeps_the_others(
     assert text.count(caps.DEFAULT_PROSE.strip()) == (DOCS / "iteration-caps.md").read_text().count(
         caps.DEFAULT_PROSE.strip()
     )
+
+
+def test_api_is_a_check_of_the_docs_on_another_wire_api(capsys) -> None:
+    # The docs are measured on each runner's first wire API; `--api` measures on another and compares, so a cap that
+    # behaves otherwise there fails the check. Writing the docs from another API would mislabel every section.
+    assert main(["caps", "--api", "gemini"]) == 2
+    assert "--api needs --check" in capsys.readouterr().err
+    assert main(["caps", "--check", "--api", "gemini", "--runner", "handrolled"]) == 2
+    assert "handrolled cannot use the gemini API" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not registry.RUNNERS["pydantic_ai"].installed(), reason="the pydantic-ai extra is not installed")
+def test_the_prober_speaks_the_api_it_is_given() -> None:
+    with ScriptedModelServer(NeverStops()) as server:
+        result = caps.Prober({"never-stops": server}, api="gemini").run(
+            registry.load("pydantic_ai"), "never-stops", None, 2
+        )
+    assert {s.model_call.endpoint for s in result.trace.steps} == {"generateContent"}
+
+
+#: The runners installed here that speak Gemini's API beside the one their docs were measured on.
+GEMINI_TOO = [r for r, info in registry.RUNNERS.items() if "gemini" in info.apis[1:] and info.installed()]
+
+
+@pytest.mark.full  # one runner's whole measurement each
+@pytest.mark.parametrize("runner", GEMINI_TOO)
+def test_each_runners_caps_measure_the_same_on_gemini(runner: str, capsys) -> None:
+    assert main(["caps", "--check", "--api", "gemini", "--runner", runner]) == 0, capsys.readouterr().out

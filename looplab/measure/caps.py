@@ -26,6 +26,7 @@ from looplab.adapters import registry
 from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import Adapter
@@ -79,15 +80,17 @@ ENVIRONMENT_TIMEOUT_S = 900.0
 class Prober:
     """Runs one runner against the probe policies, each run in a fresh workspace."""
 
-    def __init__(self, servers: dict[str, ScriptedModelServer]) -> None:
+    def __init__(self, servers: dict[str, ScriptedModelServer], api: Api | None = None) -> None:
         self.servers = servers
+        #: The wire API every run speaks (None: each runner's first).
+        self.api = api
         case = load_cases()["vip-compound"]
         self.repo, self.task, self.system_prompt = case.repo_path, case.task, case.system_prompt
 
     def run(self, adapter: Adapter, policy: str, probe: Probe | None, max_steps: int = SAFETY_STOP) -> RunResult:
         server = self.servers[policy]
         urls = server.base_urls
-        spec = Endpoint(ModelChoice(), urls).spec_for(adapter)
+        spec = Endpoint(ModelChoice(api=self.api), urls).spec_for(adapter)
         with Workspace(self.repo) as ws:
             guard = Guard(ws, max_repeats=SAFETY_STOP + 1)
             limits = Limits(max_steps=max_steps, max_seconds=120)
@@ -158,8 +161,14 @@ def _unit(rows: list[Row]) -> str:
     return "not model calls: " + ", ".join(f"{v} -> {m} model calls" for v, m in pairs)
 
 
-def measure(runners: list[str], on_runner: Callable[[str], None] | None = None, isolate: bool | None = None) -> CapsDoc:
-    """Probe every runner in `runners`; the probe servers live for the whole measurement.
+def measure(
+    runners: list[str],
+    on_runner: Callable[[str], None] | None = None,
+    isolate: bool | None = None,
+    api: Api | None = None,
+) -> CapsDoc:
+    """Probe every runner in `runners`, on `api` (None: each runner's first wire API, as the docs are measured); the
+    probe servers live for the whole measurement.
 
     `isolate` measures each in its runner environment (`measure_in_environment`); None (the default) does
     so for a runner whose framework cannot share this environment (`RunnerInfo.in_all` false) and is not
@@ -170,26 +179,27 @@ def measure(runners: list[str], on_runner: Callable[[str], None] | None = None, 
             "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
             "answers-on-3": stack.enter_context(ScriptedModelServer(AnswersOnCall(ANSWER_ON))),
         }
-        prober = Prober(servers)
+        prober = Prober(servers, api)
         reports = []
         for name in runners:
             if on_runner:
                 on_runner(name)
             info = registry.RUNNERS[name]
             elsewhere = isolate if isolate is not None else info.elsewhere()
-            reports.append(measure_in_environment(name) if elsewhere else prober.runner(name))
+            reports.append(measure_in_environment(name, api) if elsewhere else prober.runner(name))
     return CapsDoc(runners=reports)
 
 
-def measure_in_environment(runner: str) -> RunnerReport:
-    """`runner` measured by `python -m looplab.measure.caps RUNNER` in its runner environment (created if missing)."""
+def measure_in_environment(runner: str, api: Api | None = None) -> RunnerReport:
+    """`runner` measured by `python -m looplab.measure.caps RUNNER OUT [API]` in its runner environment (created if
+    missing)."""
     from looplab.adapters.boundary.processes import run_bounded
     from looplab.run.environments import ensure, source_root, spec_for
 
     env = ensure(spec_for(runner))
     with tempfile.TemporaryDirectory(prefix="looplab-caps-") as folder:
         out = Path(folder) / "report.json"
-        command = [str(env.python), "-m", "looplab.measure.caps", runner, str(out)]
+        command = [str(env.python), "-m", "looplab.measure.caps", runner, str(out), *([api] if api else [])]
         code, stderr = run_bounded(command, env.child_env(), source_root(), ENVIRONMENT_TIMEOUT_S)
         if code != 0 or not out.is_file():
             how = "timed out" if code is None else f"exited {code}"
@@ -462,6 +472,7 @@ def drift(fresh: CapsDoc, committed_json: str) -> Drift:
     return Drift(tuple(moved), tuple(changes), text)
 
 
-if __name__ == "__main__":  # `python -m looplab.measure.caps RUNNER OUT`: one runner measured here, its report to OUT
-    _, _runner, _out = sys.argv
-    files.write_text(_out, measure([_runner], isolate=False).runners[0].model_dump_json())
+if __name__ == "__main__":  # `python -m looplab.measure.caps RUNNER OUT [API]`: one runner measured here, to OUT
+    _runner, _out, *_api = sys.argv[1:]
+    _report = measure([_runner], isolate=False, api=_api[0] if _api else None).runners[0]  # type: ignore[arg-type]
+    files.write_text(_out, _report.model_dump_json())
