@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.result import RunResult
+from looplab.scenarios.scripted.faults import Fault, HttpFaults
+from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.testing.runs import default_runners, run_runner, runners_from_environment, tool_steps
 
-__all__ = ["ALL_RUNNERS", "run_runner", "tool_steps"]
+__all__ = ["ALL_RUNNERS", "GEMINI_RETRIES_A_BROKEN_REPLY", "run_behind_faults", "run_runner", "tool_steps"]
 
 #: The runners under test: those that run here by default, or those named in LOOPLAB_RUNNERS (comma-separated),
 #: as the per-adapter nox sessions do when only one framework is installed. (`external` needs a command:
@@ -14,3 +20,19 @@ ALL_RUNNERS = runners_from_environment() or default_runners()
 #: The runners that reach Gemini through something other than google-genai (LiteLLM, lm15, the TypeScript providers):
 #: these retry a reply that breaks off, as on their other wire APIs; google-genai retries none, streamed or not.
 GEMINI_RETRIES_A_BROKEN_REPLY = frozenset({"openai_agents", "smolagents", "dspy", "ts_ai_sdk", "ts_langgraph"})
+
+
+def run_behind_faults(
+    runner: str, statuses: list[Fault], then: Fault | None = None, **options: Any
+) -> tuple[RunResult, HttpFaults]:
+    """One run of `runner` (within 30 s) behind an endpoint that serves `statuses` first, then `then` or the
+    scripted model's replies; the result and what the endpoint served."""
+    faults: list[HttpFaults] = []
+
+    def wrap(app: Any) -> HttpFaults:
+        faults.append(HttpFaults(app, statuses, then=then))
+        return faults[0]
+
+    with ScriptedModelServer(wrap=wrap) as server:
+        result = run_runner(runner, server, Limits(max_seconds=30), **options)
+    return result, faults[0]

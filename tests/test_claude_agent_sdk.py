@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,6 +24,7 @@ from looplab.run.harness import Endpoint, ModelChoice  # noqa: E402
 from looplab.scenarios.scripted.conversation import Conversation  # noqa: E402
 from looplab.scenarios.scripted.policy import Call, Decision  # noqa: E402
 from looplab.scenarios.scripted.probes import NeverStops  # noqa: E402
+from looplab.scenarios.scripted.requests import RequestLog  # noqa: E402
 from looplab.scenarios.scripted.server import ScriptedModelServer  # noqa: E402
 from looplab.shared_tools import Guard, Workspace, default_tools  # noqa: E402
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK  # noqa: E402
@@ -40,33 +40,6 @@ def run(server: ScriptedModelServer, limits: Limits | None = None, probe: Probe 
     with Workspace(FIXTURE_REPO) as ws:
         guard = Guard(ws, tools=default_tools(), max_repeats=limits.max_repeats)
         return ADAPTER.run(TASK, guard, limits, spec, probe, system_prompt=SYSTEM_PROMPT)
-
-
-class _Requests:
-    """An ASGI layer in front of the scripted model that keeps each request's method, path and JSON body."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, dict[str, Any]]] = []
-
-    def __call__(self, app: Any) -> Any:
-        async def kept(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] != "http":
-                return await app(scope, receive, send)
-            parts, more = [], True
-            while more:
-                message = await receive()
-                parts.append(message)
-                more = message.get("more_body", False)
-            body = b"".join(m.get("body", b"") for m in parts)
-            self.seen.append((scope["method"], scope["path"], json.loads(body) if body else {}))
-            replay = iter(parts)
-
-            async def again() -> Any:
-                return next(replay, None) or await receive()
-
-            await app(scope, again, send)
-
-        return kept
 
 
 @pytest.mark.full  # starts the Claude Code CLI: seconds a run
@@ -109,20 +82,20 @@ def test_the_cli_makes_only_the_loops_model_calls_and_ignores_the_users_settings
     (home / ".claude" / "settings.json").write_text(json.dumps(settings))
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
-    requests = _Requests()
-    with ScriptedModelServer(wrap=requests) as server:
+    requests = RequestLog()
+    with ScriptedModelServer(wrap=requests.wrap) as server:
         result = run(server)
 
     assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
     assert result.totals.failed_model_calls == 0
     # Every request that reached the model is one of the run's recorded model calls: no title, summary,
     # token-counting or quota call of the CLI's own, and none through the user's settings.
-    assert [(method, path) for method, path, _ in requests.seen] == [("POST", "/v1/messages")] * len(result.trace.steps)
+    assert [(r.method, r.path) for r in requests.seen] == [("POST", "/v1/messages")] * len(result.trace.steps)
     assert len(requests.seen) == result.totals.model_calls == 5
     # The model sees the Guard's tools under their own names, and none of Claude Code's.
-    offered = {tuple(sorted(t["name"] for t in body["tools"])) for _, _, body in requests.seen}
+    offered = {tuple(sorted(t["name"] for t in body["tools"])) for body in requests.bodies()}
     assert offered == {tuple(sorted(t.name for t in default_tools()))}
-    assert all(body["max_tokens"] == _claude_cli.MESSAGES_MAX_TOKENS for _, _, body in requests.seen)
+    assert all(body["max_tokens"] == _claude_cli.MESSAGES_MAX_TOKENS for body in requests.bodies())
 
 
 @pytest.mark.full  # starts the Claude Code CLI: seconds a run

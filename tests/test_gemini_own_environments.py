@@ -8,7 +8,6 @@ tests/test_own_environments.py.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -22,11 +21,13 @@ from looplab.adapters.boundary.processes import run_bounded
 from looplab.adapters.contract.declaration import findable
 from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits, StopReason
-from looplab.scenarios.scripted.faults import BROKEN, HttpFaults
+from looplab.scenarios.scripted.faults import BROKEN
 from looplab.scenarios.scripted.probes import NeverStops
+from looplab.scenarios.scripted.requests import RequestLog
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import default_tools
 from looplab.testing.runs import run_runner
+from tests.runs import run_behind_faults
 
 RUNNERS = ("crewai", "llamaindex", "ms_agent_framework")
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,49 +56,11 @@ HERE = [_here(r) for r in RUNNERS]
 SCHEMA_FIELDS = ("parameters_json_schema", "parametersJsonSchema", "parameters")
 
 
-class _Requests:
-    """ASGI middleware in front of the scripted model: every request's method, path and JSON body (None if none)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, dict[str, Any] | None]] = []
-
-    def of(self, *methods: str) -> list[dict[str, Any] | None]:
-        """The bodies of the POSTs to these Gemini methods (`models/NAME:METHOD`)."""
-        return [body for verb, path, body in self.seen if verb == "POST" and path.rpartition(":")[2] in methods]
-
-    def wrap(self, app: Any) -> _Requests:
-        self.app = app
-        return self
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        while True:  # bounded by the request: the server's own read ends with `more_body` false
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
-        self.seen.append((scope["method"], scope["path"], json.loads(body) if body else None))
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-
 @pytest.mark.parametrize("runner", HERE)
 def test_every_request_is_a_generate_content_declaring_each_tool_with_its_own_json_schema(runner: str) -> None:
     """The scripted model is not named `gemini-...`: CrewAI would offer it no tools; LlamaIndex would declare each
     tool from its default pydantic class (one `input` string) and ask the API for the model's limits first."""
-    requests = _Requests()
+    requests = RequestLog()
     with ScriptedModelServer(wrap=requests.wrap) as server:
         result = run_runner(runner, server, api="gemini")
     assert result.stop_reason == StopReason.FINAL_ANSWER, result.stop_detail
@@ -121,7 +84,7 @@ def test_every_request_is_a_generate_content_declaring_each_tool_with_its_own_js
 @pytest.mark.parametrize("runner", HERE)
 @pytest.mark.parametrize("max_steps", [1, 3])
 def test_max_steps_n_is_n_generate_content_calls(runner: str, max_steps: int) -> None:
-    requests = _Requests()
+    requests = RequestLog()
     with ScriptedModelServer(NeverStops(), wrap=requests.wrap) as server:
         result = run_runner(runner, server, Limits(max_steps=max_steps), api="gemini")
     assert (result.stop_reason, result.answer) == (StopReason.MAX_STEPS, None), result.stop_detail
@@ -168,14 +131,7 @@ def test_the_tests_above_pass_in_each_runners_own_environment(runner: str) -> No
 @pytest.mark.parametrize("runner", HERE)
 def test_a_reply_that_breaks_off_ends_the_run_as_error_with_the_attempt(runner: str) -> None:
     """As on the other Gemini runners: no layer of the framework retries it."""
-    faults: list[HttpFaults] = []
-
-    def wrap(app: Any) -> HttpFaults:
-        faults.append(HttpFaults(app, [BROKEN]))
-        return faults[0]
-
-    with ScriptedModelServer(wrap=wrap) as server:
-        result = run_runner(runner, server, Limits(max_seconds=30), api="gemini")
+    result, _ = run_behind_faults(runner, [BROKEN], api="gemini")
     assert (result.stop_reason, result.answer, result.totals.model_calls) == (StopReason.ERROR, None, 0)
     [attempt] = result.trace.unanswered
     assert attempt.error.startswith("the reply broke off after 11 bytes")
@@ -184,13 +140,6 @@ def test_a_reply_that_breaks_off_ends_the_run_as_error_with_the_attempt(runner: 
 @pytest.mark.parametrize("runner", HERE)
 def test_retries_zero_is_one_attempt(runner: str) -> None:
     """The session's google-genai client makes the only retries: the framework's own are off."""
-    faults: list[HttpFaults] = []
-
-    def wrap(app: Any) -> HttpFaults:
-        faults.append(HttpFaults(app, [], then=500))
-        return faults[0]
-
-    with ScriptedModelServer(wrap=wrap) as server:
-        result = run_runner(runner, server, Limits(max_seconds=30), api="gemini", retries=0)
-    assert result.stop_reason == StopReason.ERROR and faults[0].served == [500]
+    result, faults = run_behind_faults(runner, [], then=500, api="gemini", retries=0)
+    assert result.stop_reason == StopReason.ERROR and faults.served == [500]
     assert [a.status for a in result.trace.unanswered] == [500]

@@ -17,10 +17,10 @@ from looplab.run import harness
 from looplab.run.harness import Endpoint, ModelChoice, run_one
 from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.conversation import GeminiRequest, from_gemini
-from looplab.scenarios.scripted.faults import BROKEN, HttpFaults
+from looplab.scenarios.scripted.faults import BROKEN
 from looplab.scenarios.scripted.probes import NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
-from tests.runs import ALL_RUNNERS, GEMINI_RETRIES_A_BROKEN_REPLY, run_runner
+from tests.runs import ALL_RUNNERS, GEMINI_RETRIES_A_BROKEN_REPLY, run_behind_faults, run_runner
 from tests.tiers import by_tier
 
 GEMINI_RUNNERS = [r for r in ALL_RUNNERS if "gemini" in registry.RUNNERS[r].apis]
@@ -121,14 +121,7 @@ def test_the_scripted_model_reads_each_frameworks_function_response(response: di
 def test_a_reply_that_breaks_off_ends_a_gemini_run_as_error_with_the_attempt(runner: str) -> None:
     """google-genai retries timeouts and connections that fail, not a reply whose body breaks off (streamed or not):
     the run ends `error`, the broken attempt on the record."""
-    faults: list[HttpFaults] = []
-
-    def wrap(app):  # noqa: ANN001, ANN202 - an ASGI app in, one out
-        faults.append(HttpFaults(app, [BROKEN]))
-        return faults[0]
-
-    with ScriptedModelServer(wrap=wrap) as server:
-        result = run_runner(runner, server, Limits(max_seconds=30), api="gemini")
+    result, _ = run_behind_faults(runner, [BROKEN], api="gemini")
     assert (result.stop_reason, result.answer, result.totals.model_calls) == (StopReason.ERROR, None, 0)
     [attempt] = result.trace.unanswered
     assert attempt.error.startswith("the reply broke off after 11 bytes")
@@ -136,15 +129,8 @@ def test_a_reply_that_breaks_off_ends_a_gemini_run_as_error_with_the_attempt(run
 
 @pytest.mark.parametrize("runner", by_tier(GEMINI_RUNNERS))
 def test_retries_zero_is_one_attempt_on_gemini(runner: str) -> None:
-    faults: list[HttpFaults] = []
-
-    def wrap(app):  # noqa: ANN001, ANN202 - an ASGI app in, one out
-        faults.append(HttpFaults(app, [], then=500))
-        return faults[0]
-
-    with ScriptedModelServer(wrap=wrap) as server:
-        result = run_runner(runner, server, Limits(max_seconds=30), api="gemini", retries=0)
-    assert result.stop_reason == StopReason.ERROR and faults[0].served == [500]
+    result, faults = run_behind_faults(runner, [], then=500, api="gemini", retries=0)
+    assert result.stop_reason == StopReason.ERROR and faults.served == [500]
     assert [a.status for a in result.trace.unanswered] == [500]
 
 

@@ -12,7 +12,6 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,6 +22,7 @@ from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.policy import Call, Decision
 from looplab.scenarios.scripted.probes import NeverStops
+from looplab.scenarios.scripted.requests import RequestLog
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Workspace, default_tools
 from looplab.testing.runs import run_runner
@@ -46,39 +46,6 @@ class _Once:
         return Decision((self.call,)) if conv.assistant_turns == 0 else Decision(answer="done")
 
 
-class _Bodies:
-    """ASGI middleware in front of the scripted model: every model request's JSON body."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-
-    def wrap(self, app: Any) -> _Bodies:
-        self.app = app
-        return self
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        while True:  # bounded by the request: the server's own read ends with `more_body` false
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        self.bodies.append(json.loads(b"".join(chunks)))
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-
-        await self.app(scope, replay, send)
-
-
 @here_only
 @pytest.mark.parametrize("n", [1, 3])
 def test_max_iterations_n_makes_n_calls_with_tools_then_one_without(n: int) -> None:
@@ -88,7 +55,7 @@ def test_max_iterations_n_makes_n_calls_with_tools_then_one_without(n: int) -> N
 
     from looplab.adapters.runners._ms_agent_framework import Agent, build_client, function_tool
 
-    seen = _Bodies()
+    seen = RequestLog()
     with ScriptedModelServer(NeverStops(), wrap=seen.wrap) as server:
 
         async def run() -> str:
@@ -98,9 +65,9 @@ def test_max_iterations_n_makes_n_calls_with_tools_then_one_without(n: int) -> N
                 return (await Agent(client, instructions=SYSTEM_PROMPT, tools=tools).run(TASK)).text
 
         text = asyncio.run(run())
-    assert len(seen.bodies) == n + 1
-    assert all(b.get("tools") and b.get("tool_choice") != "none" for b in seen.bodies[:n])
-    assert seen.bodies[n]["tool_choice"] == "none"
+    assert len(seen.bodies()) == n + 1
+    assert all(b.get("tools") and b.get("tool_choice") != "none" for b in seen.bodies()[:n])
+    assert seen.bodies()[n]["tool_choice"] == "none"
     assert text == "Function invocation limit reached before a final answer could be produced."
 
 
@@ -124,37 +91,37 @@ def test_max_steps_n_is_n_calls_and_the_tool_less_call_past_them_is_refused(api:
 @here_only
 def test_responses_sends_the_whole_history_each_call() -> None:
     """By default the Responses client stores each reply and sends only what is new with `previous_response_id`."""
-    seen = _Bodies()
+    seen = RequestLog()
     with ScriptedModelServer(wrap=seen.wrap) as server:
         result = run_runner(RUNNER, server, api="responses")
     assert result.stop_reason == StopReason.FINAL_ANSWER
-    assert all(b["store"] is False and "previous_response_id" not in b for b in seen.bodies)
-    assert [len(b["input"]) for b in seen.bodies] == sorted({len(b["input"]) for b in seen.bodies})
+    assert all(b["store"] is False and "previous_response_id" not in b for b in seen.bodies())
+    assert [len(b["input"]) for b in seen.bodies()] == sorted({len(b["input"]) for b in seen.bodies()})
 
 
 @here_only
 @pytest.mark.parametrize("api", ["chat", "messages"])
 def test_arguments_the_schema_rejects_reach_the_guard_as_sent(api: str) -> None:
     """The framework would answer "Argument parsing failed" itself; the Guard sees the call and answers it."""
-    seen = _Bodies()
+    seen = RequestLog()
     with ScriptedModelServer(_Once(Call("read_file", {"path": 7})), wrap=seen.wrap) as server:
         result = run_runner(RUNNER, server, api=api)
     assert result.stop_reason == StopReason.FINAL_ANSWER
     (call,) = result.trace.steps[0].tool_calls
     assert call.name == "read_file" and call.args == {"path": 7} and call.is_error and call.call_id
-    answered = json.dumps(seen.bodies[1])
+    answered = json.dumps(seen.bodies()[1])
     assert "Argument parsing failed" not in answered and json.dumps(call.result)[1:40] in answered
 
 
 @here_only
 def test_a_tool_it_does_not_hold_is_answered_by_the_framework_not_the_guard() -> None:
     """Measured, and said in the module's docstring: the framework answers an unknown name before any middleware."""
-    seen = _Bodies()
+    seen = RequestLog()
     with ScriptedModelServer(_Once(Call("delete_everything", {})), wrap=seen.wrap) as server:
         result = run_runner(RUNNER, server)
     assert result.stop_reason == StopReason.FINAL_ANSWER
     assert result.trace.steps[0].tool_calls == []
-    assert 'Requested function \\"delete_everything\\" not found' in json.dumps(seen.bodies[1])
+    assert 'Requested function \\"delete_everything\\" not found' in json.dumps(seen.bodies()[1])
 
 
 @here_only
@@ -164,11 +131,11 @@ def test_the_bare_loop_makes_max_steps_calls_at_its_cap(max_steps: int) -> None:
     from looplab.adapters.runners._ms_agent_framework import bare_run
     from looplab.measure import bench
 
-    seen = _Bodies()
+    seen = RequestLog()
     with ScriptedModelServer(NeverStops(), wrap=seen.wrap) as server, Workspace(FIXTURE_REPO) as ws:
         tools = bench._bare_tools(ws, default_tools(), bench._Stopwatch())
         made = bare_run(TASK, tools, {"openai": server.openai_base_url}, "scripted", max_steps, system_prompt="")
-    assert made == len(seen.bodies) == max_steps
+    assert made == len(seen.bodies()) == max_steps
 
 
 @pytest.mark.full  # builds the runner environment

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +14,7 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.run.harness import Endpoint, ModelChoice, run_one
 from looplab.scenarios.cases import default_system_prompt, load_case, load_cases
+from looplab.scenarios.scripted.requests import RequestLog
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.scenarios.suite import DEFAULT_SYSTEM_PROMPT_PATH
 from tests.conftest import FIXTURE_REPO, TASK
@@ -23,32 +23,6 @@ from tests.tiers import by_tier
 
 #: A prompt no framework would write on its own, in characters every wire format sends as they are.
 OWN_PROMPT = "You are case-own-prompt-7f3a: investigate the failing test and name the cause."
-
-
-class _Bodies:
-    """ASGI middleware in front of the scripted model: the body of every POST, as the server received it."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-
-    def wrap(self, app: Any) -> _Bodies:
-        self.app = app
-        return self
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            return await self.app(scope, receive, send)
-        chunks: list[bytes] = []
-
-        async def recording() -> dict[str, Any]:
-            message = await receive()
-            if message["type"] == "http.request":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body"):
-                    self.bodies.append(b"".join(chunks))
-            return message
-
-        await self.app(scope, recording, send)
 
 
 def _case_file(folder: Path, system_prompt: str | None) -> Path:
@@ -67,12 +41,12 @@ def _case_file(folder: Path, system_prompt: str | None) -> Path:
 @pytest.mark.parametrize("api", ["messages", "chat"])
 def test_a_cases_own_system_prompt_is_what_the_model_is_sent(api: str, tmp_path: Path) -> None:
     case = load_case(_case_file(tmp_path, OWN_PROMPT))
-    seen = _Bodies()
+    seen = RequestLog()
     with ScriptedModelServer(wrap=seen.wrap) as server:
         urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
         outcome = run_one("handrolled", case, Endpoint(ModelChoice(api=api), urls))  # type: ignore[arg-type]
     assert outcome.result is not None and outcome.result.stop_reason == "final_answer", outcome.error
-    requests = [json.loads(body) for body in seen.bodies]
+    requests = seen.bodies()
     assert len(requests) == outcome.result.totals.model_calls
     if api == "messages":
         assert [r["system"] for r in requests] == [OWN_PROMPT] * len(requests)
@@ -82,11 +56,11 @@ def test_a_cases_own_system_prompt_is_what_the_model_is_sent(api: str, tmp_path:
 
 @pytest.mark.parametrize("runner", by_tier(ALL_RUNNERS))
 def test_every_runner_sends_the_system_prompt_it_is_given(runner: str) -> None:
-    seen = _Bodies()
+    seen = RequestLog()
     with ScriptedModelServer(wrap=seen.wrap) as server:
         result = run_runner(runner, server, Limits(max_steps=2), system_prompt=OWN_PROMPT)
     assert result.totals.model_calls >= 1, result.stop_detail
-    assert seen.bodies and all(OWN_PROMPT.encode() in body for body in seen.bodies)
+    assert seen.posts() and all(OWN_PROMPT.encode() in r.body for r in seen.posts())
 
 
 @settings(deadline=None)
