@@ -251,7 +251,7 @@ def _fake_bare_run(tmp_path: Any, outcome: dict[str, Any] | None, count: str) ->
     urls = {"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9", "google": "http://127.0.0.1:9"}
     with Workspace(FIXTURE_REPO) as ws:
         tools = bench._bare_tools(ws, default_tools(), bench._Stopwatch())
-        made = _bare_child.bare_run(ts_ai_sdk.ADAPTER, command, TASK, tools, urls, "m", 4, system_prompt="p")
+        made = _bare_child.bare_run(ts_ai_sdk.ADAPTER, lambda: command, TASK, tools, urls, "m", 4, system_prompt="p")
     return made, json.loads(seen.read_text())
 
 

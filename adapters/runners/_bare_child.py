@@ -14,7 +14,7 @@ answered to the file `LOOPLAB_BARE_COUNT` names (a Node program gets `ts/count_m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -60,7 +60,7 @@ class PlainTools:
 
 def bare_run(
     runner: _child.ChildRunner,
-    command: list[str],
+    command: Callable[[], list[str]],
     task: str,
     tools: Sequence[BareTool],
     urls: dict[str, str],
@@ -69,7 +69,8 @@ def bare_run(
     *,
     system_prompt: str,
 ) -> int:
-    """Run `command` (`runner`'s program, counting its model requests) once as the module docstring says.
+    """Run the command `command()` gives (`runner`'s program, counting its model requests; made within the run, as
+    `run()` makes its own) once as the module docstring says.
 
     Returns the model requests answered. A program that ends without an outcome or a count, or that raised
     before its cap, is a `ChildFailed` with the tail of its output: a bare loop that failed measures nothing.
@@ -93,7 +94,7 @@ def bare_run(
             retries=str(DEFAULT_RETRIES),
             result=str(outcome),
         ) | {COUNT_ENV: str(count)}
-        code, output = run_bounded(command, env, runner.workdir() or tmp, BARE_SECONDS)
+        code, output = run_bounded(command(), env, runner.workdir() or tmp, BARE_SECONDS)
         data = _child._read(outcome)  # the contract's reading of an outcome
         requests = _read_count(count)
     tail = " | ".join(output[-3:]) or "no output"

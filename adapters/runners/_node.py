@@ -19,13 +19,12 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from looplab.adapters.boundary.processes import run_bounded
 from looplab.adapters.contract import files
-from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import PROVIDER_ENV, ModelSpec
@@ -162,22 +161,12 @@ class NodeRunner(ChildRunner):
     def bare_loop(self) -> BareRun:
         """The program with none of looplab's boundaries (`_bare_child`), its model requests counted in node by
         `REQUEST_COUNTER`; node is checked and the packages installed within the run, as `run()` does."""
+        return functools.partial(_bare_child.bare_run, self, self.counted_command)
 
-        def bare_run(
-            task: str,
-            tools: Sequence[BareTool],
-            urls: dict[str, str],
-            model: str,
-            max_steps: int,
-            *,
-            system_prompt: str,
-        ) -> int:
-            node = self.command()
-            counter = (ensure_installed() / REQUEST_COUNTER).as_uri()
-            command = [node[0], "--import", counter, *node[1:]]
-            return _bare_child.bare_run(self, command, task, tools, urls, model, max_steps, system_prompt=system_prompt)
-
-        return bare_run
+    def counted_command(self) -> list[str]:
+        """`command()` with `REQUEST_COUNTER` loaded before the program (`node --import`, Node 20.6 or newer)."""
+        node, *program = self.command()
+        return [node, "--import", (ensure_installed() / REQUEST_COUNTER).as_uri(), *program]
 
     def version(self, model: ModelSpec | None = None) -> str:
         """The installed version of the npm package named by `distribution`."""
