@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib
 import time
 from abc import abstractmethod
@@ -348,7 +349,9 @@ class Adapter(Runner):
                     from looplab.adapters.boundary.mcp_tools import serve_to
 
                     session.tools, session.tool_transport = stack.enter_context(serve_to(session)), "mcp"
-                finished = self.loop(task, session)
+                # In a copy of the caller's context: what a framework leaves in its context variables (CrewAI's
+                # event stack after a run that raised) ends with the run instead of carrying into the next one.
+                finished = contextvars.copy_context().run(self.loop, task, session)
             except LooplabError:
                 raise
             except (Exception, StopRun, BaseExceptionGroup) as exc:  # a crash is `error`, with its partial trace

@@ -3,6 +3,7 @@ reader, and no runner carries a scenario's text (tasks, prompts, checks reach a 
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import tomllib
@@ -80,6 +81,27 @@ def test_a_run_records_with_its_runners_reader() -> None:
     with Workspace(FIXTURE_REPO) as ws:
         result = _TextProtocol().run("task", Guard(ws), Limits(), spec, system_prompt="unused")
     assert [s.model_call.tool_calls_requested for s in result.trace.steps] == [["search_code"]]
+
+
+#: A framework's event stack that a run ending in an exception leaves pushed (CrewAI's did, and raised once 100 deep).
+_EVENT_STACK: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("event_stack", default=())
+
+
+class _LeavesItsStack(_TextProtocol):
+    def loop(self, task: str, session: RunSession) -> Finished:
+        depth = len(_EVENT_STACK.get())
+        _EVENT_STACK.set((*_EVENT_STACK.get(), "kickoff"))
+        raise RuntimeError(f"depth {depth}")  # raised before the matching pop, as an error mid-run does
+
+
+def test_what_a_framework_leaves_in_its_context_variables_ends_with_the_run() -> None:
+    spec = ModelSpec("openai", "none", base_url="http://127.0.0.1:9/v1")
+    with Workspace(FIXTURE_REPO) as ws:
+        ends = [
+            _LeavesItsStack().run("task", Guard(ws), Limits(), spec, system_prompt="unused").native_end.message
+            for _ in range(3)
+        ]
+    assert ends == ["depth 0"] * 3 and _EVENT_STACK.get() == ()
 
 
 def test_the_boundary_names_no_runners_text_protocol() -> None:

@@ -168,7 +168,19 @@ def test_the_prober_speaks_the_api_it_is_given() -> None:
 GEMINI_TOO = [r for r, info in registry.RUNNERS.items() if "gemini" in info.apis[1:] and info.installed()]
 
 
+#: The runners whose framework ends an unstopped run with another exception on Gemini's API (the docs' intro says
+#: which): CrewAI's Gemini provider raises a `ValueError` of its own where its OpenAI one raises a `ValidationError`.
+ENDS_OTHERWISE_ON_GEMINI = {"crewai"}
+
+
 @pytest.mark.full  # one runner's whole measurement each
 @pytest.mark.parametrize("runner", GEMINI_TOO)
 def test_each_runners_caps_measure_the_same_on_gemini(runner: str, capsys) -> None:
-    assert main(["caps", "--check", "--api", "gemini", "--runner", runner]) == 0, capsys.readouterr().out
+    code = main(["caps", "--check", "--api", "gemini", "--runner", runner])
+    out = capsys.readouterr().out
+    if runner not in ENDS_OTHERWISE_ON_GEMINI:
+        assert code == 0, out
+        return
+    # Every count, stop and tool of the last call the same; only the exception ending an unstopped run differs.
+    changed = re.findall(r"changed: \S+, [^:]+: (\S+)", out)
+    assert code == 1 and changed and set(changed) <= {"ending.exception", "ending.message"}, out

@@ -3,7 +3,7 @@
 A run against a real model spends nearly all its time waiting on HTTP, so several cells may be in
 flight in one process (`concurrency`); `jobs` worker processes (one per core by default) carry them
 when the framework's own work needs more than one core. Each worker is a *lane*: a process with a
-few threads that take cells from one shared queue, so a lane that finishes early takes more, and a
+few threads, handed a cell by the parent whenever one is free, so a lane that finishes early takes more, and a
 lane that dies loses only the cells it had started (recorded as errors), never the others.
 
 Every wait here has a bound: a cell's own (`run_one` gives up on a run `grace_s` after its
@@ -12,14 +12,15 @@ Every wait here has a bound: a cell's own (`run_one` gives up on a run `grace_s`
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
-import os
+import multiprocessing.connection
 import pickle
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 from typing import Any
 
 from looplab.adapters.boundary import pacing
@@ -69,23 +70,30 @@ def run_here(
     pool.shutdown()
 
 
-def _lane(tasks: Any, results: Any, threads: int, where: Endpoint, options: dict[str, Any], shared: Any) -> None:
-    """A worker process: `threads` threads taking `(i, runner, case)` from `tasks` until a None."""
+def _lane(conn: Connection, threads: int, where: Endpoint, options: dict[str, Any], shared: Any) -> None:
+    """A worker process: `threads` threads running the `(i, runner, case)` the parent sends on `conn` until a None."""
     worker_signals()
     pacing.install(pacing.Pacer(where.choice.rpm, shared))
-    pid = os.getpid()
+    receiving, sending = threading.Lock(), threading.Lock()
 
     def work() -> None:
-        while (item := tasks.get()) is not None:
+        while True:
+            with receiving:
+                try:
+                    item = conn.recv()
+                except (EOFError, OSError):  # the parent is gone
+                    return
+            if item is None:
+                return
             i, runner, case = item
-            results.put((i, pid, None))  # started: if this process dies now, the parent knows which cell was lost
             outcome = run_one(runner, case, where, **options)
             try:
-                payload = pickle.dumps(outcome)
+                payload = pickle.dumps((i, outcome))
             except Exception as exc:  # an outcome that cannot travel back is that cell's error, not a lost cell
                 error = f"outcome could not be sent back: {type(exc).__name__}: {exc}"
-                payload = pickle.dumps(RunOutcome(runner, case.id, error=error))
-            results.put((i, pid, payload))
+                payload = pickle.dumps((i, RunOutcome(runner, case.id, error=error)))
+            with sending:
+                conn.send_bytes(payload)
 
     workers = [threading.Thread(target=work, name=f"looplab-lane-{n}") for n in range(threads)]
     for worker in workers:
@@ -102,68 +110,93 @@ def run_in_lanes(
     on_done: Callable[[int, RunOutcome], None],
     options: dict[str, Any],
 ) -> None:
-    """Every cell over `jobs` worker processes with `concurrency` threads between them; `on_done(i, outcome)` here."""
+    """Every cell over `jobs` worker processes with `concurrency` threads between them; `on_done(i, outcome)` here.
+
+    Each lane has a pipe of its own, and this process hands it a cell whenever one of its threads is free: no lock
+    or queue is shared between lanes, so a lane killed mid-message breaks only its own pipe, and the cells it had
+    are exactly the ones lost.
+    """
     # spawn, not fork: this process runs the model server's thread, and a forked child would inherit its locks.
     context = multiprocessing.get_context("spawn")
-    tasks, results = context.Queue(), context.Queue()
     shared = context.Value("d", 0.0)  # the pacer's schedule, one for every lane
     shape = split(concurrency, min(jobs, len(plan)))
-    for i, (runner, case) in enumerate(plan):
-        tasks.put((i, runner, case))
-    for _ in range(sum(shape)):
-        tasks.put(None)
+    lanes: list[_LaneEnd] = []
     with signals_held():  # lanes are born with the signals blocked, until they ignore Ctrl-C themselves
-        lanes = [
-            context.Process(target=_lane, args=(tasks, results, n, where, options, shared), daemon=True) for n in shape
-        ]
-        for lane in lanes:
-            lane.start()
-    started: dict[int, int] = {}  # cell -> the pid of the lane running it
-    left = set(range(len(plan)))
-    # Every cell reports within its own bound, so a longer silence means the lanes are wedged
-    # (a lane killed while it held the task queue's lock leaves the others waiting on it forever).
+        for threads in shape:
+            mine, theirs = context.Pipe()
+            process = context.Process(target=_lane, args=(theirs, threads, where, options, shared), daemon=True)
+            process.start()
+            theirs.close()  # this process keeps no copy of the lane's end: the lane's death reads as an end of file
+            lanes.append(_LaneEnd(process, mine, threads))
+    waiting = collections.deque(range(len(plan)))
+    # Every cell reports within its own bound, so a longer silence means the lanes are wedged.
     quiet_limit = max(c.limits.max_seconds for _, c in plan) + options.get("grace_s", 30.0) + LANE_START_S
     last_news = time.monotonic()
+
+    def lost(i: int, why: str) -> None:
+        on_done(i, RunOutcome(plan[i][0], plan[i][1].id, error=f"worker process failed: {why}"))
+
     try:
-        while left:
-            try:
-                i, pid, payload = results.get(timeout=POLL_S)
-            except queue.Empty:
-                _lost(plan, left, started, lanes, on_done)
-                if left and time.monotonic() - last_news > quiet_limit:
-                    for lane in lanes:
-                        lane.kill()
-                    for i in sorted(left):
-                        error = f"worker process failed: no worker reported for {quiet_limit:g} s"
-                        on_done(i, RunOutcome(plan[i][0], plan[i][1].id, error=error))
-                    left.clear()
-                continue
-            last_news = time.monotonic()
-            if payload is None:
-                started[i] = pid
-            elif i in left:
-                left.discard(i)
-                on_done(i, pickle.loads(payload))
+        for lane in lanes:
+            lane.hand_out(plan, waiting)
+        while live := [lane for lane in lanes if lane.alive]:
+            ready = multiprocessing.connection.wait([lane.conn for lane in live], timeout=POLL_S)
+            for lane in (lane for lane in live if lane.conn in ready):
+                try:
+                    i, outcome = pickle.loads(lane.conn.recv_bytes())
+                except (EOFError, OSError):  # the lane died: its cells in hand are lost, the others go elsewhere
+                    for i in lane.close():
+                        lost(i, f"exit code {lane.process.exitcode}")
+                    continue
+                last_news = time.monotonic()
+                lane.in_hand.discard(i)
+                on_done(i, outcome)
+                lane.hand_out(plan, waiting)
+            if not ready and time.monotonic() - last_news > quiet_limit:
+                for lane in live:
+                    for i in lane.close(kill=True):
+                        lost(i, f"no worker reported for {quiet_limit:g} s")
+        while waiting:
+            lost(waiting.popleft(), "no worker process left to run it")
     finally:  # on Ctrl-C the lanes are left to interrupt.clean_up (it ends them, their tests and workspaces)
-        tasks.cancel_join_thread()
+        for lane in lanes:
+            lane.conn.close()
     for lane in lanes:
-        lane.join(timeout=10)
+        lane.process.join(timeout=10)
 
 
-def _lost(
-    plan: Plan,
-    left: set[int],
-    started: dict[int, int],
-    lanes: list[Any],
-    on_done: Callable[[int, RunOutcome], None],
-) -> None:
-    """Cells whose lane died: the ones it had started are errors; when every lane is gone, so is every cell left."""
-    dead = {lane.pid: lane.exitcode for lane in lanes if not lane.is_alive() and lane.exitcode != 0}
-    everyone_gone = all(not lane.is_alive() for lane in lanes)
-    for i in sorted(left):
-        pid = started.get(i)
-        if pid in dead or everyone_gone:
-            runner, case = plan[i]
-            why = f"exit code {dead[pid]}" if pid in dead else "no worker process left to run it"
-            left.discard(i)
-            on_done(i, RunOutcome(runner, case.id, error=f"worker process failed: {why}"))
+class _LaneEnd:
+    """This process's end of a lane: its process, its pipe, and the cells it holds."""
+
+    def __init__(self, process: Any, conn: Connection, threads: int) -> None:
+        self.process, self.conn, self.threads = process, conn, threads
+        self.in_hand: set[int] = set()
+        self.alive = True
+
+    def hand_out(self, plan: Plan, waiting: collections.deque[int]) -> None:
+        """Cells for the lane's free threads; with none left to hand out, a None to each (the lane then ends)."""
+        while waiting and len(self.in_hand) < self.threads:
+            i = waiting.popleft()
+            if not self._send((i, *plan[i])):
+                waiting.appendleft(i)  # the lane is gone (the next read of its pipe says so): the cell goes elsewhere
+                return
+            self.in_hand.add(i)
+        if not waiting and not self.in_hand:
+            for _ in range(self.threads):
+                self._send(None)
+
+    def _send(self, item: object) -> bool:
+        try:
+            self.conn.send(item)
+        except OSError:
+            return False
+        return True
+
+    def close(self, kill: bool = False) -> list[int]:
+        """Stop reading the lane (killing it first if asked); the cells it held, in plan order."""
+        if kill:
+            self.process.kill()
+        self.process.join(timeout=POLL_S)
+        self.alive = False
+        held, self.in_hand = sorted(self.in_hand), set()
+        return held
