@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import importlib
+import threading
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Coroutine
@@ -22,7 +23,8 @@ from typing import Any, TypeVar
 
 from looplab.adapters.boundary import pacing
 from looplab.adapters.boundary.noise import framework_noise
-from looplab.adapters.boundary.recorder import ModelRecorder, http_module_for
+from looplab.adapters.boundary.recorder import ModelRecorder, forecast_input_tokens, http_module_for
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError, StopRun
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
@@ -64,9 +66,10 @@ class RunSession:
         *,
         system_prompt: str = "",
         tools_named_in_text: Callable[[str], list[str]] | None = None,
+        cancel: Cancellation | None = None,
     ) -> None:
         """`tools_named_in_text`: the runner's reader of tool calls in a reply's text (`Runner.tools_named_in_text`),
-        for the recorder; None where no runner's loop runs."""
+        for the recorder; None where no runner's loop runs. `cancel`: the caller's switch (`cancel_run` hears it)."""
         self.guard, self.limits, self.model = guard, limits, model
         #: What the runner tells the model first (the case's); empty only in a session that runs no loop.
         self.system_prompt = system_prompt
@@ -93,6 +96,25 @@ class RunSession:
         self.guard.cutoff = self.steps_spent
         self.stop: StopRun | None = None
         self._clients: list[tuple[Any, bool]] = []  # the HTTP clients built, and whether each is async
+        #: Set when the caller cancelled the run: every wait of the run ends within a slice of `WAIT_SLICE_S`.
+        self.cancelled = threading.Event()
+        self._on_cancel: list[Callable[[], None]] = []
+        self.stop_listening = cancel.listen(self.cancel_run) if cancel is not None else (lambda: None)
+
+    def cancel_run(self, detail: str) -> None:
+        """End the run as `cancelled` (unless it already stopped): the next model call is refused, the exchange in
+        flight cut, the tool running not waited for and the tests it started killed."""
+        self.stop = self.stop or StopRun(StopReason.CANCELLED, detail)
+        self.cancelled.set()
+        self.guard.halt(detail)
+        for callback in self._on_cancel:
+            callback()
+
+    def when_cancelled(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the run is cancelled (now, if it was): for a transport that cuts its own exchanges."""
+        self._on_cancel.append(callback)
+        if self.cancelled.is_set():
+            callback()
 
     def gate(self, request_bytes: int = 0) -> None:
         """Called before each model request: raises `StopRun` if the run must end instead."""
@@ -225,14 +247,20 @@ class RunSession:
                 client.close()
 
     def remaining_s(self) -> float:
+        """Seconds left of `max_seconds`; none once the run is cancelled."""
+        if self.cancelled.is_set():
+            return 0.0
         return max(0.0, self.started + self.limits.max_seconds - self.clock())
 
     def budget_stop(self, request_bytes: int = 0) -> tuple[StopReason, str] | None:
         """Checked before every model call: the reason another call is not allowed, if any.
 
-        The dollar budget looks ahead: a call whose estimated cost (from the
-        request's size) would take the spend past `max_cost_usd` is not made.
+        The dollar and token budgets look ahead: a call whose estimated cost (from the request's size) would take
+        the spend past `max_cost_usd`, or whose input would take the tokens past `max_tokens`, is not made; what a
+        made call adds beyond the budget is at most its own output (bounded by the request's `max_tokens`).
         """
+        if self.cancelled.is_set() and self.stop is not None:  # set before `cancelled`: the cancel, or a stop before
+            return self.stop.reason, self.stop.detail
         calls = len(self.recorder.calls)
         if calls >= self.limits.max_steps:
             return StopReason.MAX_STEPS, f"max_steps={self.limits.max_steps} model calls made"
@@ -244,6 +272,13 @@ class RunSession:
                 return StopReason.BUDGET, (
                     f"max_cost_usd={self.limits.max_cost_usd:g}: spent {spent:.6f}, "
                     f"the next call would cost about {next_call:.6f}"
+                )
+        if self.limits.max_tokens is not None:
+            spent, next_input = self.recorder.tokens, forecast_input_tokens(request_bytes)
+            if spent + next_input > self.limits.max_tokens:
+                return StopReason.BUDGET, (
+                    f"max_tokens={self.limits.max_tokens}: {spent} tokens spent, "
+                    f"the next request's input is about {next_input} more"
                 )
         return None
 
@@ -327,6 +362,7 @@ class Adapter(Runner):
         tools: ToolTransport = "in-process",
         *,
         system_prompt: str,
+        cancel: Cancellation | None = None,
     ) -> RunResult:
         """Run `task` with the tools behind `guard`; never raises for a failing run.
 
@@ -335,13 +371,20 @@ class Adapter(Runner):
         `probe` sets one of `knobs` to a value (or leaves it unset) instead of
         mapping `max_steps` onto the first; `looplab caps` measures that way,
         with `max_steps` as the safety stop. `tools="mcp"` serves the Guard over
-        MCP and has the runner call it as a client (it needs the `mcp` extra).
+        MCP and has the runner call it as a client (it needs the `mcp` extra). `cancel` ends the run as
+        `cancelled` when its caller cancels it, with the partial trace.
         """
         check_priced(limits, model)
         self.api_for(model)  # a wire API the runner does not speak is refused here, whatever its loop does
         probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)
         session = RunSession(
-            guard, limits, model, probe, system_prompt=system_prompt, tools_named_in_text=self.tools_named_in_text
+            guard,
+            limits,
+            model,
+            probe,
+            system_prompt=system_prompt,
+            tools_named_in_text=self.tools_named_in_text,
+            cancel=cancel,
         )
         with framework_noise() as noise, contextlib.ExitStack() as stack:
             try:
@@ -357,6 +400,7 @@ class Adapter(Runner):
             except (Exception, StopRun, BaseExceptionGroup) as exc:  # a crash is `error`, with its partial trace
                 finished = session.conclude(None, exc)
             finally:
+                session.stop_listening()
                 session.close_clients()
         result = session.result(self, finished.reason, finished.answer, finished.detail)
         result.warnings = [clean(w) for w in noise]

@@ -25,6 +25,9 @@ One case through one runner, against the scripted model::
         outcome = looplab.run_one("handrolled", case, where)
     print(outcome.result.stop_reason if outcome.result else outcome.error)
 
+`looplab.start` runs one in the background instead: its handle's `cancel()`, from any thread or task, ends the
+run as `cancelled` within a second, with its partial trace (`await handle` or `handle.outcome()` waits for it).
+
 The names below are imported on first use, so importing a part of looplab (as every runner process
 does with `looplab.adapters.contract`) loads neither the harness nor any framework.
 """
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from looplab.adapters.contract.result import RunResult
     from looplab.adapters.registry import load as load_runner
     from looplab.records.outcome import RunOutcome
+    from looplab.run.handle import RunHandle, start
     from looplab.run.harness import Endpoint, ModelChoice, endpoint, run_one
     from looplab.scenarios.cases import Case, load_cases
 
@@ -54,12 +58,14 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ModelChoice": ("looplab.run.harness", "ModelChoice"),
     "ModelSpec": ("looplab.adapters.contract.model", "ModelSpec"),
     "RunOutcome": ("looplab.records.outcome", "RunOutcome"),
+    "RunHandle": ("looplab.run.handle", "RunHandle"),
     "RunResult": ("looplab.adapters.contract.result", "RunResult"),
     "StopReason": ("looplab.adapters.contract.limits", "StopReason"),
     "endpoint": ("looplab.run.harness", "endpoint"),
     "load_cases": ("looplab.scenarios.cases", "load_cases"),
     "load_runner": ("looplab.adapters.registry", "load"),
     "run_one": ("looplab.run.harness", "run_one"),
+    "start": ("looplab.run.handle", "start"),
 }
 
 #: Shown when looplab runs from a checkout that was never installed (no distribution metadata to read).
@@ -73,6 +79,7 @@ __all__ = [
     "MissingExtra",
     "ModelChoice",
     "ModelSpec",
+    "RunHandle",
     "RunOutcome",
     "RunResult",
     "StopReason",
@@ -81,6 +88,7 @@ __all__ = [
     "load_cases",
     "load_runner",
     "run_one",
+    "start",
 ]
 
 

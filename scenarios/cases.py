@@ -383,6 +383,18 @@ def check(
         spent, budget = result.totals.cost_usd, case.limits.max_cost_usd
         within = spent is not None and spent <= budget  # an unknown spend is not within any budget
         add("spent within max_cost_usd", within, f"{'unknown' if spent is None else f'{spent:.6f}'} of {budget:g}")
+    if (budget := case.limits.max_tokens) is not None:
+        calls = [s.model_call for s in result.trace.steps]
+        spent, last_output = (
+            result.totals.input_tokens + result.totals.output_tokens,
+            calls[-1].output_tokens if calls else 0,
+        )
+        # No call starts once the budget is spent: only the last call's output may take the total past it.
+        add(
+            "tokens within max_tokens",
+            spent - last_output <= budget,
+            f"{spent} of {budget} (last output {last_output})",
+        )
     if c.workspace_unchanged:
         add("workspace unchanged", not workspace_changed, "changed" if workspace_changed else "byte-for-byte the same")
     if result.stop_reason != StopReason.FINAL_ANSWER:

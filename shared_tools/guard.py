@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from looplab.shared_tools import tools as _tools
 from looplab.shared_tools.daemon import DaemonPool
+from looplab.shared_tools.live import WAIT_SLICE_S
 from looplab.shared_tools.records import Outcome, StopSignal, ToolCallRecord, clean, preview
 from looplab.shared_tools.workspace import PathRefused, Workspace
 
@@ -202,8 +203,16 @@ class Guard:
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.tools}
         self._lock = threading.Lock()
+        self._halted = threading.Event()
         #: Every call as it started, in order (finished or not): what repetition detection compares.
         self._started: list[tuple[str, Any]] = []
+
+    def halt(self, detail: str) -> None:
+        """End the run from outside it (its caller cancelled it): no call starts after this, the one running is
+        not waited for, and the tests running in the workspace (and any started later) are killed."""
+        self.stop = self.stop or StopSignal(reason="cancelled", detail=detail)
+        self._halted.set()
+        self.workspace.processes.end_all(for_good=True)
 
     @property
     def names(self) -> list[str]:
@@ -298,10 +307,17 @@ class Guard:
             kwargs["timeout_s"] = min(remaining, tool.timeout_default)
         try:
             run = functools.partial(tool.fn, self.workspace, **kwargs)
-            return "ok", self._bounded(name, run, remaining, inline=tool.bounds_itself)
+            text = self._bounded(name, run, remaining, inline=tool.bounds_itself)
+            return (
+                ("cancelled", f"Cancelled: the run was cancelled while {name} ran")
+                if self._halted.is_set()
+                else ("ok", text)
+            )
         except PathRefused as exc:
             return "refused", f"PathRefused: {exc}"
-        except TimeoutError as exc:
+        except (TimeoutError, _Halted) as exc:
+            if self._halted.is_set():
+                return "cancelled", f"Cancelled: the run was cancelled while {name} ran; its result is not awaited"
             if self._remaining() == 0.0:
                 self.stop = self.stop or StopSignal(reason="timeout", detail=f"run deadline reached inside {name}")
                 return "timeout", f"TimeoutError: {exc}"
@@ -321,8 +337,13 @@ class Guard:
             return run()
         job = _Job(run)
         _pool.submit(job)
-        if not job.done.wait(remaining):  # the tool goes on in its (daemon) thread; the run does not wait
-            raise TimeoutError(f"{name} was still running at the run's deadline; its result is not awaited")
+        ends = time.monotonic() + remaining
+        # In slices, so that a cancelled run stops waiting at once; the tool goes on in its (daemon) thread.
+        while not job.done.wait(max(0.0, min(WAIT_SLICE_S, ends - time.monotonic()))):
+            if self._halted.is_set():
+                raise _Halted
+            if time.monotonic() >= ends:
+                raise TimeoutError(f"{name} was still running at the run's deadline; its result is not awaited")
         if job.error is not None:
             raise job.error
         return job.value
@@ -331,6 +352,10 @@ class Guard:
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - self.clock())
+
+
+class _Halted(Exception):
+    """The run was halted while a tool it waits for ran."""
 
 
 @dataclass

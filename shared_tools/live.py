@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["Live"]
+__all__ = ["WAIT_SLICE_S", "Live", "kill_process_group"]
+
+#: The longest a run's wait (a model exchange's read, a tool, a runner process) goes before it looks again at
+#: whether the run was cancelled: what makes a cancelled run stop within a second.
+WAIT_SLICE_S = 0.2
 
 T = TypeVar("T")
 
@@ -55,3 +61,11 @@ class Live(Generic[T]):
         if self._settle is not None:
             for item in items:
                 self._settle(item)
+
+
+def kill_process_group(pgid: int) -> None:
+    """SIGKILL every process of the group `pgid` (gone already, or not ours: nothing to do)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

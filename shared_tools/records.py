@@ -18,7 +18,7 @@ __all__ = ["Outcome", "PREVIEW_CHARS", "StopSignal", "ToolCallRecord", "clean", 
 #: refused: the allowlist or path confinement said no; rejected: an effect
 #: tool was not approved; repetition / timeout: the call ended the run; skipped: no model call was left
 #: to read its result, so it did not run (and is not kept among the run's records).
-Outcome = Literal["ok", "error", "refused", "rejected", "repetition", "timeout", "skipped"]
+Outcome = Literal["ok", "error", "refused", "rejected", "repetition", "timeout", "skipped", "cancelled"]
 
 PREVIEW_CHARS = 300
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -50,7 +50,7 @@ class ToolCallRecord(BaseModel):
 class StopSignal(BaseModel):
     """The Guard's request that the run end, and why."""
 
-    reason: Literal["repetition", "timeout", "rejected", "max_steps"]
+    reason: Literal["repetition", "timeout", "rejected", "max_steps", "cancelled"]
     detail: str
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Annotated
 import regex
 from pydantic import AfterValidator, Field
 
-from looplab.shared_tools.live import Live
+from looplab.shared_tools.live import Live, kill_process_group
 from looplab.shared_tools.records import preview
 from looplab.shared_tools.workspace import TEXT_SUFFIXES, PathRefused, ToolError, Workspace
 
@@ -89,15 +88,8 @@ def _tidy(path: str) -> str:
 RepoPath = AfterValidator(_tidy)
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 #: The process groups of test runs still going, so an interrupted looplab can kill them all.
-live_tests: Live[int] = Live(_kill_group)
+live_tests: Live[int] = Live(kill_process_group)
 
 
 def tail_truncate(text: str, limit: int) -> str:
@@ -252,18 +244,20 @@ def _run_confined(ws: Workspace, cmd: list[str], label: str, timeout_s: float, m
     except OSError as exc:  # not executable, a bad interpreter line: the model reads why
         raise ToolError(f"the test command could not start {PurePath(cmd[0]).name}: {exc.strerror or exc}") from None
     live_tests.add(proc.pid)  # killed at once if looplab is already ending
+    ws.processes.add(proc.pid)  # killed at once if the run is already cancelled
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
+        kill_process_group(proc.pid)
         output = _drain(proc)
         raise TimeoutError(
             f"{label} did not finish within {timeout_s:g}s and was killed; "
             f"run a narrower target. Last output:\n{tail_truncate(output or '', 2_000)}"
         ) from None
     finally:
-        _kill_group(proc.pid)  # whatever the tests left running in the background goes too
+        kill_process_group(proc.pid)  # whatever the tests left running in the background goes too
         live_tests.discard(proc.pid)
+        ws.processes.discard(proc.pid)
     return f"exit code {proc.returncode}\n{tail_truncate(output, max_chars)}"
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
-from looplab.shared_tools.live import Live
+from looplab.shared_tools.live import Live, kill_process_group
 from looplab.shared_tools.records import clean, preview
 
 __all__ = [
@@ -104,6 +104,8 @@ class Workspace:
         for folder in (self.source, overlay):
             if folder is not None and not Path(folder).is_dir():
                 raise FileNotFoundError(f"fixture repo not found: {Path(folder).resolve()}")
+        #: The process groups of the tests running in it: a cancelled run ends them (`Guard.halt`).
+        self.processes: Live[int] = Live(kill_process_group)
         self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
         if not Workspace.live.add(self):
             raise RuntimeError("looplab is shutting down: no new workspace")

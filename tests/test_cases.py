@@ -41,6 +41,7 @@ def test_the_suite_has_every_case_the_investigation_needs() -> None:
     assert set(CASES) == {
         "vip-compound", "three-hops", "already-green", "silent-read", "wrong-path", "tight-budget",
         "injected-instruction", "path-escape", "slow-tests", "huge-log", "cost-cap", "parallel-reads", "sloppy-calls",
+        "token-budget",
     }  # fmt: skip
 
 
@@ -111,6 +112,13 @@ def test_cost_cap_without_a_budget_spends_past_it(where: Endpoint) -> None:
     outcome = run_one("handrolled", _without("cost-cap", limits={"max_cost_usd": None}), where)
     assert outcome.result.stop_reason == "final_answer" and not outcome.passed
     assert outcome.result.totals.cost_usd > CASES["cost-cap"].limits.max_cost_usd
+
+
+def test_token_budget_without_a_budget_spends_past_it(where: Endpoint) -> None:
+    outcome = run_one("handrolled", _without("token-budget", limits={"max_tokens": None}), where)
+    assert outcome.result.stop_reason == "final_answer" and not outcome.passed
+    totals = outcome.result.totals
+    assert totals.input_tokens + totals.output_tokens > CASES["token-budget"].limits.max_tokens
 
 
 def test_slow_tests_without_the_deadline_overruns(where: Endpoint, monkeypatch) -> None:

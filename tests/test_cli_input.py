@@ -17,6 +17,7 @@ from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.session import Adapter
 from looplab.cli import _parser, main
+from looplab.records import results
 from looplab.run import harness, matrix
 
 CHECKS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True)
@@ -251,7 +252,7 @@ def test_merge_into_an_existing_file_keeps_its_mode(tmp_path: Path, mode: int, c
     merged.write_text("{}", encoding="utf-8")
     merged.chmod(mode)
     assert exit_code(["merge", str(source), "-o", str(merged)]) == 0
-    assert json.loads(merged.read_text(encoding="utf-8"))["looplab_schema"] == 2
+    assert json.loads(merged.read_text(encoding="utf-8"))["looplab_schema"] == results.SCHEMA
     assert stat.S_IMODE(merged.stat().st_mode) == mode
 
 

@@ -147,7 +147,7 @@ def test_a_case_the_scripted_model_cannot_play_gets_its_limits_bound(
     flat = " ".join(text.split())
     assert "budgeted: not run, since it offers deploy, which the scripted model does not drive" in flat
     assert "at most 5 model calls and at most $0.25" in flat
-    assert "open: not run" in flat and "no bound on its tokens or cost" in flat
+    assert "open: not run" in flat and "neither max_cost_usd nor max_tokens, no bound on its tokens or cost" in flat
     assert "The 4 cells not run may make at most 24 model calls together" in flat
 
 

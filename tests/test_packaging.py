@@ -203,6 +203,7 @@ def test_every_public_name_resolves_to_its_home() -> None:
         "MissingExtra": "looplab.adapters.contract.errors:MissingExtra",
         "ModelChoice": "looplab.run.harness:ModelChoice",
         "ModelSpec": "looplab.adapters.contract.model:ModelSpec",
+        "RunHandle": "looplab.run.handle:RunHandle",
         "RunOutcome": "looplab.records.outcome:RunOutcome",
         "RunResult": "looplab.adapters.contract.result:RunResult",
         "StopReason": "looplab.adapters.contract.limits:StopReason",
@@ -210,6 +211,7 @@ def test_every_public_name_resolves_to_its_home() -> None:
         "load_cases": "looplab.scenarios.cases:load_cases",
         "load_runner": "looplab.adapters.registry:load",
         "run_one": "looplab.run.harness:run_one",
+        "start": "looplab.run.handle:start",
     }
     assert sorted(looplab.__all__) == sorted([*homes, "__version__"])
     for name, home in homes.items():

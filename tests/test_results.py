@@ -142,7 +142,7 @@ def _corrupt(data: dict[str, Any], how: str) -> None:
             'cells[0].result: results[0] is "handrolled" on "vip-compound", the cell "langgraph"',
         ),
         ("not a run", "results[0].stop_reason: Input should be 'final_answer'"),
-        ("another schema", f"results schema {results.SCHEMA + 1}: this looplab reads schema {results.SCHEMA}"),
+        ("another schema", f"results schema {results.SCHEMA + 1}: this looplab reads schema {results.SCHEMA} (and 2,"),
     ],
 )
 def test_an_inconsistent_document_is_refused_with_one_line_naming_it(tmp_path: Path, how: str, says: str) -> None:
@@ -343,3 +343,26 @@ def test_the_merge_benchmark_merges_the_full_matrix() -> None:
     bench = bench_merge.bench_merge(shards=3, sample=sample(), repeat=1)
     assert bench.cells == bench.runners * bench.cases == bench.runners * len(load_cases())
     assert bench.seconds > 0 and "3 shard documents of the full matrix" in bench_merge.bench_line(bench)
+
+
+def test_a_schema_2_document_reads_and_merges_as_schema_3(tmp_path: Path) -> None:
+    # Schema 3 only adds values (the `cancelled` stop and tool outcome, `limits.max_tokens`): a schema 2 file holds
+    # none of them, so it reads as it is and is written back as schema 3.
+    data = json.loads(results.to_json(results.build([outcome("handrolled", "vip-compound")])))
+    two = write_json(tmp_path / "two.json", {**data, "looplab_schema": 2})
+    doc = results.read(two)
+    assert doc.looplab_schema == results.SCHEMA == 3 and len(doc.results) == 1
+    other = write_json(
+        tmp_path / "other.json", json.loads(results.to_json(results.build([outcome("langgraph", "vip-compound")])))
+    )
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(two), str(other), "-o", str(merged)]) == 0
+    assert json.loads(merged.read_text())["looplab_schema"] == 3
+
+
+def test_a_cancelled_run_with_a_token_budget_round_trips() -> None:
+    run = sample().model_copy(update={"stop_reason": "cancelled", "answer": None})
+    run.limits = run.limits.model_copy(update={"max_tokens": 3000}) if run.limits else None
+    doc = results.build([RunOutcome(run.runner, run.case, run)])
+    [again] = results.load(json.loads(results.to_json(doc))).run_results()
+    assert (again.stop_reason, again.limits) == ("cancelled", run.limits)

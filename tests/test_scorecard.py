@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from looplab.adapters.session import RunSession
 from looplab.records import measurements, results
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
@@ -57,6 +58,16 @@ def test_a_runner_that_stops_recovering_changes_its_malformed_arguments_cell(mon
     monkeypatch.setattr(Guard, "call", no_recovery)
     after = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["sloppy-calls"])))
     assert after.cards[0].cells["malformed"].text == "stops: error"
+
+
+def test_the_token_budget_cell_says_whether_the_budget_held(monkeypatch) -> None:
+    held = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["token-budget"])))
+    cell = held.cards[0].cells["token_budget"]
+    assert re.fullmatch(r"held: [\d,]+ tokens of 3,000, \d+ calls", cell.text) and cell.evidence == "eval: token-budget"
+    # A gate that no longer counts tokens: the run spends past the budget and answers, and the cell says so.
+    monkeypatch.setattr(RunSession, "budget_stop", lambda self, request_bytes=0: None)
+    spent = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["token-budget"])))
+    assert spent.cards[0].cells["token_budget"].text.startswith("failed (stop: final_answer): ")
 
 
 @pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")

@@ -33,12 +33,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from looplab.adapters.contract.model import KEY_VARIABLES
-from looplab.shared_tools.live import Live
+from looplab.shared_tools.live import WAIT_SLICE_S, Live
 
 __all__ = [
     "CHILD_ENV_ALLOWED",
@@ -134,9 +135,11 @@ def scratch_folder() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_bounded(command: list[str], env: dict[str, str], cwd: Path, seconds: float) -> tuple[int | None, list[str]]:
-    """Run `command` to its end or for `seconds`, whichever comes first; its exit code (None: stopped at the
-    bound) and the lines of the tail of its output.
+def run_bounded(
+    command: list[str], env: dict[str, str], cwd: Path, seconds: float, stop: threading.Event | None = None
+) -> tuple[int | None, list[str]]:
+    """Run `command` to its end or for `seconds`, whichever comes first (or until `stop` is set: a cancelled run);
+    its exit code (None: stopped at the bound) and the lines of the tail of its output.
 
     At the bound it gets SIGTERM and, `TERM_GRACE_S` later, SIGKILL; whatever it started is killed when it
     ends (see the module's docstring for how, and where that is weaker). Returns within `seconds` +
@@ -163,9 +166,7 @@ def run_bounded(command: list[str], env: dict[str, str], cwd: Path, seconds: flo
     tail = OutputTail(reading)
     live_children.add(proc)  # ended at once if looplab is already ending
     try:
-        code: int | None = proc.wait(timeout=max(0.0, seconds))
-    except subprocess.TimeoutExpired:
-        code = None
+        code = _wait(proc, seconds, stop)
     finally:
         if proc.poll() is None:  # its bound, or an exception here
             _tell_to_end(proc, at_once=False)
@@ -175,6 +176,20 @@ def run_bounded(command: list[str], env: dict[str, str], cwd: Path, seconds: flo
         live_children.discard(proc)
         text = tail.close().decode("utf-8", errors="replace")
     return code, [line for line in text.splitlines() if line.strip()]
+
+
+def _wait(proc: subprocess.Popen[Any], seconds: float, stop: threading.Event | None) -> int | None:
+    """`proc`'s exit code once it ends within `seconds`; None at the bound or once `stop` is set (looked at every
+    `WAIT_SLICE_S`)."""
+    ends = time.monotonic() + max(0.0, seconds)
+    while True:
+        left = max(0.0, ends - time.monotonic())
+        wait = left if stop is None else min(left, WAIT_SLICE_S)
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            if wait >= left or (stop is not None and stop.is_set()):
+                return None
 
 
 class OutputTail:

@@ -52,6 +52,7 @@ from looplab.adapters.boundary.recorder import DEADLINE_PASSED, Exchange
 from looplab.adapters.boundary.serving import HEAD_TIMEOUT_S, LOOPBACK, MAX_CONNECTIONS, STOP_TIMEOUT_S
 from looplab.adapters.contract.errors import StopRun
 from looplab.adapters.contract.model import PROVIDER_OF_API, ModelServerUrls, gemini_error
+from looplab.shared_tools.live import WAIT_SLICE_S
 
 if TYPE_CHECKING:
     from looplab.adapters.session import RunSession
@@ -164,9 +165,9 @@ class ModelProxy(ModelServerUrls):
         self._server.drop_connections()
 
     def _watch_deadline(self) -> None:
-        """At the run's deadline, cut every exchange in flight (and any that starts after it)."""
-        while (left := self.session.remaining_s()) > 0:
-            if self._closing.wait(left):
+        """At the run's deadline (or its cancel), cut every exchange in flight (and any that starts after it)."""
+        while (left := self.session.remaining_s()) > 0:  # in slices: a cancelled run has no time left
+            if self._closing.wait(min(left, WAIT_SLICE_S)):
                 return
         self._server.cut_all(DeadlineTimeout)
 

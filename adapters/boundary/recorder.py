@@ -28,6 +28,7 @@ import pydantic_core
 from looplab.adapters.boundary.pacing import Pacer, retry_after_s
 from looplab.adapters.contract.pricing import Pricing
 from looplab.adapters.contract.trace import Attempt, ModelCall
+from looplab.shared_tools.live import WAIT_SLICE_S
 from looplab.shared_tools.records import clean, preview
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ModelRecorder",
     "ReplyTee",
     "SSE_START",
+    "forecast_input_tokens",
     "http_module_for",
     "parse_exchange",
     "read_json",
@@ -113,12 +115,17 @@ class ModelRecorder:
             return http.AsyncClient(transport=async_cls(self, inner), **kwargs)
         return http.Client(transport=sync_cls(self, inner), **kwargs)
 
+    @property
+    def tokens(self) -> int:
+        """Input plus output tokens of the answered calls (what `max_tokens` counts)."""
+        return sum(c.input_tokens + c.output_tokens for c in self.calls)
+
     def forecast_cost(self, request_bytes: int) -> float | None:
-        """A call's likely cost: about 4 request bytes a token in, the largest reply so far out."""
+        """A call's likely cost: its input tokens forecast from its size, the largest reply so far out."""
         if self.pricing is None:
             return None
         output = max((c.output_tokens for c in self.calls), default=0)
-        return self.pricing.cost(-(-request_bytes // 4), output)
+        return self.pricing.cost(forecast_input_tokens(request_bytes), output)
 
     def outgoing(self, headers: Mapping[str, str]) -> dict[str, str]:
         """`headers` as a relay sends them on (boundary/proxy.py): with `self.headers` in place of any of the same
@@ -159,7 +166,10 @@ class ModelRecorder:
         info.finish_reason = clean(str(info.finish_reason)) if info.finish_reason is not None else None
         if not info.input_tokens and not info.output_tokens:
             # No usage reported (e.g. a stream without include_usage): estimate, and say so.
-            info.input_tokens, info.output_tokens = -(-len(request_body) // 4), -(-len(response_body) // 8)
+            info.input_tokens, info.output_tokens = (
+                forecast_input_tokens(len(request_body)),
+                -(-len(response_body) // 8),
+            )
             info.usage_estimated = True
         with self._lock:
             call = ModelCall(
@@ -219,6 +229,12 @@ def _error_message(body: bytes) -> str:
 
 
 @lru_cache(maxsize=256)
+def forecast_input_tokens(request_bytes: int) -> int:
+    """A request's input tokens before it is answered: one per 4 bytes, rounded up (JSON and its escapes make a
+    request's bytes outnumber its text's characters, so this errs high for text)."""
+    return -(-request_bytes // 4)
+
+
 def _endpoint(url: str) -> str | None:
     path = url.split("?")[0]
     return next((kind for suffix, kind in ENDPOINTS.items() if path.endswith(suffix)), None)
@@ -401,6 +417,15 @@ def _wait_for(recorder: ModelRecorder, timeout: float | None, timed_out: type[Ex
     return (left, True) if timeout is None or left < timeout else (timeout, False)
 
 
+def _read_slice(recorder: ModelRecorder, timeout: float | None) -> tuple[float, bool]:
+    """How long the next slice of a read may wait, and whether it is the read's last: a read waiting on the model
+    looks again at the run's time left every `WAIT_SLICE_S` (a cancelled run has none), so a cancel cuts it within
+    a slice. A read that timed out received nothing, so the next slice simply reads again."""
+    assert recorder.time_left is not None
+    bound = min(recorder.time_left(), timeout if timeout is not None else float("inf"))
+    return (bound, True) if bound <= WAIT_SLICE_S else (WAIT_SLICE_S, False)
+
+
 def _cut(recorder: ModelRecorder, timed_out: type[Exception]) -> Exception:
     recorder.out_of_time = True
     return timed_out(DEADLINE_PASSED)
@@ -425,7 +450,14 @@ def _deadline_backends(core: ModuleType) -> tuple[type, type]:
                 raise
 
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return self._bounded(timeout, core.ReadTimeout, lambda wait: self.inner.read(max_bytes, wait))
+            while True:  # in slices: see `_read_slice`
+                wait, last = _read_slice(self.recorder, timeout)
+                try:
+                    return self._bounded(wait, core.ReadTimeout, lambda wait: self.inner.read(max_bytes, wait))
+                except core.ReadTimeout:
+                    if last:
+                        raise
+                    timeout = None if timeout is None else timeout - wait
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
             self._bounded(timeout, core.WriteTimeout, lambda wait: self.inner.write(buffer, wait))
@@ -480,7 +512,14 @@ def _deadline_backends(core: ModuleType) -> tuple[type, type]:
                 raise
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return await self._bounded(timeout, core.ReadTimeout, lambda wait: self.inner.read(max_bytes, wait))
+            while True:  # in slices: see `_read_slice`
+                wait, last = _read_slice(self.recorder, timeout)
+                try:
+                    return await self._bounded(wait, core.ReadTimeout, lambda wait: self.inner.read(max_bytes, wait))
+                except core.ReadTimeout:
+                    if last:
+                        raise
+                    timeout = None if timeout is None else timeout - wait
 
         async def write(self, buffer: bytes, timeout: float | None = None) -> None:
             await self._bounded(timeout, core.WriteTimeout, lambda wait: self.inner.write(buffer, wait))

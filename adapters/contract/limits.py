@@ -19,6 +19,7 @@ class StopReason(StrEnum):
     REPETITION = "repetition"
     REJECTED = "rejected"
     ERROR = "error"
+    CANCELLED = "cancelled"
 
 
 class Limits(BaseModel):
@@ -29,4 +30,7 @@ class Limits(BaseModel):
     max_steps: int = Field(12, ge=1, description="Most model calls a run may make.")
     max_seconds: float = Field(300.0, gt=0, description="Wall-clock budget for the whole run.")
     max_cost_usd: float | None = Field(None, ge=0, description="Dollar budget, from token usage and the model's price.")
+    max_tokens: int | None = Field(
+        None, ge=1, description="Token budget: input plus output tokens, summed over every model call of the run."
+    )
     max_repeats: int = Field(3, ge=2, description="Identical consecutive tool calls that end the run.")

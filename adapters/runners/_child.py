@@ -99,7 +99,9 @@ class ChildRunner(Adapter):
                     retries=str(session.model.retries),
                     result=str(outcome),
                 )
-                code, output = run_bounded(command, env, self.workdir() or tmp, session.remaining_s())
+                code, output = run_bounded(
+                    command, env, self.workdir() or tmp, session.remaining_s(), session.cancelled
+                )
                 try:
                     data = _read(outcome)
                 except ChildFailed as bad:

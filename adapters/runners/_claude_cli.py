@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import os
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from looplab.adapters.boundary.tool_server import SERVER_NAME
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.model import DEFAULT_RETRIES, MESSAGES_MAX_TOKENS
+from looplab.shared_tools.live import WAIT_SLICE_S
 
 __all__ = ["BUNDLED_CLI", "agent_options", "ask", "bare_run", "check_bundled_cli", "cli_environment"]
 
@@ -139,8 +141,15 @@ def agent_options(
     )
 
 
-async def ask(task: str, options: ClaudeAgentOptions, seconds: float, replies: list[str] | None = None) -> Any:
-    """The query's result message; None if it did not come within `seconds` (the CLI is then killed).
+async def ask(
+    task: str,
+    options: ClaudeAgentOptions,
+    seconds: float,
+    replies: list[str] | None = None,
+    stop: threading.Event | None = None,
+) -> Any:
+    """The query's result message; None if it did not come within `seconds`, or before `stop` was set (a cancelled
+    run): the CLI is then killed.
 
     `replies` collects the id of each model reply the query yields (one a model call).
     """
@@ -152,15 +161,31 @@ async def ask(task: str, options: ClaudeAgentOptions, seconds: float, replies: l
     # `query` gives `can_use_tool` its permission channel; a transport built here needs the same.
     transport = _Cli(asking, dataclasses.replace(options, permission_prompt_tool_name="stdio"))
     result = None
-    with anyio.move_on_after(seconds):
-        async with contextlib.aclosing(query(prompt=asking, options=options, transport=transport)) as messages:
-            async for message in messages:
-                if isinstance(message, ResultMessage):
-                    result = message
-                elif isinstance(message, AssistantMessage) and replies is not None and message.message_id:
-                    if message.message_id not in replies:
-                        replies.append(message.message_id)
+    with anyio.move_on_after(seconds) as scope:
+        try:
+            async with anyio.create_task_group() as group:
+                if stop is not None:
+                    group.start_soon(_cancel_when, stop, scope)
+                async with contextlib.aclosing(query(prompt=asking, options=options, transport=transport)) as messages:
+                    async for message in messages:
+                        if isinstance(message, ResultMessage):
+                            result = message
+                        elif isinstance(message, AssistantMessage) and replies is not None and message.message_id:
+                            if message.message_id not in replies:
+                                replies.append(message.message_id)
+                group.cancel_scope.cancel()  # the query ended: the watch is over
+        except BaseExceptionGroup as raised:  # the query's own error (the SDK's `ResultError`), not the group's
+            if len(raised.exceptions) == 1:
+                raise raised.exceptions[0] from None
+            raise
     return result
+
+
+async def _cancel_when(stop: threading.Event, scope: anyio.CancelScope) -> None:
+    """Cancel `scope` once `stop` is set, looked at every `WAIT_SLICE_S`."""
+    while not stop.is_set():
+        await anyio.sleep(WAIT_SLICE_S)
+    scope.cancel()
 
 
 def bare_run(

@@ -90,6 +90,7 @@ class RecordedTransport(StdlibTransport):
         self._deadline = threading.Timer(max(session.remaining_s(), 0.0), self._cut)
         self._deadline.daemon = True
         self._deadline.start()
+        session.when_cancelled(self._cut)  # a cancelled run's exchange is cut as at its deadline
 
     def _open(self, *args: Any, **kwargs: Any) -> Any:
         """lm15's new connection, kept so the deadline can shut it (at once if the deadline has passed)."""

@@ -43,6 +43,7 @@ from looplab.adapters.boundary.processes import STDERR_LINES
 from looplab.adapters.boundary.proxy import ModelProxy
 from looplab.adapters.boundary.tool_server import SERVER_NAME, mcp_server, require_mcp
 from looplab.adapters.contract.bare import BareRun
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
 from looplab.adapters.contract.result import Finished, NativeCap, NativeEnd, RunResult
@@ -92,13 +93,14 @@ class ClaudeAgentSdk(Adapter):
         tools: ToolTransport = "in-process",
         *,
         system_prompt: str,
+        cancel: Cancellation | None = None,
     ) -> RunResult:
         """`Adapter.run`, keeping `tools` for `loop`: the loop is out of process, so `Adapter.run` leaves the tool
         transport to it, and the in-process MCP server the CLI calls reaches the Guard either way."""
         require_mcp()  # imported off the run's clock
         chosen = _TRANSPORT.set(tools)
         try:
-            return super().run(task, guard, limits, model, probe, tools, system_prompt=system_prompt)
+            return super().run(task, guard, limits, model, probe, tools, system_prompt=system_prompt, cancel=cancel)
         finally:
             _TRANSPORT.reset(chosen)
 
@@ -145,7 +147,9 @@ class ClaudeAgentSdk(Adapter):
                 stderr=errors.append,
             )
             try:
-                result = anyio.run(ask, task, options, session.remaining_s() + DEADLINE_GRACE_S)
+                result = anyio.run(
+                    ask, task, options, session.remaining_s() + DEADLINE_GRACE_S, None, session.cancelled
+                )
             except Exception as error:  # the CLI's error result, which the SDK raises as `ResultError`
                 if session.stop is not None:  # the proxy's refusal: say so, as a runner in another process does
                     kind = type(error)

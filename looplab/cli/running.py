@@ -98,6 +98,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     model_options(run)
     run.add_argument("--max-steps", type=positive_int, metavar="N", help="override the case's max_steps (model calls)")
+    run.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        metavar="N",
+        help="a token budget for each run (input plus output over every model call), in place of the case's",
+    )
     run.add_argument("--json", metavar="PATH", help="also write the results document (results.json in --out) to PATH")
     otel_option(run)
     run.add_argument(
@@ -213,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
                 advance(outcome)
 
             plan = [(runner, case) for case in cases for runner in runners]
-            options = {"max_steps": args.max_steps, "tools": args.tools}
+            options = {"max_steps": args.max_steps, "max_tokens": args.max_tokens, "tools": args.tools}
             if isolated is None:
                 schedule.run_here(plan, where, 1, done, options)
             else:

@@ -142,6 +142,7 @@ task = {_toml_string(task)}
 max_steps = {max_steps}
 # max_seconds = 300                    # wall-clock budget of the whole run
 # max_cost_usd = 0.50                  # dollar budget at the model's price
+# max_tokens = 200000                  # token budget: input plus output over every model call
 
 [checks]
 stop_reason = "final_answer"

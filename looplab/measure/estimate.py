@@ -42,6 +42,8 @@ class Bound:
     tools: tuple[str, ...]
     max_steps: int
     max_cost_usd: float | None
+    #: The case's token budget: input plus output over the run's calls, but for the last call's reply.
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def estimate(
         missing = tuple(case.tools_beyond_scripted)
         for runner in runners:
             if missing:
-                bound = Bound(missing, case.limits.max_steps, case.limits.max_cost_usd)
+                bound = Bound(missing, case.limits.max_steps, case.limits.max_cost_usd, case.limits.max_tokens)
                 cells.append(Cell(runner, case.id, bound=bound))
             else:
                 cells.append(_priced(by_cell[runner, case.id], price))
@@ -254,10 +256,12 @@ def _bound_notes(est: Estimate) -> list[str]:
             continue
         seen.add(cell.case)
         b = cell.bound
+        bounds = [f"${_dollars(b.max_cost_usd)}"] if b.max_cost_usd is not None else []
+        bounds += [f"{b.max_tokens:,} tokens and the last call's reply"] if b.max_tokens is not None else []
         spend = (
-            f"and at most ${_dollars(b.max_cost_usd)}"
-            if b.max_cost_usd is not None
-            else "and, with no max_cost_usd, no bound on its tokens or cost"
+            f"and at most {' and '.join(bounds)}"
+            if bounds
+            else "and, with neither max_cost_usd nor max_tokens, no bound on its tokens or cost"
         )
         notes.append(
             f"{cell.case}: not run, since it offers {', '.join(b.tools)}, which the scripted model does not drive; "

@@ -4,7 +4,8 @@ Every command that records runs (`looplab run`, `looplab eval`, `looplab merge`)
 `Document` through `write`, and every reader (`looplab report`, `eval --resume`, `merge`, the
 real-model notes) goes through `read` or `load`. The file says which shape it has:
 
-- schema 2 (`"looplab_schema": 2`, this module's `SCHEMA`): one object holding the runners and
+- schema 3 (`"looplab_schema": 3`, this module's `SCHEMA`; schema 2 reads as 3, which only adds the stop
+  reason and tool outcome `cancelled` and the `max_tokens` limit): one object holding the runners and
   cases asked for (each case with a content hash of its definition and fixture files), every
   environment that produced a run (Python, platform, the installed framework versions), the
   cells (one runner on one case, one repeat, one model: its checks, and the index of its
@@ -60,6 +61,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_SECONDS",
     "NOT_RESULTS",
+    "READS",
     "SCHEMA",
     "SCHEMA_KEY",
     "SHOWN_CHARS",
@@ -87,7 +89,10 @@ __all__ = [
 ]
 
 #: The shape this looplab writes. Bump it when a field changes meaning or a reader would need a new one.
-SCHEMA = 2
+#: 3: the stop reason and tool outcome `cancelled`, and `limits.max_tokens` (values a schema 2 reader refuses).
+SCHEMA = 3
+#: The versioned shapes this looplab reads: a schema 2 document is a schema 3 one that holds none of what 3 adds.
+READS = (2, 3)
 #: Unversioned files: the shapes looplab wrote before the schema was recorded.
 UNVERSIONED = 1
 SCHEMA_KEY = "looplab_schema"
@@ -454,13 +459,13 @@ def load(data: Any, *, source: str = "results") -> Document:
         raise ResultsError(f"{source}: {NOT_RESULTS}: {_field(odd[0])}: {odd[1]}")
     if isinstance(data, dict) and SCHEMA_KEY in data:
         version = data[SCHEMA_KEY]
-        if type(version) is not int or version != SCHEMA:  # not True, 2.0 or "2": the writer writes the int
+        if type(version) is not int or version not in READS:  # not True, 2.0 or "2": the writer writes the int
             raise ResultsError(
                 f"{source}: results schema {_shown(version)}: this looplab reads schema {SCHEMA} "
-                f"(and unversioned files, as schema {UNVERSIONED})"
+                f"(and {', '.join(map(str, READS[:-1]))}, and unversioned files, as schema {UNVERSIONED})"
             )
         try:
-            doc = Document.model_validate(data)
+            doc = Document.model_validate({**data, SCHEMA_KEY: SCHEMA})
         except ValidationError as exc:
             raise ResultsError(f"{source}: {INVALID}: {_problem(exc)}") from None
         validate(doc, source=source)

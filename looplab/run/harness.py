@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from looplab.adapters import registry
 from looplab.adapters.boundary import pacing
 from looplab.adapters.contract import files
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import (
@@ -32,8 +35,10 @@ from looplab.records import results
 from looplab.records.outcome import RunOutcome
 from looplab.scenarios.cases import Case, ScriptedModel, check
 from looplab.shared_tools import Approver, Guard, Workspace
+from looplab.shared_tools.live import WAIT_SLICE_S
 
 __all__ = [
+    "CANCEL_GRACE_S",
     "Endpoint",
     "ModelChoice",
     "SCRIPTED",
@@ -46,6 +51,9 @@ __all__ = [
 ]
 
 SCRIPTED = "scripted"
+#: How long a cancelled run may take to end before it is abandoned as hung (it ends within a second: every wait
+#: of a run looks at its cancel switch each `WAIT_SLICE_S`; a framework that swallows the stop is what is left).
+CANCEL_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -186,19 +194,23 @@ def run_one(
     where: Endpoint,
     max_steps: int | None = None,
     *,
+    max_tokens: int | None = None,
     approver: Approver | None = None,
     grace_s: float = 30.0,
     tools: ToolTransport = "in-process",
+    cancel: Cancellation | None = None,
 ) -> RunOutcome:
     """Run one case through one runner. Never raises: a failure is a row, not a crash.
 
-    `tools="mcp"` has an in-process runner call the tools as an MCP client (`Adapter.run`).
+    `tools="mcp"` has an in-process runner call the tools as an MCP client (`Adapter.run`). `cancel` ends the run
+    as `cancelled` when it is set, with its partial trace (`start` gives a handle that holds one).
 
     The run happens on a worker thread; one still going `grace_s` after its
-    `max_seconds` is abandoned and recorded as hung, so one runner that hangs
-    cannot stall a matrix.
+    `max_seconds` (or `CANCEL_GRACE_S` after it was cancelled) is abandoned and recorded as hung, so one runner
+    that hangs cannot stall a matrix.
     """
-    limits = case.limits if max_steps is None else case.limits.model_copy(update={"max_steps": max_steps})
+    given = {"max_steps": max_steps, "max_tokens": max_tokens}
+    limits = case.limits.model_copy(update={k: v for k, v in given.items() if v is not None})
     # The worker fills `done`, never the outcome returned: a run abandoned as hung that finishes
     # later must not change what was already reported (its workspace goes at exit, see Workspace).
     done = RunOutcome(runner, case.id)
@@ -209,8 +221,10 @@ def run_one(
             with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
                 before = ws.fingerprint()
                 guard = case_guard(case, ws, limits, approver)
-                # `tools` only when asked: an adapter (a test double) may override `run` without it
-                over = {"tools": tools} if tools != "in-process" else {}
+                # `tools` and `cancel` only when asked: an adapter (a test double, a team's) may override `run`
+                # without them
+                over: dict[str, Any] = {"tools": tools} if tools != "in-process" else {}
+                over |= {"cancel": cancel} if cancel is not None else {}
                 spec = where.spec_for(adapter, case.model)
                 result = adapter.run(case.task, guard, limits, spec, **over, system_prompt=case.system_prompt)
                 changed = ws.fingerprint() != before
@@ -228,9 +242,14 @@ def run_one(
 
     worker = threading.Thread(target=work, name=f"looplab-{runner}-{case.id}", daemon=True)
     worker.start()
-    worker.join(limits.max_seconds + grace_s)
+    ends, cancelled = time.monotonic() + limits.max_seconds + grace_s, False
+    while worker.is_alive() and time.monotonic() < ends:
+        if not cancelled and cancel is not None and cancel.cancelled:  # it ends within a second, or is abandoned
+            ends, cancelled = min(ends, time.monotonic() + CANCEL_GRACE_S), True
+        worker.join(min(WAIT_SLICE_S, max(0.0, ends - time.monotonic())))
     if worker.is_alive():
-        hung = f"hung: still running {grace_s:g} s after max_seconds={limits.max_seconds:g}; abandoned"
+        after = "it was cancelled" if cancelled else f"max_seconds={limits.max_seconds:g}"
+        hung = f"hung: still running {CANCEL_GRACE_S if cancelled else grace_s:g} s after {after}; abandoned"
         return RunOutcome(runner, case.id, error=hung)
     return done
 

@@ -26,8 +26,8 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.records.outcome import RunOutcome
 from looplab.run.environments import RunnerEnv, runner_of
 from looplab.run.harness import Endpoint
-from looplab.run.lane import decode_outcome, encode_job
-from looplab.run.schedule import LANE_START_S, POLL_S
+from looplab.run.lane import decode_outcome, encode_cancel, encode_job
+from looplab.run.schedule import LANE_START_S, POLL_S, CancelOf
 from looplab.scenarios.cases import Case
 
 __all__ = ["STDERR_LINES", "run_isolated"]
@@ -44,8 +44,10 @@ def run_isolated(
     concurrency: int,
     on_done: Callable[[int, RunOutcome], None],
     options: dict[str, Any],
+    cancel_of: CancelOf | None = None,
 ) -> None:
     """Every cell in its runner's environment; `plan` holds runner labels, `env_of(label)` their environments.
+    A cell cancelled (`cancel_of(i)`) is cancelled in its lane, before or while it runs.
 
     `on_done(i, outcome)` is called here, one at a time, as each cell ends; an outcome's `runner`
     is the cell's label (`langgraph@1.0.0` for a pinned version), and so is its result's.
@@ -72,7 +74,8 @@ def run_isolated(
             except LooplabError as exc:  # its environment could not be made: its cells fail, the others run
                 _fail({i: plan[i][1] for i in cells}, runner_of(label)[0], report, str(exc))
                 continue
-            futures.append(pool.submit(_lane, env, [(i, plan[i][1]) for i in cells], where, per_lane, report, options))
+            lane_cells = [(i, plan[i][1]) for i in cells]
+            futures.append(pool.submit(_lane, env, lane_cells, where, per_lane, report, options, cancel_of))
         for future in futures:
             future.result()
 
@@ -84,8 +87,10 @@ def _lane(
     threads: int,
     report: Callable[[int, RunOutcome], None],
     options: dict[str, Any],
+    cancel_of: CancelOf | None = None,
 ) -> None:
-    """One lane: start it, feed it its cells, relay its outcomes; its unfinished cells are errors if it dies."""
+    """One lane: start it, feed it its cells (and their cancels, a line each), relay its outcomes; its unfinished
+    cells are errors if it dies."""
     runner = env.spec.runner
     job = encode_job(where, [(i, runner, case) for i, case in cells], threads, options)
     left = {i: case for i, case in cells}
@@ -100,11 +105,21 @@ def _lane(
             text=True,
             start_new_session=True,  # its own process group, so it and its children can be killed as one
         )
+        writing = threading.Lock()
+
+        def tell(line: str) -> None:
+            with writing, contextlib.suppress(OSError, ValueError):  # a lane that died (or ended): nothing to tell
+                assert proc.stdin is not None
+                proc.stdin.write(line)
+                proc.stdin.flush()
+
+        switches = [(i, s) for i, _ in cells if cancel_of is not None and (s := cancel_of(i)) is not None]
+        forget: list[Callable[[], None]] = []
         try:
             assert proc.stdin is not None and proc.stdout is not None
-            with contextlib.suppress(BrokenPipeError):  # a lane that died at once: its stderr says why, below
-                proc.stdin.write(job)
-                proc.stdin.close()
+            tell(job)  # a lane that died at once: its stderr says why, below
+            for i, switch in switches:
+                forget.append(switch.listen(lambda detail, i=i: tell(encode_cancel(i, detail))))
             lines: queue.Queue[str | None] = queue.Queue()
             threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True).start()
             last_news = time.monotonic()
@@ -134,6 +149,11 @@ def _lane(
         except BaseException:
             kill_group(proc)
             raise
+        finally:
+            for stop_listening in forget:
+                stop_listening()
+            with writing, contextlib.suppress(OSError):
+                proc.stdin.close()  # type: ignore[union-attr]
         if left:
             stderr.seek(0)
             tail = " | ".join(stderr.read().decode("utf-8", "replace").strip().splitlines()[-STDERR_LINES:])

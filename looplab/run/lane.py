@@ -2,7 +2,8 @@
 
 The parent (`looplab.run.isolation`) starts it with a runner environment's interpreter and writes one
 JSON line to its stdin: the model endpoint (the scripted model's URLs, served by the parent), the
-run options and the cells (`[index, runner, case id]`). The lane answers on its stdout, one JSON
+run options and the cells (`[index, runner, case id]`); then a line `{"cancel": N, "detail": ...}` for each
+cell its caller cancels, until it closes stdin. The lane answers on its stdout, one JSON
 line `{"i": N, "outcome": {...}}` per cell as each ends, and nothing else: whatever a framework
 prints goes to stderr, so it cannot break a line. It never raises for a cell: a failure is that
 cell's outcome.
@@ -18,6 +19,7 @@ import threading
 from typing import Any
 
 from looplab.adapters.boundary import pacing
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.pricing import Pricing
 from looplab.adapters.contract.result import RunResult
 from looplab.records.outcome import RunOutcome
@@ -26,7 +28,7 @@ from looplab.run.harness import Endpoint, ModelChoice
 from looplab.run.interrupt import worker_signals
 from looplab.scenarios.cases import Case, CheckResult, case_from_wire, case_to_wire
 
-__all__ = ["decode_job", "decode_outcome", "encode_job", "encode_outcome", "main"]
+__all__ = ["decode_job", "decode_outcome", "encode_cancel", "encode_job", "encode_outcome", "main"]
 
 
 def encode_job(where: Endpoint, cells: list[tuple[int, str, Case]], concurrency: int, options: dict[str, Any]) -> str:
@@ -36,6 +38,24 @@ def encode_job(where: Endpoint, cells: list[tuple[int, str, Case]], concurrency:
     sent = [[i, runner, case_to_wire(case)] for i, runner, case in cells]
     job = {"choice": choice, "urls": where.scripted_urls, "cells": sent, "concurrency": concurrency}
     return json.dumps({**job, "options": options}) + "\n"
+
+
+def encode_cancel(i: int, detail: str) -> str:
+    """The line that cancels cell `i` (its index in the job)."""
+    return json.dumps({"cancel": i, "detail": detail}) + "\n"
+
+
+def _read_cancels(switches: dict[int, Cancellation], lock: threading.Lock) -> None:
+    """The parent's cancel lines, until it closes stdin: each cancels its cell, before or while it runs."""
+    for line in sys.stdin:
+        try:
+            event = json.loads(line)
+            i, detail = int(event["cancel"]), str(event["detail"])
+        except (ValueError, KeyError, TypeError):  # not a cancel line
+            continue
+        with lock:
+            switch = switches.setdefault(i, Cancellation())
+        switch.cancel(detail)
 
 
 def decode_job(line: str) -> tuple[Endpoint, list[tuple[int, str, Case]], int, dict[str, Any]]:
@@ -91,6 +111,12 @@ def main() -> None:
     pacing.install(pacing.Pacer(where.choice.rpm))
     plan = [(runner, case) for _, runner, case in cells]
     lock = threading.Lock()
+    switches: dict[int, Cancellation] = {}
+    threading.Thread(target=_read_cancels, args=(switches, lock), name="looplab-lane-cancels", daemon=True).start()
+
+    def cancel_of(k: int) -> Cancellation:
+        with lock:
+            return switches.setdefault(cells[k][0], Cancellation())
 
     def done(i: int, outcome: RunOutcome) -> None:
         line = json.dumps({"i": cells[i][0], "outcome": encode_outcome(outcome)})
@@ -98,7 +124,7 @@ def main() -> None:
             out.write(line + "\n")
             out.flush()
 
-    schedule.run_here(plan, where, concurrency, done, options)
+    schedule.run_here(plan, where, concurrency, done, options, cancel_of)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,13 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError
 from looplab.records import results
 from looplab.records.outcome import RunOutcome
 from looplab.run import harness, isolation, schedule
 from looplab.run.environments import RunnerEnv
+from looplab.run.handle import Cancels
 from looplab.run.harness import Endpoint
 from looplab.scenarios.cases import Case, load_cases
 
@@ -36,6 +38,7 @@ def run_matrix(
     concurrency: int | None = None,
     select: Callable[[str, str, int], bool] | None = None,
     isolated: Callable[[str], RunnerEnv] | None = None,
+    cancels: Cancels | None = None,
     **options: Any,
 ) -> list[RunOutcome]:
     """Every runner on every case, `repeat` times; each run independent of the others.
@@ -46,7 +49,8 @@ def run_matrix(
     back in plan order whatever the concurrency; `on_done` is called here, as each cell finishes.
     `select(runner, case_id, repeat)` keeps a slice of the matrix (a shard, the cells `--resume` lacks).
     `isolated(runner)` gives each runner's environment: its cells then run there, in lanes of its
-    interpreter, `jobs` lanes at a time (see `looplab.run.isolation`).
+    interpreter, `jobs` lanes at a time (see `looplab.run.isolation`). `cancels` cancels a cell from any thread,
+    before or while it runs, wherever it runs: it ends as `cancelled` and the others go on.
     """
     planned = plan(runners, cases, repeat, select)
     concurrency = max(1, jobs if concurrency is None else concurrency)
@@ -60,18 +64,26 @@ def run_matrix(
         if on_done:
             on_done(outcome)
 
-    def run_shared(cells: list[tuple[str, Case]], finished: Callable[[int, RunOutcome], None]) -> None:
+    def switch(i: int) -> Cancellation | None:
+        runner, case, k = planned[i]
+        return cancels.of(runner, case.id, k) if cancels is not None else None
+
+    def run_shared(cells: list[int], finished: Callable[[int, RunOutcome], None]) -> None:
+        plan_ = [cells_here[i] for i in cells]
+        cancel_of = (lambda k: switch(cells[k])) if cancels is not None else None
         if jobs <= 1 or len(cells) <= 1 or concurrency <= 1:
-            schedule.run_here(cells, where, concurrency, finished, options)
+            schedule.run_here(plan_, where, concurrency, finished, options, cancel_of)
         else:
-            schedule.run_in_lanes(cells, where, jobs, concurrency, finished, options)
+            schedule.run_in_lanes(plan_, where, jobs, concurrency, finished, options, cancel_of)
 
     if isolated is None:
-        run_shared(cells_here, done)
+        run_shared(list(range(len(cells_here))), done)
         return [o for o in slots if o is not None]
 
-    def run_apart(cells: list[tuple[str, Case]], finished: Callable[[int, RunOutcome], None]) -> None:
-        isolation.run_isolated(cells, where, isolated, jobs, concurrency, finished, options)
+    def run_apart(cells: list[int], finished: Callable[[int, RunOutcome], None]) -> None:
+        cancel_of = (lambda k: switch(cells[k])) if cancels is not None else None
+        plan_ = [cells_here[i] for i in cells]
+        isolation.run_isolated(plan_, where, isolated, jobs, concurrency, finished, options, cancel_of)
 
     # The runners that need no environment of their own share this one's worker processes and their one queue (a
     # lane each would start an interpreter and import a framework per runner); the others run in lanes of their
@@ -81,7 +93,7 @@ def run_matrix(
     shared = [i for i in range(len(cells_here)) if i not in kept]
     for subset, runs in ((apart, run_apart), (shared, run_shared)):
         if subset:
-            runs([cells_here[i] for i in subset], lambda k, outcome, subset=subset: done(subset[k], outcome))
+            runs(subset, lambda k, outcome, subset=subset: done(subset[k], outcome))
     return [o for o in slots if o is not None]
 
 

@@ -16,6 +16,7 @@ import collections
 import multiprocessing
 import multiprocessing.connection
 import pickle
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,12 +25,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from looplab.adapters.boundary import pacing
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.records.outcome import RunOutcome
 from looplab.run.harness import Endpoint, run_one
 from looplab.run.interrupt import signals_held, worker_signals
 from looplab.scenarios.cases import Case
 
-__all__ = ["LANE_START_S", "POLL_S", "Plan", "run_here", "run_in_lanes", "split"]
+__all__ = ["LANE_START_S", "POLL_S", "CancelOf", "Plan", "run_here", "run_in_lanes", "split"]
 
 Plan = Sequence[tuple[str, Case]]
 #: How often the parent looks for a lane that died while it waits for outcomes.
@@ -44,19 +46,30 @@ def split(concurrency: int, lanes: int) -> list[int]:
     return [concurrency // lanes + (i < concurrency % lanes) for i in range(lanes)]
 
 
+#: Each cell's cancel switch, by its index in the plan (None: the cell cannot be cancelled).
+CancelOf = Callable[[int], Cancellation | None]
+
+
 def run_here(
-    plan: Plan, where: Endpoint, concurrency: int, on_done: Callable[[int, RunOutcome], None], options: dict[str, Any]
+    plan: Plan,
+    where: Endpoint,
+    concurrency: int,
+    on_done: Callable[[int, RunOutcome], None],
+    options: dict[str, Any],
+    cancel_of: CancelOf | None = None,
 ) -> None:
-    """Every cell in this process, up to `concurrency` at a time, in plan order; `on_done(i, outcome)` as each ends."""
+    """Every cell in this process, up to `concurrency` at a time, in plan order; `on_done(i, outcome)` as each ends.
+
+    `cancel_of(i)`: the switch that cancels cell `i` (see `looplab.run.handle.Cancels`)."""
     if concurrency <= 1:
         for i, (runner, case) in enumerate(plan):
-            on_done(i, run_one(runner, case, where, **options))
+            on_done(i, run_one(runner, case, where, cancel=cancel_of and cancel_of(i), **options))
         return
     lock = threading.Lock()  # on_done is the caller's code: one call at a time, as without threads
 
     def cell(i: int) -> None:
         runner, case = plan[i]
-        outcome = run_one(runner, case, where, **options)
+        outcome = run_one(runner, case, where, cancel=cancel_of and cancel_of(i), **options)
         with lock:
             on_done(i, outcome)
 
@@ -71,22 +84,41 @@ def run_here(
 
 
 def _lane(conn: Connection, threads: int, where: Endpoint, options: dict[str, Any], shared: Any) -> None:
-    """A worker process: `threads` threads running the `(i, runner, case)` the parent sends on `conn` until a None."""
+    """A worker process: `threads` threads running the cells the parent sends on `conn` until a None each.
+
+    What comes is a cell `(i, runner, case, cancelled)` (`cancelled`: the detail of a cell cancelled before it was
+    handed out), a `("cancel", i, detail)` for a cell it holds, or a None; a thread of its own reads them.
+    """
     worker_signals()
     pacing.install(pacing.Pacer(where.choice.rpm, shared))
-    receiving, sending = threading.Lock(), threading.Lock()
+    cells: queue.Queue[tuple[int, str, Case, Cancellation] | None] = queue.Queue()
+    switches: dict[int, Cancellation] = {}
+
+    def read() -> None:
+        while True:
+            try:
+                item = conn.recv()
+            except (EOFError, OSError):  # the parent is gone
+                for _ in range(threads):
+                    cells.put(None)
+                return
+            if item is None:
+                cells.put(None)
+            elif item[0] == "cancel":
+                switches.setdefault(item[1], Cancellation()).cancel(item[2])
+            else:
+                i, runner, case, cancelled = item
+                switch = switches.setdefault(i, Cancellation())
+                if cancelled is not None:
+                    switch.cancel(cancelled)
+                cells.put((i, runner, case, switch))
+
+    sending = threading.Lock()
 
     def work() -> None:
-        while True:
-            with receiving:
-                try:
-                    item = conn.recv()
-                except (EOFError, OSError):  # the parent is gone
-                    return
-            if item is None:
-                return
-            i, runner, case = item
-            outcome = run_one(runner, case, where, **options)
+        while (item := cells.get()) is not None:
+            i, runner, case, switch = item
+            outcome = run_one(runner, case, where, cancel=switch, **options)
             try:
                 payload = pickle.dumps((i, outcome))
             except Exception as exc:  # an outcome that cannot travel back is that cell's error, not a lost cell
@@ -95,6 +127,7 @@ def _lane(conn: Connection, threads: int, where: Endpoint, options: dict[str, An
             with sending:
                 conn.send_bytes(payload)
 
+    threading.Thread(target=read, name="looplab-lane-reader", daemon=True).start()
     workers = [threading.Thread(target=work, name=f"looplab-lane-{n}") for n in range(threads)]
     for worker in workers:
         worker.start()
@@ -109,8 +142,10 @@ def run_in_lanes(
     concurrency: int,
     on_done: Callable[[int, RunOutcome], None],
     options: dict[str, Any],
+    cancel_of: CancelOf | None = None,
 ) -> None:
     """Every cell over `jobs` worker processes with `concurrency` threads between them; `on_done(i, outcome)` here.
+    A cell cancelled (`cancel_of(i)`) while a lane holds it is cancelled there; one not yet handed out starts so.
 
     Each lane has a pipe of its own, and this process hands it a cell whenever one of its threads is free: no lock
     or queue is shared between lanes, so a lane killed mid-message breaks only its own pipe, and the cells it had
@@ -136,9 +171,22 @@ def run_in_lanes(
     def lost(i: int, why: str) -> None:
         on_done(i, RunOutcome(plan[i][0], plan[i][1].id, error=f"worker process failed: {why}"))
 
+    handing = threading.Lock()  # a cancel (on the canceller's thread) finds the cell where hand-outs put it
+
+    def switch_of(i: int) -> Cancellation | None:
+        return cancel_of(i) if cancel_of is not None else None
+
+    def tell_the_lane(i: int, detail: str) -> None:
+        with handing:
+            for lane in lanes:
+                if i in lane.in_hand:
+                    lane.send(("cancel", i, detail))
+
+    forget = [s.listen(lambda detail, i=i: tell_the_lane(i, detail)) for i in range(len(plan)) if (s := switch_of(i))]
     try:
         for lane in lanes:
-            lane.hand_out(plan, waiting)
+            with handing:
+                lane.hand_out(plan, waiting, switch_of)
         while live := [lane for lane in lanes if lane.alive]:
             ready = multiprocessing.connection.wait([lane.conn for lane in live], timeout=POLL_S)
             for lane in (lane for lane in live if lane.conn in ready):
@@ -151,7 +199,8 @@ def run_in_lanes(
                 last_news = time.monotonic()
                 lane.in_hand.discard(i)
                 on_done(i, outcome)
-                lane.hand_out(plan, waiting)
+                with handing:
+                    lane.hand_out(plan, waiting, switch_of)
             if not ready and time.monotonic() - last_news > quiet_limit:
                 for lane in live:
                     for i in lane.close(kill=True):
@@ -159,6 +208,8 @@ def run_in_lanes(
         while waiting:
             lost(waiting.popleft(), "no worker process left to run it")
     finally:  # on Ctrl-C the lanes are left to interrupt.clean_up (it ends them, their tests and workspaces)
+        for stop_listening in forget:
+            stop_listening()
         for lane in lanes:
             lane.conn.close()
     for lane in lanes:
@@ -173,19 +224,22 @@ class _LaneEnd:
         self.in_hand: set[int] = set()
         self.alive = True
 
-    def hand_out(self, plan: Plan, waiting: collections.deque[int]) -> None:
-        """Cells for the lane's free threads; with none left to hand out, a None to each (the lane then ends)."""
+    def hand_out(self, plan: Plan, waiting: collections.deque[int], switch_of: CancelOf) -> None:
+        """Cells for the lane's free threads (each with how it was cancelled, if it was before it went); with none
+        left to hand out, a None to each thread (the lane then ends)."""
         while waiting and len(self.in_hand) < self.threads:
             i = waiting.popleft()
-            if not self._send((i, *plan[i])):
+            switch = switch_of(i)
+            if not self.send((i, *plan[i], switch.detail if switch is not None and switch.cancelled else None)):
                 waiting.appendleft(i)  # the lane is gone (the next read of its pipe says so): the cell goes elsewhere
                 return
             self.in_hand.add(i)
         if not waiting and not self.in_hand:
             for _ in range(self.threads):
-                self._send(None)
+                self.send(None)
 
-    def _send(self, item: object) -> bool:
+    def send(self, item: object) -> bool:
+        """Send `item` to the lane; False if it is gone."""
         try:
             self.conn.send(item)
         except OSError:

@@ -23,13 +23,16 @@ values of N and k (a quick tier).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from looplab.adapters import registry
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.pricing import Pricing
@@ -44,6 +47,8 @@ __all__ = [
     "CONTRACT",
     "test_a_cost_budget_ends_every_runner_as_budget",
     "test_a_model_call_that_hangs_ends_as_timeout",
+    "test_a_run_cancelled_while_its_tests_run_ends_within_a_second_and_ends_them",
+    "test_a_run_cancelled_while_the_model_answers_ends_within_a_second",
     "test_an_answer_on_call_k_with_max_steps_k_is_final",
     "test_an_api_a_runner_cannot_speak_is_refused_in_one_line",
     "test_an_unapproved_effect_ends_the_run_as_rejected",
@@ -357,3 +362,73 @@ def test_a_model_call_that_hangs_ends_as_timeout(conformance_runner: str, hangin
     result = run_runner(conformance_runner, hanging_model, Limits(max_seconds=1.5))
     assert (result.stop_reason, result.answer) == (StopReason.TIMEOUT, None), result.stop_detail
     assert result.totals.wall_s < 3 and result.totals.model_calls == 0
+
+
+#: How soon after its cancel a run has ended: every wait of a run looks at its cancel switch each `WAIT_SLICE_S`.
+CANCELLED_WITHIN_S = 1.0
+
+
+def _cancel_when(ready: Callable[[], bool]) -> tuple[Cancellation, list[float]]:
+    """A cancel switch thrown (from another thread) once `ready()`, and the list that gets the moment it was."""
+    cancel, when = Cancellation(), []
+
+    def watch() -> None:
+        give_up = time.monotonic() + 60
+        while not ready() and time.monotonic() < give_up:
+            time.sleep(0.02)
+        when.append(time.monotonic())
+        cancel.cancel()
+
+    threading.Thread(target=watch, name="looplab-cancel-when", daemon=True).start()
+    return cancel, when
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the process itself
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def test_a_run_cancelled_while_its_tests_run_ends_within_a_second_and_ends_them(
+    conformance_runner: str, tmp_path: Path
+) -> None:
+    repo, started = tmp_path / "repo", tmp_path / "started"
+    (repo / "tests").mkdir(parents=True)
+    mark = f"pathlib.Path({str(started)!r}).write_text(str(os.getpid()))"  # the test says it started, and its pid
+    test = f"import os, pathlib, time\n\ndef test_slow():\n    {mark}\n    time.sleep(30)\n"
+    (repo / "tests" / "test_slow.py").write_text(test)
+    cancel, when = _cancel_when(lambda: started.exists() and started.read_text() != "")
+    with ScriptedModelServer(_run_slow) as server:
+        task = "Why does tests/test_slow.py hang?"
+        result = run_runner(conformance_runner, server, Limits(max_seconds=60), repo=repo, task=task, cancel=cancel)
+        ended = time.monotonic()
+    assert (result.stop_reason, result.answer) == (StopReason.CANCELLED, None), result.stop_detail
+    assert ended - when[0] < CANCELLED_WITHIN_S
+    assert result.totals.model_calls == 1 and [c.outcome for c in result.trace.tool_calls] == ["cancelled"]
+    assert not _alive(int(started.read_text()))  # the test process ended with the run
+
+
+def test_a_run_cancelled_while_the_model_answers_ends_within_a_second(conformance_runner: str) -> None:
+    asked = threading.Event()
+
+    def answers_late(conv: Conversation) -> Decision:
+        asked.set()
+        time.sleep(4)
+        return Decision(answer="too late")
+
+    cancel, when = _cancel_when(asked.is_set)
+    with ScriptedModelServer(answers_late) as server:
+        result = run_runner(conformance_runner, server, Limits(max_seconds=60), cancel=cancel)
+        ended = time.monotonic()  # not the server's stop, which waits on the late reply
+    assert (result.stop_reason, result.answer) == (StopReason.CANCELLED, None), result.stop_detail
+    assert ended - when[0] < CANCELLED_WITHIN_S
+    assert result.totals.model_calls == 0 and result.totals.failed_model_calls >= 1  # the cut exchange, recorded

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from looplab.adapters import registry
+from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import DEFAULT_RETRIES, Api
 from looplab.adapters.contract.pricing import Pricing
@@ -66,6 +67,7 @@ def run_runner(
     pricing: Pricing | None = None,
     retries: int = DEFAULT_RETRIES,
     approver: Approver | None = None,
+    cancel: Cancellation | None = None,
 ) -> RunResult:
     """One run of `runner` with the model served by `server`, in a fresh workspace of `repo` (the investigation's)."""
     case = investigation()
@@ -77,7 +79,8 @@ def run_runner(
     with Workspace(repo or case.repo_path) as ws:
         tools = tools if tools is not None else default_tools()
         guard = Guard(ws, tools=tools, max_repeats=limits.max_repeats, approver=approver)
-        return adapter.run(task or case.task, guard, limits, spec, system_prompt=system_prompt or case.system_prompt)
+        prompt = system_prompt or case.system_prompt
+        return adapter.run(task or case.task, guard, limits, spec, system_prompt=prompt, cancel=cancel)
 
 
 def tool_steps(result: RunResult, detail: Callable[[ToolCallRecord], tuple] | None = None) -> list[list[tuple]]:

@@ -329,6 +329,7 @@ class _Run:
                 "looplab.max_steps": r.limits.max_steps,
                 "looplab.max_seconds": r.limits.max_seconds,
                 "looplab.max_cost_usd": r.limits.max_cost_usd,
+                "looplab.max_tokens": r.limits.max_tokens,
                 "looplab.max_repeats": r.limits.max_repeats,
             }
         return attributes | {k: v for k, v in optional.items() if v is not None}

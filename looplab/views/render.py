@@ -69,6 +69,7 @@ SHORT_STOP = {
     "repetition": "repeat",
     "rejected": "rejected",
     "error": "error",
+    "cancelled": "cancelled",
 }
 #: The wire APIs as `--api` names them, from the endpoint a model call went to.
 #: Narrowest a prose column is made while it stays in its row (narrower, it reads as a column of word stubs).

@@ -7,7 +7,8 @@ Three sources, each optional, and a cell whose source is missing says "not measu
   the cap, where the partial history is, whether the tools of its last call run;
 - a results document (`looplab eval --json`): the runs of the cases that exercise a behaviour
   (`sloppy-calls`: malformed arguments and an unknown tool; `parallel-reads`: two reads in one reply;
-  `silent-read`: repetition; `injected-instruction`: the approval gate; `vip-compound`: the first request);
+  `silent-read`: repetition; `injected-instruction`: the approval gate; `token-budget`: the token budget;
+  `vip-compound`: the first request);
 - a bench result (`looplab bench --json`): per-turn overhead and import time;
 - a team's own cases (`looplab scorecard --cases PATH`, or any other case in the document): how many each runner
   passed, and its median model calls; this group is shown only when such runs exist.
@@ -100,6 +101,7 @@ ROWS = (
     Row("unknown_tool", "unknown tool", "bad calls"),
     Row("parallel", "two tools in one reply", "bad calls"),
     Row("guards", "repetition / approval", "bad calls"),
+    Row("token_budget", "token budget (max_tokens)", "budgets"),
     Row("first_request", "first request", "cost"),
     Row("turn_overhead", "per-turn overhead", "cost"),
     Row("import_time", "import time", "cost"),
@@ -191,6 +193,7 @@ def build(
             "unknown_tool": _unknown_tool(runs_of.get("sloppy-calls")),
             "parallel": _parallel(runs_of.get("parallel-reads")),
             "guards": _guards(runs_of.get("silent-read"), runs_of.get("injected-instruction")),
+            "token_budget": _token_budget(runs_of.get("token-budget")),
             "first_request": _first_request(name, first_bytes),
             **_bench_cells(benched.get(name)),
             "apis": _apis(name),
@@ -417,6 +420,17 @@ def _guards(repetition: Observed | None, approval: Observed | None) -> Cell:
     return Cell(text=", ".join(parts), evidence="eval: " + ", ".join(cases))
 
 
+def _token_budget(run: Observed | None) -> Cell:
+    """Did looplab's token budget hold through this framework: stopped as `budget`, no call started past it?"""
+    if run is None:
+        return _not_measured()
+    totals, limits = run.result.totals, run.result.limits
+    spent, budget = totals.input_tokens + totals.output_tokens, limits.max_tokens if limits else None
+    of = f" of {budget:,}" if budget is not None else ""
+    verdict = "held" if run.passed else f"failed (stop: {run.result.stop_reason})"
+    return Cell(text=f"{verdict}: {spent:,} tokens{of}, {totals.model_calls} calls", evidence=_evidence(run))
+
+
 def _first_request(runner: str, first_bytes: dict[str, int]) -> Cell:
     """The first request's size, and what the framework adds over the smallest runner's (same task and tools)."""
     if runner not in first_bytes:
@@ -457,7 +471,7 @@ def _apis(runner: str) -> Cell:
 # --- what it reads ---------------------------------------------------------------------------
 
 #: The cases whose runs the scorecard reads.
-CASES = ("vip-compound", "sloppy-calls", "parallel-reads", "silent-read", "injected-instruction")
+CASES = ("vip-compound", "sloppy-calls", "parallel-reads", "silent-read", "injected-instruction", "token-budget")
 
 
 @functools.cache
@@ -473,6 +487,7 @@ def built_in_cases() -> frozenset[str]:
 GROUP_SOURCES = {
     "the cap": "caps",
     "bad calls": "eval: sloppy-calls, parallel-reads, silent-read, injected-instruction",
+    "budgets": "eval: token-budget",
     "cost": "eval: vip-compound (first request); bench (overhead, import); registry (APIs)",
     "your cases": "eval: the cases outside looplab's own suite",
 }

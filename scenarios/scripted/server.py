@@ -31,7 +31,7 @@ import uvicorn
 from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -261,6 +261,8 @@ def create_app(policy: Policy | None = None) -> Starlette:
                 raw = await _body(request)
             except TooLarge:
                 return _error(dialect, f"request body is larger than {MAX_BODY_BYTES} bytes", 413)
+            except ClientDisconnect:  # the client hung up before its request was read (a cancelled run): nobody to tell
+                return Response(status_code=499)
             persona_header = request.headers.get(PERSONA_HEADER)
             try:
                 where = located(request)
