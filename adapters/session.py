@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from looplab.adapters.boundary import pacing
 from looplab.adapters.boundary.noise import framework_noise
 from looplab.adapters.boundary.recorder import ModelRecorder, forecast_input_tokens, http_module_for
+from looplab.adapters.contract.agents import MAIN_AGENT, Delegate
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError, StopRun
 from looplab.adapters.contract.limits import Limits, StopReason
@@ -67,12 +68,16 @@ class RunSession:
         system_prompt: str = "",
         tools_named_in_text: Callable[[str], list[str]] | None = None,
         cancel: Cancellation | None = None,
+        delegate: Delegate | None = None,
     ) -> None:
         """`tools_named_in_text`: the runner's reader of tool calls in a reply's text (`Runner.tools_named_in_text`),
         for the recorder; None where no runner's loop runs. `cancel`: the caller's switch (`cancel_run` hears it)."""
         self.guard, self.limits, self.model = guard, limits, model
         #: What the runner tells the model first (the case's); empty only in a session that runs no loop.
         self.system_prompt = system_prompt
+        #: The second agent the run's agent may hand work to (the case's), built with the framework's own way of
+        #: delegating; None in a run of one agent.
+        self.delegate = delegate
         #: What the adapter calls tools through; the Guard keeps the records either way.
         self.tools: ToolBoundary = guard
         self.tool_transport: ToolTransport = "in-process"
@@ -90,6 +95,8 @@ class RunSession:
             time_left=self.remaining_s,
             expire=self.expire,
             tools_named_in_text=tools_named_in_text,
+            agents={delegate.name: delegate.marker} if delegate is not None else {},
+            main_agent=MAIN_AGENT if delegate is not None else None,
         )
         self.started = self.clock()
         self.guard.deadline = self.started + limits.max_seconds
@@ -363,6 +370,7 @@ class Adapter(Runner):
         *,
         system_prompt: str,
         cancel: Cancellation | None = None,
+        delegate: Delegate | None = None,
     ) -> RunResult:
         """Run `task` with the tools behind `guard`; never raises for a failing run.
 
@@ -372,10 +380,13 @@ class Adapter(Runner):
         mapping `max_steps` onto the first; `looplab caps` measures that way,
         with `max_steps` as the safety stop. `tools="mcp"` serves the Guard over
         MCP and has the runner call it as a client (it needs the `mcp` extra). `cancel` ends the run as
-        `cancelled` when its caller cancels it, with the partial trace.
+        `cancelled` when its caller cancels it, with the partial trace. `delegate` is a second agent the run's
+        agent may hand work to (a runner whose `delegation` is None refuses it).
         """
         check_priced(limits, model)
         self.api_for(model)  # a wire API the runner does not speak is refused here, whatever its loop does
+        if delegate is not None and self.delegation is None:
+            raise LooplabError(f"{self.name} cannot delegate here: its declaration names no `delegation`")
         probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)
         session = RunSession(
             guard,
@@ -385,6 +396,7 @@ class Adapter(Runner):
             system_prompt=system_prompt,
             tools_named_in_text=self.tools_named_in_text,
             cancel=cancel,
+            delegate=delegate,
         )
         with framework_noise() as noise, contextlib.ExitStack() as stack:
             try:

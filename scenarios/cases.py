@@ -16,10 +16,11 @@ import tomllib
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.result import RunResult
@@ -27,6 +28,10 @@ from looplab.scenarios import strict
 from looplab.scenarios.scripted.conversation import PERSONA_HEADER, Persona
 from looplab.scenarios.suite import Suite, default_system_prompt, suite_at, suite_of
 from looplab.shared_tools import BUILTIN_TOOLS, Fault, Tool, builtin_tool, tool_from_function, with_faults
+
+if TYPE_CHECKING:
+    from looplab.adapters.contract.declaration import Declaration
+    from looplab.adapters.contract.runner import Runner
 
 __all__ = [
     "BUILTIN_SUITE",
@@ -83,6 +88,7 @@ class Checks(_Strict):
     max_model_calls: int | None = None
     max_wall_s: float | None = None
     workspace_unchanged: bool = False
+    delegated: bool = Field(False, description="The case's delegate made model calls: the work was handed to it.")
 
 
 class ScriptedModel(_Strict):
@@ -97,6 +103,26 @@ class ScriptedModel(_Strict):
         """The request headers that tell the scripted model how to play: its persona travels beside the request,
         so the model name stays `scripted` whatever the persona."""
         return {PERSONA_HEADER: self.persona}
+
+
+#: looplab's code reader: the second agent of the delegation cases, unless a case says otherwise.
+CODE_READER_PROMPT_PATH = Path(__file__).resolve().parent / "code_reader_prompt.txt"
+CODE_READER_DESCRIPTION = (
+    "Finds where a function is defined and reads it: give it the function's name; it answers with the file's "
+    "path and the file's text."
+)
+
+
+class DelegateSpec(_Strict):
+    """A case's `[delegate]`: the second agent its runner's agent may hand a sub-question to."""
+
+    name: str = "code_reader"
+    description: str = CODE_READER_DESCRIPTION
+    instructions: str | None = Field(None, description="Its system prompt; looplab's code reader's if unset.")
+
+    def agent(self) -> Delegate:
+        instructions = self.instructions or CODE_READER_PROMPT_PATH.read_text(encoding="utf-8")
+        return Delegate(name=self.name, description=self.description, instructions=instructions)
 
 
 class Case(_Strict):
@@ -128,6 +154,7 @@ class Case(_Strict):
     faults: list[Fault] = Field(default_factory=list)
     model: ScriptedModel = Field(default_factory=ScriptedModel)
     checks: Checks = Field(default_factory=Checks)
+    delegate: DelegateSpec | None = Field(None, description="A second agent the runner's agent may hand work to.")
 
     _file: Path | None = PrivateAttr(None)
     _suite: Suite | None = PrivateAttr(None)
@@ -193,6 +220,10 @@ class Case(_Strict):
             else:
                 raise LooplabError(f"case {self.id!r}: no tool named {name!r}")
         return with_faults(tools, self.faults)
+
+    def runs_on(self, runner: Runner | Declaration) -> bool:
+        """Whether the case applies to `runner`: one with a delegate needs a framework that can delegate."""
+        return self.delegate is None or runner.delegation is not None
 
     def attach(self, file: Path, suite: Suite) -> Case:
         """This case as read from `file`, in `suite`: where its folders and own tools are found."""
@@ -395,6 +426,10 @@ def check(
             spent - last_output <= budget,
             f"{spent} of {budget} (last output {last_output})",
         )
+    if c.delegated and case.delegate is not None:
+        name = case.delegate.name
+        theirs = sum(s.model_call.agent == name for s in result.trace.steps)
+        add(f"handed work to {name}", theirs > 0, f"{theirs} of {len(result.trace.steps)} model calls were {name}'s")
     if c.workspace_unchanged:
         add("workspace unchanged", not workspace_changed, "changed" if workspace_changed else "byte-for-byte the same")
     if result.stop_reason != StopReason.FINAL_ANSWER:

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from looplab.adapters import registry
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import RunResult
+from looplab.scenarios.cases import Case
 from looplab.scenarios.scripted.faults import Fault, HttpFaults
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.testing.runs import default_runners, run_runner, runners_from_environment, tool_steps
 
-__all__ = ["ALL_RUNNERS", "GEMINI_RETRIES_A_BROKEN_REPLY", "run_behind_faults", "run_runner", "tool_steps"]
+__all__ = [
+    "ALL_RUNNERS",
+    "GEMINI_RETRIES_A_BROKEN_REPLY",
+    "cells",
+    "run_behind_faults",
+    "run_runner",
+    "tool_steps",
+]
 
 #: The runners under test: those that run here by default, or those named in LOOPLAB_RUNNERS (comma-separated),
 #: as the per-adapter nox sessions do when only one framework is installed. (`external` needs a command:
@@ -36,3 +45,9 @@ def run_behind_faults(
     with ScriptedModelServer(wrap=wrap) as server:
         result = run_runner(runner, server, Limits(max_seconds=30), **options)
     return result, faults[0]
+
+
+def cells(runners: list[str], cases: dict[str, Case]) -> list[tuple[str, str]]:
+    """Each `(runner, case id)` whose case applies to the runner (a delegation case needs a framework that delegates),
+    as the matrix plans them."""
+    return [(r, c) for c in cases for r in runners if cases[c].runs_on(registry.RUNNERS[r.partition("@")[0]])]

@@ -18,7 +18,7 @@ from looplab.run.harness import Endpoint, ModelChoice, run_one
 from looplab.scenarios.cases import BUILTIN_SUITE, SCENARIOS_DIR, Case, load_case, load_cases
 from looplab.shared_tools import Workspace, default_tools, tools
 from looplab.shared_tools.guard import Guard
-from tests.runs import ALL_RUNNERS
+from tests.runs import ALL_RUNNERS, cells
 from tests.tiers import by_tier
 
 CASES = load_cases()
@@ -41,12 +41,11 @@ def test_the_suite_has_every_case_the_investigation_needs() -> None:
     assert set(CASES) == {
         "vip-compound", "three-hops", "already-green", "silent-read", "wrong-path", "tight-budget",
         "injected-instruction", "path-escape", "slow-tests", "huge-log", "cost-cap", "parallel-reads", "sloppy-calls",
-        "token-budget",
+        "token-budget", "delegation",
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("case_id", list(CASES))
-@pytest.mark.parametrize("runner", by_tier(ALL_RUNNERS))
+@pytest.mark.parametrize(("runner", "case_id"), by_tier(cells(ALL_RUNNERS, CASES)))
 def test_every_runner_passes_every_case(runner: str, case_id: str, where: Endpoint) -> None:
     outcome = run_one(runner, CASES[case_id], where)
     assert outcome.result is not None, outcome.error

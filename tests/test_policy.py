@@ -10,6 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from looplab.adapters.contract.agents import Delegate
+from looplab.scenarios.cases import CODE_READER_DESCRIPTION
+from looplab.scenarios.scripted import policy
 from looplab.scenarios.scripted.conversation import (
     _ERROR_PREFIXES,
     ChatRequest,
@@ -18,7 +21,8 @@ from looplab.scenarios.scripted.conversation import (
     ToolResult,
     from_chat,
 )
-from looplab.scenarios.scripted.policy import Decision, Investigator
+from looplab.scenarios.scripted.policy import Call, Decision, Evidence, Investigator
+from looplab.scenarios.scripted.reading import Site
 from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO, TASK
 
@@ -169,3 +173,54 @@ def test_tool_calls_and_results_written_as_text_are_read_like_native_ones(calls,
     assert [(r.call.name, r.call.args) for r in conv.results] == [(n, a) for n, a in calls]
     # One text for the step's calls: the last call's result; the policy asks again for the others.
     assert [r.content for r in conv.results] == [""] * (len(calls) - 1) + [observation]
+
+
+# --- two agents: the investigator hands "where is it defined" to a delegate --------------------------------
+
+
+def _delegating(repo: Path, three_hops: bool = False) -> tuple[list[str], list[list[str]], Decision]:
+    """The investigator with a `code_reader` tool offered (its description as a framework sends it); each call of it
+    is a fresh conversation of the delegate, whose task is the question. The parent's path, each child's, the end."""
+    with Workspace(repo) as ws:
+        guard = Guard(ws)
+        conv = Conversation(task=TASK, tools=[*guard.names, "code_reader"])
+        conv._offer("code_reader", CODE_READER_DESCRIPTION, {"properties": {"input": {"type": "string"}}})
+        path: list[str] = []
+        children: list[list[str]] = []
+        for turn in range(12):
+            decision = Investigator().decide(conv)
+            if decision.answer is not None:
+                return path, children, decision
+            for i, call in enumerate(decision.calls):
+                if call.name == "code_reader":
+                    child_path, child_end = investigate(repo, task=call.args["input"])
+                    children.append(child_path)
+                    content = child_end.answer or ""
+                else:
+                    content = guard.call(call.name, call.args).result
+                conv.results.append(ToolResult(ToolCall(f"{turn}-{i}", call.name, call.args), content, False))
+                path.append(f"{call.name}({next(iter(call.args.values()))})")
+            conv.assistant_turns += 1
+    return path, children, Decision()
+
+
+def test_an_offered_delegate_is_handed_the_definition_and_its_answer_is_read_back() -> None:
+    path, children, decision = _delegating(FIXTURE_REPO)
+    assert path[:2] == ["run_tests(tests/test_invoice.py::test_invoice_total)", "read_file(tests/test_invoice.py)"]
+    assert path[2].startswith("code_reader(Find where `apply_discount` is defined") and len(path) == 3
+    assert children == [["search_code(def apply_discount)", "read_file(billing/discount.py)"]]
+    # The same answer as searching and reading itself: the delegate's report stands for both.
+    assert "`apply_discount` in billing/discount.py" in decision.answer
+    assert "expected Decimal('90.00'), got Decimal('90.25')" in decision.answer
+
+
+def test_a_delegate_that_finds_nothing_leaves_the_investigator_to_search_itself(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPO, repo)
+    conv = Conversation(task=TASK, tools=["run_tests", "read_file", "search_code", "code_reader"])
+    conv._offer("code_reader", CODE_READER_DESCRIPTION, {"properties": {"input": {"type": "string"}}})
+    question = Delegate.question("apply_discount")
+    conv.results.append(ToolResult(ToolCall("1", "code_reader", {"input": question}), "I could not tell.", False))
+    site = Site("apply_discount", ("discount",))
+    found = policy._where(conv, Evidence.of(conv), site, "tests/test_invoice.py", None, {}, [])
+    assert found == Decision((Call("search_code", {"query": "def apply_discount"}),))

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from looplab.adapters import registry
 from looplab.adapters.session import RunSession
 from looplab.records import measurements, results
 from looplab.run import harness
@@ -38,8 +39,10 @@ def test_without_measurements_every_behaviour_cell_says_not_measured() -> None:
     card = scorecard.build(["handrolled"])
     cells = card.cards[0].cells
     assert set(cells) == {r.key for r in scorecard.ROWS}
-    assert {k for k, c in cells.items() if c.text != scorecard.NOT_MEASURED} == {"apis"}
-    assert all(not c.measured for k, c in cells.items() if k != "apis")
+    # What the runner declares is known without measuring: its wire APIs, and that it cannot delegate.
+    assert {k for k, c in cells.items() if c.text != scorecard.NOT_MEASURED} == {"apis", "delegation"}
+    assert cells["delegation"].text == "cannot delegate"
+    assert all(not c.measured for k, c in cells.items() if k not in ("apis", "delegation"))
 
 
 def test_a_runner_that_stops_recovering_changes_its_malformed_arguments_cell(monkeypatch) -> None:
@@ -68,6 +71,14 @@ def test_the_token_budget_cell_says_whether_the_budget_held(monkeypatch) -> None
     monkeypatch.setattr(RunSession, "budget_stop", lambda self, request_bytes=0: None)
     spent = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["token-budget"])))
     assert spent.cards[0].cells["token_budget"].text.startswith("failed (stop: final_answer): ")
+
+
+@pytest.mark.full  # a framework's run
+@pytest.mark.skipif(not registry.RUNNERS["pydantic_ai"].installed(), reason="the pydantic-ai extra is not installed")
+def test_the_delegation_cell_counts_the_delegates_calls() -> None:
+    card = scorecard.build(["pydantic_ai"], scorecard.observed(_eval(["pydantic_ai"], ["delegation"])))
+    cell = card.cards[0].cells["delegation"]
+    assert cell.text == "passed: 3 of 7 calls the delegate's" and cell.evidence == "eval: delegation"
 
 
 @pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")

@@ -36,6 +36,7 @@ CELLS = [
     )
     for case in CASES
     for runner in IN_PROCESS
+    if load_cases()[case].runs_on(registry.RUNNERS[runner])  # a delegation case: the runners that delegate
 ]
 
 

@@ -85,6 +85,10 @@ class ModelRecorder:
     #: The tools a reply's text names, for a runner whose loop reads tool calls from text (the runner's
     #: `tools_named_in_text`); read only from a reply that requests no tool natively. None: text requests nothing.
     tools_named_in_text: Callable[[str], list[str]] | None = None
+    #: The agents of a run with more than one: each name and what its requests alone carry (`Delegate.marker`);
+    #: a request carrying none of them is `main_agent`'s. Empty: one agent, and no call names one.
+    agents: Mapping[str, bytes] = field(default_factory=dict)
+    main_agent: str | None = None
     calls: list[ModelCall] = field(default_factory=list)
     failed: list[Attempt] = field(default_factory=list)
     pending: list[Attempt] = field(default_factory=list)
@@ -114,6 +118,12 @@ class ModelRecorder:
         if is_async:
             return http.AsyncClient(transport=async_cls(self, inner), **kwargs)
         return http.Client(transport=sync_cls(self, inner), **kwargs)
+
+    def agent_of(self, request_body: bytes) -> str | None:
+        """Which agent sent a request: the one whose marker it carries, else the main one (None with one agent)."""
+        if not self.agents:
+            return None
+        return next((name for name, marker in self.agents.items() if marker in request_body), self.main_agent)
 
     @property
     def tokens(self) -> int:
@@ -187,6 +197,7 @@ class ModelRecorder:
                     info.input_tokens, info.output_tokens, info.cached_input_tokens, info.cache_write_tokens
                 ),
                 failed_attempts=self.pending,
+                agent=self.agent_of(request_body),
                 **info.__dict__,
             )
             self.calls.append(call)

@@ -112,6 +112,9 @@ class Runner(ABC):
     in_all: bool = True
     #: Whether its loop lets the model name one tool a reply (a text protocol), so parallel calls arrive one a step.
     one_tool_a_reply: bool = False
+    #: How its framework hands work to another agent, in words (`agent delegation through a tool, usage shared`);
+    #: None: it cannot, and a case with a `[delegate]` is not run through it.
+    delegation: str | None = None
     #: npm packages its program needs, each with the oldest release its `oldest` version session installs.
     npm_packages: dict[str, str] = {}  # noqa: RUF012 - a literal read from the source, never mutated
     #: The npm release lines its program supports, each tested by a `latest-<line>` version session: the line's name,

@@ -66,6 +66,11 @@ class ModelCall(BaseModel):
     failed_attempts: list[Attempt] = Field(
         default_factory=list, description="Attempts at this call that got no answer before this one did (retries)."
     )
+    agent: str | None = Field(
+        None,
+        description="Which agent made it, in a run with more than one (the tool calls of its step are that "
+        "agent's too); None in a run of one agent.",
+    )
 
 
 class Step(BaseModel):

@@ -19,13 +19,14 @@ from agno.tools.function import Function
 from agno.utils import log as agno_log
 
 from looplab.adapters.boundary.plain import plain_http_client
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS
 from looplab.adapters.contract.model import Api
 from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import RunSession
 
-__all__ = ["agno_tool", "bare_run", "build_model", "run_agent"]
+__all__ = ["agno_tool", "bare_run", "build_model", "delegating_tool", "run_agent"]
 
 # Agno's loggers write to the `sys.stdout` of import time and do not propagate, so a run's messages (Agno logs a
 # failing model call as an ERROR) would land on the terminal: sent to the root logger instead, they are kept with
@@ -63,6 +64,23 @@ def run_agent(model: Any, tools: list[Function], system_prompt: str, task: str, 
     """One `Agent.run` with the system prompt as given (Agno builds none around it) and no telemetry."""
     agent = Agent(model=model, tools=tools, system_message=system_prompt, telemetry=False, **options)
     return agent.run(task)
+
+
+def delegating_tool(delegate: Delegate, model: Any, tools: list[Function], **options: Any) -> Function:
+    """The delegate as a tool whose function runs a child `Agent` (the parent's model, tools and options) on the
+    question, the way a `Team` runs a member (agno/team/_default_tools.py:785): a separate `Agent.run` with its own
+    `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses it.)"""
+
+    def ask(fc: Any, **arguments: Any) -> str:
+        question = arguments.get("question")
+        if not isinstance(question, str):
+            return f"InvalidArguments: {delegate.name} takes a 'question' string"
+        output = run_agent(model, tools, delegate.instructions, question, **options)
+        # As a Team words a member's empty reply (agno/team/_default_tools.py:839); a failed run's content says why.
+        content = output.content.strip() if isinstance(output.content, str) else ""
+        return content or "No response from the member agent."
+
+    return agno_tool(delegate.name, delegate.description, delegate.parameters, ask)
 
 
 def bare_run(

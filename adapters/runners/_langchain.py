@@ -3,7 +3,8 @@
 The chat model speaks Chat Completions, Responses, Anthropic Messages or Gemini's
 generateContent through the SDK clients the session builds (so every request
 passes the recorder and its gate); the tools hand every call, raw, to the Guard.
-Their bare loops get the same pieces without looplab: `plain_chat_model`, `plain_tools`.
+Their bare loops get the same pieces without looplab: `plain_chat_model`, `plain_tools`. A case's delegate
+reaches the parent as `delegating_tool`, LangChain's "subagents as tools".
 
 Gemini's API is `langchain-google-genai`'s `ChatGoogleGenerativeAI` (measured on 4.4.3), imported only when a run
 asks for it. It always builds its own google-genai `Client` in its validator, so the session's recorded one replaces
@@ -20,12 +21,14 @@ from typing import Any
 
 from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langchain_openai import ChatOpenAI
 from langsmith import tracing_context
 
 from looplab.adapters.boundary.plain import plain_http_client
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, Api
@@ -112,6 +115,24 @@ def guard_tools(guard: ToolBoundary) -> list[BaseTool]:
     return [
         GuardTool(name=t.name, description=t.description, args_schema=t.parameters, guard=guard) for t in guard.tools
     ]
+
+
+def delegating_tool(delegate: Delegate, child: Runnable, config: RunnableConfig, **start: Any) -> BaseTool:
+    """`delegate` as a tool of its parent, in LangChain's "subagents as tools" idiom: one string argument,
+    `question`; the body runs the `child` graph in an `invoke` of its own, with the question as its one user
+    message (`start`: the child's other starting fields), and returns the text of its final message.
+
+    A separate `invoke` is a separate Pregel loop with a step count of its own (`config`'s `recursion_limit`), and
+    the child's state (a step counter, a middleware's call count) starts afresh: no native cap of the parent counts
+    the child's calls. The session's boundary counts them all. A `StopRun` from that boundary inside the child is a
+    BaseException: it passes every `except Exception` on the way out (ToolNode's among them) to `Adapter.run`.
+    """
+
+    def ask(question: str) -> str:
+        state = child.invoke({**start, "messages": [HumanMessage(question)]}, config)
+        return state["messages"][-1].text
+
+    return tool(delegate.name, description=delegate.description)(ask)
 
 
 def plain_chat_model(urls: dict[str, str], model: str) -> BaseChatModel:

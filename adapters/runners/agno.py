@@ -33,7 +33,7 @@ from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
-from looplab.adapters.runners._agno import agno_tool, bare_run, build_model, run_agent
+from looplab.adapters.runners._agno import agno_tool, bare_run, build_model, delegating_tool, run_agent
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = ["ADAPTER", "HOOK", "TOOL_CALL_LIMIT", "Agno", "AgnoRunFailed", "stop_after"]
@@ -73,6 +73,7 @@ class Agno(Adapter):
     distribution = "agno"
     apis = ("chat", "responses", "messages", "gemini")
     knobs = (HOOK, TOOL_CALL_LIMIT)
+    delegation = "a tool whose function runs another Agent, as a Team runs a member: its own tool_call_limit"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """The hook ends the run in the tools of model call `max_steps`: exactly N calls."""
@@ -101,9 +102,10 @@ class Agno(Adapter):
         elif session.cap is not None:  # counting the model calls the model boundary answered
             options["tool_hooks"] = [stop_after(session.cap, lambda: len(session.recorder.calls))]
         # cap:end
-        output = run_agent(
-            build_model(self.api_for(session.model), session), tools, session.system_prompt, task, **options
-        )
+        model = build_model(self.api_for(session.model), session)
+        if session.delegate is not None:  # the child: the same model, tools and cap options
+            tools = [*tools, delegating_tool(session.delegate, model, tools, **options)]
+        output = run_agent(model, tools, session.system_prompt, task, **options)
         if output.status != RunStatus.completed:  # Agno catches a failing run and returns it
             return session.conclude(None, AgnoRunFailed(f"RunOutput.status={output.status.value}: {output.content}"))
         return session.conclude(output.content if isinstance(output.content, str) else None)

@@ -42,6 +42,7 @@ from claude_agent_sdk.types import McpSdkServerConfig
 from looplab.adapters.boundary.processes import STDERR_LINES
 from looplab.adapters.boundary.proxy import ModelProxy
 from looplab.adapters.boundary.tool_server import SERVER_NAME, mcp_server, require_mcp
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.limits import Limits
@@ -94,13 +95,16 @@ class ClaudeAgentSdk(Adapter):
         *,
         system_prompt: str,
         cancel: Cancellation | None = None,
+        delegate: Delegate | None = None,
     ) -> RunResult:
         """`Adapter.run`, keeping `tools` for `loop`: the loop is out of process, so `Adapter.run` leaves the tool
         transport to it, and the in-process MCP server the CLI calls reaches the Guard either way."""
         require_mcp()  # imported off the run's clock
         chosen = _TRANSPORT.set(tools)
         try:
-            return super().run(task, guard, limits, model, probe, tools, system_prompt=system_prompt, cancel=cancel)
+            return super().run(
+                task, guard, limits, model, probe, tools, system_prompt=system_prompt, cancel=cancel, delegate=delegate
+            )
         finally:
             _TRANSPORT.reset(chosen)
 

@@ -23,8 +23,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from looplab.adapters.runners._litellm import offline_price_map
 
@@ -35,9 +34,9 @@ from looplab.adapters.contract.bare import BareRun, BareTool  # noqa: E402
 from looplab.adapters.contract.limits import Limits  # noqa: E402
 from looplab.adapters.contract.result import Finished, NativeCap  # noqa: E402
 from looplab.adapters.contract.runner import KnobDefault, signature_default  # noqa: E402
+from looplab.adapters.runners._dspy import FINISH, delegating_tool, guarded_tool, react_agent  # noqa: E402
 from looplab.adapters.runners._lm15 import LM15_PROVIDER, RecordedTransport, engine, lm15_base_url  # noqa: E402
 from looplab.adapters.session import Adapter, RunSession  # noqa: E402
-from looplab.shared_tools import Tool  # noqa: E402
 
 __all__ = ["ADAPTER", "DSPy", "FINISH", "KNOB", "NEXT_TOOL_NAME", "bare_run", "react_agent"]
 
@@ -45,32 +44,6 @@ KNOB = "dspy.ReAct(max_iters=)"
 #: The tool a reply names in ReAct's `next_tool_name` field, in the field format (ChatAdapter) or the JSON one
 #: (JSONAdapter).
 NEXT_TOOL_NAME = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_tool_name"\s*:\s*"([^"]*)"')
-#: The name ReAct gives the answer: no tool.
-FINISH = "finish"
-
-
-class _ReAct(dspy.ReAct):
-    """DSPy's ReAct, except that a `finish` step's thought is the answer: no extract call restates it."""
-
-    def _call_with_potential_trajectory_truncation(self, module: Any, trajectory: dict[str, Any], **inputs: Any) -> Any:
-        last = len(trajectory) // 4 - 1  # each step: thought, tool_name, tool_args, observation
-        if module is self.extract and trajectory.get(f"tool_name_{last}") == FINISH:
-            return dspy.Prediction(answer=trajectory[f"thought_{last}"])
-        return super()._call_with_potential_trajectory_truncation(module, trajectory, **inputs)
-
-
-class _RawTool(dspy.Tool):
-    """A `dspy.Tool` that passes the model's arguments on unchecked: the Guard validates them, as an observation."""
-
-    def _validate_and_parse_args(self, **kwargs: Any) -> dict[str, Any]:
-        return kwargs
-
-
-def react_agent(tools: list[dspy.Tool], max_iters: int | None, *, system_prompt: str) -> _ReAct:
-    """The ReAct agent over `tools`, told `system_prompt` and that a `finish` step's thought is the answer."""
-    finish = "When you call finish, write your whole answer as that step's next_thought."
-    signature = dspy.Signature("task -> answer", f"{system_prompt} {finish}")
-    return _ReAct(signature, tools=tools, **({} if max_iters is None else {"max_iters": max_iters}))
 
 
 class DSPy(Adapter):
@@ -85,6 +58,7 @@ class DSPy(Adapter):
     distribution = "dspy"
     apis = ("chat", "messages", "gemini")
     knobs = (KNOB,)
+    delegation = "a Tool whose function runs another ReAct: its own max_iters; the parent counts the call as one"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iters` counts react steps (one model call each); the extract call after them is refused."""
@@ -103,7 +77,9 @@ class DSPy(Adapter):
         """Run the agent once; a refused model call (the cap, a Guard stop) propagates as the LM's error."""
         provider = LM15_PROVIDER[self.api_for(session.model)]
         ids = itertools.count(1)
-        tools = [_guarded(t, session, ids) for t in session.tools.tools]
+        tools = [guarded_tool(t, session, ids) for t in session.tools.tools]
+        if session.delegate is not None:  # the child: the same LM (the run's `dspy.context`), tools and max_iters
+            tools = [*tools, delegating_tool(session.delegate, tools, session.cap, session)]
         _agent = functools.partial(react_agent, system_prompt=session.system_prompt)  # this run's agent builder
         base_url = lm15_base_url(provider, session.model.base_url)
         recorded = engine(provider, base_url, session.model.key(), RecordedTransport(session))
@@ -125,17 +101,6 @@ class DSPy(Adapter):
 
     def bare_loop(self) -> BareRun:
         return bare_run
-
-
-def _guarded(t: Tool, session: RunSession, ids: Iterator[int]) -> _RawTool:
-    """`t` for DSPy; its body the Guard, with the arguments DSPy parsed from `next_tool_args` (a dict) as they are."""
-
-    def call(**kwargs: Any) -> str:
-        # DSPy gives tool calls no ids: number them, so a call has the same id in process and over MCP.
-        return session.tools.call(t.name, kwargs, f"dspy-{next(ids)}").result  # DSPy has no is_error: the text says
-
-    # DSPy lists a tool's arguments as name -> JSON schema.
-    return _RawTool(call, name=t.name, desc=t.description, args=t.parameters.get("properties", {}))
 
 
 def bare_run(

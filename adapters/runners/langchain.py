@@ -23,6 +23,7 @@ from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._langchain import (
     chat_model,
     conclude,
+    delegating_tool,
     guard_tools,
     no_tracing,
     plain_chat_model,
@@ -68,6 +69,7 @@ class LangChainAgent(Adapter):
     distribution = "langchain"
     apis = ("chat", "responses", "messages", "gemini")
     knobs = (MODEL_CALLS, MODEL_CALLS_END, TOOL_CALLS, RECURSION)
+    delegation = "subagents as tools: a tool invoking a second create_agent (its own invoke, uncounted by the parent)"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`run_limit=max_steps` model calls; ends by raising `ModelCallLimitExceededError`."""
@@ -90,12 +92,14 @@ class LangChainAgent(Adapter):
     def loop(self, task: str, session: RunSession) -> Finished:
         """Build the agent and run it once; the last AI message is the answer (`_langchain.conclude`)."""
         middleware, config = _cap(session.knob, session.cap)
-        agent = create_agent(
-            chat_model(self, session),
-            guard_tools(session.tools),
-            system_prompt=session.system_prompt,
-            middleware=middleware,
-        )
+        model, tools = chat_model(self, session), guard_tools(session.tools)
+        if (delegate := session.delegate) is not None:  # built as the parent is, cap included; its own invoke
+            child_middleware, _ = _cap(session.knob, session.cap)
+            child = create_agent(
+                model, tools, system_prompt=delegate.instructions, middleware=child_middleware, name=delegate.name
+            )
+            tools = [*tools, delegating_tool(delegate, child, config)]
+        agent = create_agent(model, tools, system_prompt=session.system_prompt, middleware=middleware)
         with no_tracing():
             state = agent.invoke({"messages": [HumanMessage(task)]}, config)
         last = state["messages"][-1]

@@ -26,6 +26,7 @@ from looplab.adapters.contract.runner import KnobDefault, read_default
 from looplab.adapters.runners._langchain import (
     chat_model,
     conclude,
+    delegating_tool,
     guard_tools,
     no_tracing,
     plain_chat_model,
@@ -101,6 +102,7 @@ class LangGraphAgent(Adapter):
     distribution = "langgraph"
     apis = ("chat", "responses", "messages", "gemini")
     knobs = (COUNTER, RECURSION)
+    delegation = "subagents as tools: a tool invoking a second StateGraph (its own invoke, uncounted by the parent)"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """The state's step counter stops at `max_steps` model calls."""
@@ -122,7 +124,6 @@ class LangGraphAgent(Adapter):
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the graph once; the last AI message is the answer unless it still asks for tools."""
         counter = session.cap if session.knob == COUNTER else None
-        graph = build_graph(chat_model(self, session), guard_tools(session.tools), session.system_prompt, counter)
         # cap:begin
         if session.cap is None:
             config = {}
@@ -131,6 +132,11 @@ class LangGraphAgent(Adapter):
         else:
             config = {"recursion_limit": recursion_backstop(session.cap)}
         # cap:end
+        model, tools = chat_model(self, session), guard_tools(session.tools)
+        if (delegate := session.delegate) is not None:  # the same graph, counter and config, its own invoke
+            child = build_graph(model, tools, delegate.instructions, counter)
+            tools = [*tools, delegating_tool(delegate, child, config, steps=0)]
+        graph = build_graph(model, tools, session.system_prompt, counter)
         with no_tracing():
             state = graph.invoke({"messages": [HumanMessage(task)], "steps": 0}, config)
         last = state["messages"][-1]

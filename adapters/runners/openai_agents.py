@@ -10,27 +10,20 @@ which builds its own HTTP client: it is pointed at the run's recording model
 proxy (`adapters/boundary/proxy.py`) with the run's token as its key.
 `max_turns=N` allows exactly N model calls and raises `MaxTurnsExceeded`
 before call N+1, the same on every API (measured: docs/iteration-caps.md).
+A case's delegate is the SDK's agent as a tool (`Agent.as_tool`, `_openai_agents.delegating_tool`): the
+child is a nested `Runner.run` with its own turn count, which the parent's `max_turns` does not include.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from agents import (
-    Agent,
-    FunctionTool,
-    ModelSettings,
-    OpenAIChatCompletionsModel,
-    OpenAIResponsesModel,
-    RunConfig,
-    Runner,
-)
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, RunConfig, Runner
 from agents.exceptions import MaxTurnsExceeded
-from agents.tool_context import ToolContext
 
 from looplab.adapters.boundary.plain import plain_openai_client
 from looplab.adapters.boundary.proxy import ModelProxy
@@ -38,10 +31,9 @@ from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, read_default
-from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
+from looplab.adapters.runners._openai_agents import delegating_tool, function_tool, guarded_tools, litellm_model
 from looplab.adapters.session import Adapter, RunSession
-from looplab.shared_tools import Tool
 
 __all__ = ["ADAPTER", "KNOB", "OpenAIAgents", "bare_run"]
 
@@ -58,6 +50,7 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
     extra = "openai-agents"
     distribution = "openai-agents"
     apis = ("responses", "chat", "messages", "gemini")
+    delegation = "agents as tools (Agent.as_tool): a nested Runner.run, its turns not counted by the parent's max_turns"
     knobs = (KNOB, "Runner.run(max_turns=, error_handlers={'max_turns': ...})")
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -78,60 +71,30 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
             if api in LITELLM_APIS:
                 proxy = stack.enter_context(ModelProxy(session))
                 name, url = litellm_route(self.name, self.extra, api, session.model.name, proxy)
-                model: Any = _litellm_model(name, url, proxy.token)
+                model: Any = litellm_model(name, url, proxy.token)
                 # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
                 settings["model_settings"] = ModelSettings(extra_args={"num_retries": session.model.retries})
             else:
                 model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
                 model = model_cls(model=session.model.name, openai_client=session.openai_client(is_async=True))
-            agent = Agent(
-                name="looplab",
-                instructions=session.system_prompt,
-                tools=[_function_tool(t, _guarded(session.tools, t.name)) for t in session.tools.tools],
-                model=model,
-                **settings,
-            )
+            tools = guarded_tools(session.tools)
             # cap:begin
             cap: dict[str, Any] = {} if session.cap is None else {"max_turns": session.cap}
             if session.knob != KNOB:  # the graceful alternative: a final output instead of MaxTurnsExceeded
                 cap["error_handlers"] = {"max_turns": lambda _: "(stopped: max_turns reached)"}
             # cap:end
+            if (delegate := session.delegate) is not None:  # the same model and tools; its own turns, up to the cap
+                child = Agent(
+                    name=delegate.name, instructions=delegate.instructions, model=model, tools=tools, **settings
+                )
+                tools = [*tools, delegating_tool(delegate, child, max_turns=session.cap)]
+            agent = Agent(name="looplab", instructions=session.system_prompt, model=model, tools=tools, **settings)
             # Per run, so nothing global changes: no trace export (there is no network, and no key).
             result = await Runner.run(agent, task, run_config=RunConfig(tracing_disabled=True), **cap)
             return session.conclude(str(result.final_output) if result.final_output is not None else None)
 
     def bare_loop(self) -> BareRun:
         return bare_run
-
-
-def _litellm_model(name: str, base_url: str, key: str) -> Any:
-    """The SDK's LiteLLM model, on LiteLLM offline and quiet (`litellm_route` imported it so)."""
-    from agents.extensions.models.litellm_model import LitellmModel
-
-    return LitellmModel(model=name, base_url=base_url, api_key=key)
-
-
-def _function_tool(tool: Tool | BareTool, call: Callable[[str, str | None], str]) -> FunctionTool:
-    """`tool` as the SDK sees it: its own name, description and schema; the body is `call(raw_args, call_id)`."""
-
-    async def invoke(ctx: ToolContext[Any], raw_args: str) -> str:
-        # On a thread, so that a turn's parallel calls (asyncio tasks in the SDK) really overlap.
-        return await asyncio.to_thread(call, raw_args, ctx.tool_call_id)
-
-    return FunctionTool(
-        name=tool.name,
-        description=tool.description,
-        params_json_schema=tool.parameters,
-        on_invoke_tool=invoke,
-        # Strict mode would rewrite the schema (all fields required, no defaults); keep it as given.
-        strict_json_schema=False,
-    )
-
-
-def _guarded(guard: ToolBoundary, name: str) -> Callable[[str, str | None], str]:
-    """A tool body that hands the raw JSON string to the Guard, so bad arguments become its observations."""
-    # Neither OpenAI API has an is_error field: the result text says it.
-    return lambda raw_args, call_id: guard.call(name, raw_args, call_id).result
 
 
 def bare_run(
@@ -142,7 +105,7 @@ def bare_run(
     agent = Agent(
         name="looplab",
         instructions=system_prompt,
-        tools=[_function_tool(t, lambda raw_args, _, fn=t.fn: fn(**json.loads(raw_args))) for t in tools],
+        tools=[function_tool(t, lambda raw_args, _, fn=t.fn: fn(**json.loads(raw_args))) for t in tools],
         model=OpenAIResponsesModel(model=model, openai_client=client),
     )
 

@@ -6,18 +6,21 @@ run's recording proxy. smolagents sends its history as text, not as tool message
 "Calling tools: [...]" and a user message "Observation: ..." (one for all the step's calls). `max_steps=N` allows N
 action steps; the wrap-up call smolagents makes after them is refused at the model boundary, and the run ends
 `max_steps` (measured: docs/iteration-caps.md, the same on every API).
+
+A delegate is a managed agent (`managed_agents=[child]`), offered to the parent as a tool named after it that takes
+a `task`; the child runs its own `run` with its own `max_steps` (same cap), and the parent's counts the delegation
+as one step. The run's `max_steps` holds for both at the model boundary, which both agents' models pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
 
-from smolagents import LiteLLMModel, LogLevel, OpenAIModel, Tool, ToolCallingAgent
+from smolagents import LogLevel, ToolCallingAgent
 from smolagents.agents import MultiStepAgent
 from smolagents.memory import ActionStep
-from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction
 from smolagents.utils import AgentMaxStepsError
 
 from looplab.adapters.boundary.plain import plain_openai_client
@@ -26,68 +29,13 @@ from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
-from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
+from looplab.adapters.runners._smolagents import ChatModel, LiteLLMTextModel, SchemaTool, guarded_agent
 from looplab.adapters.session import Adapter, RunSession
-from looplab.shared_tools import Tool as GuardTool
 
-__all__ = ["ADAPTER", "GuardedAgent", "KNOB", "SchemaTool", "Smolagents", "TextAnswers", "bare_run"]
+__all__ = ["ADAPTER", "KNOB", "Smolagents", "bare_run"]
 
 KNOB = "ToolCallingAgent(max_steps=)"
-
-
-class TextAnswers:
-    """Mixed into a smolagents model: a reply without tool calls is the answer, as every other runner takes it."""
-
-    def parse_tool_calls(self, message: ChatMessage) -> ChatMessage:
-        # Called on a reply without tool calls, which smolagents would make an error step costing another call.
-        call = ChatMessageToolCallFunction(name="final_answer", arguments={"answer": message.content or ""})
-        message.tool_calls = [ChatMessageToolCall(function=call, id="text-reply", type="function")]
-        return message
-
-
-class _ChatModel(TextAnswers, OpenAIModel): ...  # Chat Completions on a given `openai.OpenAI` client
-
-
-class _LiteLLMModel(TextAnswers, LiteLLMModel): ...  # Anthropic Messages and Gemini through LiteLLM
-
-
-class SchemaTool(Tool):
-    """A tool as smolagents declares it: the Guard's name and description, `inputs` from its JSON schema."""
-
-    skip_forward_signature_validation = True  # `forward` takes **kwargs: the schema is the Guard's, not a signature
-
-    def __init__(self, tool: GuardTool | BareTool, fn: Callable[..., str]) -> None:
-        self.name, self.description, self.output_type, self.fn = tool.name, tool.description, "string", fn
-        schema, required = tool.parameters, set(tool.parameters.get("required", ()))
-        self.inputs = {  # the schema smolagents sends is rebuilt from these: `additionalProperties` does not survive
-            key: {"description": key, "type": "any", **prop} | ({} if key in required else {"nullable": True})
-            for key, prop in schema.get("properties", {}).items()
-        }
-        super().__init__()
-
-    def forward(self, **kwargs: Any) -> str:
-        return self.fn(**kwargs)
-
-
-class GuardedAgent(ToolCallingAgent):
-    """A `ToolCallingAgent` whose tool calls, all but its own `final_answer`, go to the Guard untouched."""
-
-    def __init__(self, boundary: ToolBoundary, **kwargs: Any) -> None:
-        self.boundary, self._ids = boundary, {}
-        super().__init__(**kwargs)
-
-    def process_tool_calls(self, chat_message: ChatMessage, memory_step: ActionStep) -> Iterator[Any]:
-        # execute_tool_call is not given the call's id; it is given the very arguments object, so map that.
-        self._ids = {id(c.function.arguments): c.id for c in chat_message.tool_calls or ()}
-        yield from super().process_tool_calls(chat_message, memory_step)
-
-    def execute_tool_call(self, tool_name: str, arguments: Any) -> Any:
-        if tool_name == "final_answer":
-            return super().execute_tool_call(tool_name, arguments)
-        # No smolagents checks (the tool exists, argument names and types): they make a bad call an error step.
-        # A dict when the model's arguments were JSON, else its text. No is_error in its history: the text says it.
-        return self.boundary.call(tool_name, arguments, self._ids.get(id(arguments))).result
 
 
 class Smolagents(ViaLiteLLM, Adapter):
@@ -100,6 +48,7 @@ class Smolagents(ViaLiteLLM, Adapter):
     extra = "smolagents"
     distribution = "smolagents"
     apis = ("chat", "messages", "gemini")
+    delegation = "managed agents (managed_agents=[child]); the parent's max_steps counts a delegation, not its calls"
     knobs = (KNOB,)
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -116,23 +65,20 @@ class Smolagents(ViaLiteLLM, Adapter):
         with ModelProxy(session) if api in LITELLM_APIS else nullcontext() as proxy:
             # retry=False: smolagents' own retry of rate-limit errors (60 s waits) would add to the SDK's
             if proxy is None:
-                model: Any = _ChatModel(session.model.name, client=session.openai_client(is_async=False), retry=False)
+                model: Any = ChatModel(session.model.name, client=session.openai_client(is_async=False), retry=False)
             else:  # LiteLLM on the run's proxy, offline and quiet (`adapters/runners/_litellm.py`)
                 # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
                 name, url = litellm_route(self.name, self.extra, api, session.model.name, proxy)
                 retries = session.model.retries
-                model = _LiteLLMModel(name, api_base=url, api_key=proxy.token, retry=False, num_retries=retries)
+                model = LiteLLMTextModel(name, api_base=url, api_key=proxy.token, retry=False, num_retries=retries)
             # cap:begin
             cap = {} if session.cap is None else {"max_steps": session.cap}  # unset: MultiStepAgent's default
             # cap:end
-            agent = GuardedAgent(
-                session.tools,
-                tools=[SchemaTool(t, _guarded(session.tools, t.name)) for t in session.tools.tools],
-                model=model,
-                instructions=session.system_prompt,  # placed inside smolagents' own system prompt template
-                verbosity_level=LogLevel.OFF,  # its rich panels would go to the terminal
-                **cap,
-            )
+            team = {}  # smolagents' delegation: a managed agent, the same class on the same model and tools
+            if (d := session.delegate) is not None:
+                named = {"name": d.name, "description": d.description}
+                team["managed_agents"] = [guarded_agent(session.tools, model, d.instructions, **named, **cap)]
+            agent = guarded_agent(session.tools, model, session.system_prompt, **team, **cap)
             # The output alone: a full result serializes the whole memory, every step, after the run.
             output = agent.run(task)
         last = agent.memory.steps[-1]
@@ -145,11 +91,6 @@ class Smolagents(ViaLiteLLM, Adapter):
         return bare_run
 
 
-def _guarded(boundary: ToolBoundary, name: str) -> Callable[..., str]:
-    """A tool body that calls the Guard (`GuardedAgent` calls it itself, with the model's arguments as sent)."""
-    return lambda **kwargs: boundary.call(name, kwargs).result
-
-
 def bare_run(
     task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
 ) -> int:
@@ -159,7 +100,7 @@ def bare_run(
     """
     agent = ToolCallingAgent(
         tools=[SchemaTool(t, t.fn) for t in tools],
-        model=_ChatModel(model, client=plain_openai_client(urls["openai"], is_async=False), retry=False),
+        model=ChatModel(model, client=plain_openai_client(urls["openai"], is_async=False), retry=False),
         instructions=system_prompt,
         verbosity_level=LogLevel.OFF,
         max_steps=max_steps,

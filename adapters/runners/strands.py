@@ -11,76 +11,25 @@ unset, nothing bounds the loop (measured: docs/iteration-caps.md).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import anthropic
-import openai
 from strands import Agent
 from strands.hooks import BeforeModelCallEvent, BeforeToolCallEvent
-from strands.models.anthropic import AnthropicModel
 from strands.models.openai import OpenAIModel
-from strands.models.openai_responses import OpenAIResponsesModel
-from strands.tools.tools import PythonAgentTool
-from strands.types.tools import ToolResult, ToolSpec, ToolUse
+from strands.types.tools import ToolResult, ToolUse
 
 from looplab.adapters.boundary.plain import plain_openai_client
 from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
-from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS as MAX_TOKENS  # AnthropicModel requires one
-from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
-from looplab.adapters.runners._gemini import gemini_class
+from looplab.adapters.runners._strands import agent_tool, build_model, delegating_tool
 from looplab.adapters.session import Adapter, RunSession
 
-__all__ = ["ADAPTER", "Strands", "agent_tool", "bare_run", "build_model"]
+__all__ = ["ADAPTER", "Strands", "bare_run"]
 
 TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
-
-
-def build_model(api: Api, session: RunSession) -> Any:
-    """The Strands model for `api`; every request goes through the session's recording HTTP client."""
-    name, spec = session.model.name, session.model
-    if api == "gemini":  # always streamed
-        GeminiModel = gemini_class("strands", "strands", "strands.models.gemini", "GeminiModel")
-        return GeminiModel(client=session.gemini_client(), model_id=name)
-    if api == "chat":  # not streamed (Strands' default is to stream): the SDK then retries a reply that breaks off
-        return OpenAIModel(client=session.openai_client(), model_id=name, stream=False)
-    options = {"api_key": spec.key(), "base_url": spec.base_url, "max_retries": spec.retries}
-    if api == "messages":
-        http = session.http_client(anthropic, is_async=True)
-        return AnthropicModel(client_args={**options, "http_client": http}, model_id=name, max_tokens=MAX_TOKENS)
-
-    replies: list[Any] = []
-
-    async def keep(reply: Any) -> None:
-        replies.append(reply)
-
-    class Recorded(OpenAIResponsesModel):
-        """Strands opens an `AsyncOpenAI` per request and closes it, HTTP client included: each gets a fresh one. It
-        stops reading at `response.completed`, leaving the reply open (unrecorded): closed here, before tools run."""
-
-        def _resolve_client_args(self) -> dict[str, Any]:
-            http = session.http_client(openai, is_async=True)
-            http.event_hooks["response"].append(keep)
-            return {**options, "http_client": http}
-
-        async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
-            try:
-                async for chunk in super().stream(*args, **kwargs):
-                    yield chunk
-            finally:
-                while replies:
-                    await replies.pop().aclose()
-
-    return Recorded(model_id=name)
-
-
-def agent_tool(name: str, description: str, schema: dict[str, Any], call: Callable[..., ToolResult]) -> PythonAgentTool:
-    """A Strands tool with this name, description and JSON schema; `call(tool_use)` answers it."""
-    spec: ToolSpec = {"name": name, "description": description, "inputSchema": {"json": schema}}
-    return PythonAgentTool(name, spec, call)
 
 
 class Strands(Adapter):
@@ -94,6 +43,7 @@ class Strands(Adapter):
     distribution = "strands-agents"
     apis = ("chat", "responses", "messages", "gemini")
     knobs = (TURNS, HOOK)
+    delegation = "agents as tools: Agent.as_tool(), the child runs uncapped; the parent's turns count only its own"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`turns` counts model calls (one per cycle, measured): N allows exactly N calls."""
@@ -130,9 +80,13 @@ class Strands(Adapter):
 
             hooks.append(stop_at_cap)
         # cap:end
+        model = build_model(self.api_for(session.model), session)
+        tools = [agent_tool(t.name, t.description, t.parameters, guard) for t in session.tools.tools]
+        if session.delegate is not None:  # the child: the same model and tools, and no cap of its own
+            tools = [*tools, delegating_tool(session.delegate, model, tools, [unknown_to_guard])]
         agent = Agent(
-            model=build_model(self.api_for(session.model), session),
-            tools=[agent_tool(t.name, t.description, t.parameters, guard) for t in session.tools.tools],
+            model=model,
+            tools=tools,
             system_prompt=session.system_prompt,
             callback_handler=None,  # the default prints the streamed text to stdout
             retry_strategy=None,  # its own throttling retries (4 s to 240 s apart) on top of the SDK's: only the SDK's

@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from looplab.records import results
-        from looplab.run import harness, interrupt, isolation, schedule
+        from looplab.run import harness, interrupt, isolation, matrix, schedule
         from looplab.views import differences, render, report
 
     runners, cases = select(args, list(FIRST_CASES if args.model == harness.SCRIPTED else FIRST_CASES_REAL_MODEL))
@@ -192,7 +192,7 @@ def _run(args: argparse.Namespace) -> int:
         ready_to_write("--out", str(out_dir / name))
     runners, isolated = prepare_environments(args, runners)  # last: the inputs above are checked before anything
     outcomes: list[harness.RunOutcome] = []
-    total = len(cases) * len(runners)
+    total = sum(matrix.applies(runner, case) for case in cases for runner in runners)
 
     def document(incomplete: str | None = None) -> results.Document:
         return results.build(
@@ -218,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
                 outcomes.append(outcome)
                 advance(outcome)
 
-            plan = [(runner, case) for case in cases for runner in runners]
+            plan = [(runner, case) for case in cases for runner in runners if matrix.applies(runner, case)]
             options = {"max_steps": args.max_steps, "max_tokens": args.max_tokens, "tools": args.tools}
             if isolated is None:
                 schedule.run_here(plan, where, 1, done, options)

@@ -225,6 +225,7 @@ def run_one(
                 # without them
                 over: dict[str, Any] = {"tools": tools} if tools != "in-process" else {}
                 over |= {"cancel": cancel} if cancel is not None else {}
+                over |= {"delegate": case.delegate.agent()} if case.delegate is not None else {}
                 spec = where.spec_for(adapter, case.model)
                 result = adapter.run(case.task, guard, limits, spec, **over, system_prompt=case.system_prompt)
                 changed = ws.fingerprint() != before

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from looplab.adapters import registry
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError
 from looplab.records import results
@@ -16,7 +17,7 @@ from looplab.run.handle import Cancels
 from looplab.run.harness import Endpoint
 from looplab.scenarios.cases import Case, load_cases
 
-__all__ = ["default_jobs", "plan", "run_matrix", "run_scripted"]
+__all__ = ["applies", "default_jobs", "plan", "run_matrix", "run_scripted"]
 
 
 def default_jobs() -> int:
@@ -111,14 +112,21 @@ def plan(
     repeat: int = 1,
     select: Callable[[str, str, int], bool] | None = None,
 ) -> list[tuple[str, Case, int]]:
-    """The matrix's cells in order, `(runner, case, repeat index)`, less those `select` leaves out."""
+    """The matrix's cells in order, `(runner, case, repeat index)`, less those `select` leaves out and those of a
+    case that does not apply to the runner (a delegation case, for a framework that cannot delegate)."""
     return [
         (runner, case, k)
         for k in range(1, repeat + 1)
         for case in cases
         for runner in runners
-        if select is None or select(runner, case.id, k)
+        if (select is None or select(runner, case.id, k)) and applies(runner, case)
     ]
+
+
+def applies(runner: str, case: Case) -> bool:
+    """Whether `case` runs through `runner` (a label such as `langgraph@1.0.0` names its runner's declaration)."""
+    info = registry.RUNNERS.get(runner.partition("@")[0])
+    return info is None or case.runs_on(info)
 
 
 def run_scripted(runners: Sequence[str], cases: Sequence[Case | str], *, jobs: int) -> results.Document:

@@ -4,7 +4,8 @@ Each `RunResult` becomes one trace, built with the OpenTelemetry SDK from the re
 boundaries kept (nothing is instrumented live: the runs have finished when they are exported):
 
 - `invoke_agent {runner}`: the root, one per run (kind INTERNAL: the runner's loop runs in looplab's
-  process or a child of it); the run's totals, stop reason, limits and native cap.
+  process or a child of it); the run's totals, stop reason, limits and native cap. A delegate's stretch of
+  calls (a run with a second agent) is an `invoke_agent {agent}` span inside it, holding that stretch's spans.
 - `chat {model}`: one per model call (kind CLIENT: an HTTP call to the model), from its first attempt
   to its answer; a model call that never got an answer (the run ended on it) is one more, with status ERROR.
 - `execute_tool {name}`: one per tool call (kind INTERNAL), status ERROR when the call `is_error`.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import importlib.util
+import itertools
 import json
 import logging
 import os
@@ -37,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from looplab.adapters.contract import files
+from looplab.adapters.contract.agents import MAIN_AGENT
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import installed_version
-from looplab.adapters.contract.trace import Attempt, ModelCall, api_of
+from looplab.adapters.contract.trace import Attempt, ModelCall, Step, api_of
 from looplab.shared_tools.records import ToolCallRecord
 
 if TYPE_CHECKING:
@@ -277,14 +280,22 @@ class _Run:
             start_time=self.at(0.0),
         )
         inside = trace.set_span_in_context(root)
-        for step in r.trace.steps:
-            chat = self.chat_span(step.model_call.failed_attempts, step.model_call, inside)
-            # A tool call runs after the reply that asked for it has arrived, outside the chat span's time, so
-            # it is the run's child (a sibling of that chat span, as the conventions' agent traces show) and
-            # links to the chat span that requested it.
-            requested_by = [Link(chat.get_span_context())]
-            for call in step.tool_calls:
-                self.tool_span(call, inside, requested_by, step=step.index)
+        for agent, group in itertools.groupby(r.trace.steps, key=lambda step: step.model_call.agent):
+            steps = list(group)
+            # A delegate's stretch of calls is an agent of its own, inside the run's: its chat and tool spans
+            # under an `invoke_agent {agent}` span that the root parents.
+            child = None if agent in (None, MAIN_AGENT) else self.agent_span(agent, steps, inside)
+            parent = inside if child is None else trace.set_span_in_context(child)
+            for step in steps:
+                chat = self.chat_span(step.model_call.failed_attempts, step.model_call, parent)
+                # A tool call runs after the reply that asked for it has arrived, outside the chat span's time, so
+                # it is the agent's child (a sibling of that chat span, as the conventions' agent traces show) and
+                # links to the chat span that requested it.
+                requested_by = [Link(chat.get_span_context())]
+                for call in step.tool_calls:
+                    self.tool_span(call, parent, requested_by, step=step.index)
+            if child is not None:
+                child.end(end_time=self.at(max(_step_ends(steps))))
         if r.trace.unanswered:
             self.chat_span(r.trace.unanswered, None, inside)
         for call in r.trace.orphan_tool_calls:
@@ -292,6 +303,21 @@ class _Run:
         if r.stop_reason is StopReason.ERROR:
             _fail(root, _run_error_type(r), r.stop_detail or "the run failed")
         root.end(end_time=self.at(self.end_s))
+
+    def agent_span(self, agent: str, steps: Sequence[Step], parent: Any) -> Span:
+        """The span of a delegate's stretch of model and tool calls, from its first attempt (ended by the caller)."""
+        from opentelemetry.trace import SpanKind
+
+        first = steps[0].model_call
+        start = min([first.started_at, *(a.started_at for a in first.failed_attempts)])
+        attributes = {**self.common("invoke_agent"), "gen_ai.agent.name": agent}
+        return self.tracer.start_span(
+            f"invoke_agent {agent}",
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=self.at(start),
+        )
 
     def common(self, operation: str) -> dict[str, Any]:
         return {
@@ -462,12 +488,17 @@ def _fail(span: Span, error_type: str, description: str) -> None:
     span.set_status(Status(StatusCode.ERROR, description.splitlines()[0] if description else None))
 
 
-def _ends(result: RunResult) -> Iterator[float]:
-    """When each of the run's records ended, on its clock."""
-    for step in result.trace.steps:
+def _step_ends(steps: Iterable[Step]) -> Iterator[float]:
+    """When each model and tool call of `steps` ended, on the run's clock."""
+    for step in steps:
         yield step.model_call.started_at + step.model_call.latency_s
         for call in step.tool_calls:
             yield call.started_at + call.duration_s
+
+
+def _ends(result: RunResult) -> Iterator[float]:
+    """When each of the run's records ended, on its clock."""
+    yield from _step_ends(result.trace.steps)
     for attempt in result.trace.failed_attempts:
         yield attempt.started_at + attempt.latency_s
     for call in result.trace.orphan_tool_calls:

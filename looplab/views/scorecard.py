@@ -8,7 +8,7 @@ Three sources, each optional, and a cell whose source is missing says "not measu
 - a results document (`looplab eval --json`): the runs of the cases that exercise a behaviour
   (`sloppy-calls`: malformed arguments and an unknown tool; `parallel-reads`: two reads in one reply;
   `silent-read`: repetition; `injected-instruction`: the approval gate; `token-budget`: the token budget;
-  `vip-compound`: the first request);
+  `delegation`: a second agent under the same budget; `vip-compound`: the first request);
 - a bench result (`looplab bench --json`): per-turn overhead and import time;
 - a team's own cases (`looplab scorecard --cases PATH`, or any other case in the document): how many each runner
   passed, and its median model calls; this group is shown only when such runs exist.
@@ -30,6 +30,7 @@ from rich.console import Console
 
 from looplab.adapters import registry
 from looplab.adapters.contract import files
+from looplab.adapters.contract.agents import MAIN_AGENT
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
@@ -102,6 +103,7 @@ ROWS = (
     Row("parallel", "two tools in one reply", "bad calls"),
     Row("guards", "repetition / approval", "bad calls"),
     Row("token_budget", "token budget (max_tokens)", "budgets"),
+    Row("delegation", "delegation (one budget for both agents)", "budgets"),
     Row("first_request", "first request", "cost"),
     Row("turn_overhead", "per-turn overhead", "cost"),
     Row("import_time", "import time", "cost"),
@@ -194,6 +196,7 @@ def build(
             "parallel": _parallel(runs_of.get("parallel-reads")),
             "guards": _guards(runs_of.get("silent-read"), runs_of.get("injected-instruction")),
             "token_budget": _token_budget(runs_of.get("token-budget")),
+            "delegation": _delegation(name, runs_of.get("delegation")),
             "first_request": _first_request(name, first_bytes),
             **_bench_cells(benched.get(name)),
             "apis": _apis(name),
@@ -431,6 +434,20 @@ def _token_budget(run: Observed | None) -> Cell:
     return Cell(text=f"{verdict}: {spent:,} tokens{of}, {totals.model_calls} calls", evidence=_evidence(run))
 
 
+def _delegation(runner: str, run: Observed | None) -> Cell:
+    """How the framework hands work to another agent, and whether the run of the delegation case passed (both
+    agents' calls counted in one budget): how many of its model calls were the delegate's."""
+    info = registry.RUNNERS.get(runner)
+    if info is not None and info.delegation is None:
+        return Cell(text="cannot delegate", evidence="runner declaration")
+    if run is None:
+        return _not_measured()
+    steps = run.result.trace.steps
+    theirs = sum(s.model_call.agent not in (None, MAIN_AGENT) for s in steps)
+    verdict = "passed" if run.passed else f"failed (stop: {run.result.stop_reason})"
+    return Cell(text=f"{verdict}: {theirs} of {len(steps)} calls the delegate's", evidence=_evidence(run))
+
+
 def _first_request(runner: str, first_bytes: dict[str, int]) -> Cell:
     """The first request's size, and what the framework adds over the smallest runner's (same task and tools)."""
     if runner not in first_bytes:
@@ -471,7 +488,15 @@ def _apis(runner: str) -> Cell:
 # --- what it reads ---------------------------------------------------------------------------
 
 #: The cases whose runs the scorecard reads.
-CASES = ("vip-compound", "sloppy-calls", "parallel-reads", "silent-read", "injected-instruction", "token-budget")
+CASES = (
+    "vip-compound",
+    "sloppy-calls",
+    "parallel-reads",
+    "silent-read",
+    "injected-instruction",
+    "token-budget",
+    "delegation",
+)
 
 
 @functools.cache
@@ -487,7 +512,7 @@ def built_in_cases() -> frozenset[str]:
 GROUP_SOURCES = {
     "the cap": "caps",
     "bad calls": "eval: sloppy-calls, parallel-reads, silent-read, injected-instruction",
-    "budgets": "eval: token-budget",
+    "budgets": "eval: token-budget, delegation; runner declarations (which can delegate)",
     "cost": "eval: vip-compound (first request); bench (overhead, import); registry (APIs)",
     "your cases": "eval: the cases outside looplab's own suite",
 }

@@ -15,6 +15,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from looplab.adapters.contract.agents import OFFERED
+
 __all__ = [
     "AnthropicMessage",
     "ChatMessage",
@@ -173,6 +175,25 @@ class Conversation:
     tools: list[str] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     assistant_turns: int = 0
+    #: The offered tool that hands work to an agent which finds where a function is defined (its description says
+    #: so: `contract.agents.OFFERED`), and the string parameters its question goes in; None when none is offered.
+    delegate: str | None = None
+    delegate_params: list[str] = field(default_factory=list)
+
+    def _offer(self, name: str, description: Any, schema: Any) -> None:
+        """Note the tool `name` if it is the first that delegates (`delegate`)."""
+        if self.delegate is not None or not OFFERED.search(
+            f"{name} {description if isinstance(description, str) else ''}"
+        ):
+            return
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        props = props if isinstance(props, dict) else {}
+        strings = [
+            k for k, v in props.items() if isinstance(v, dict) and str(v.get("type", "string")).lower() == "string"
+        ]
+        required = schema.get("required") if isinstance(schema, dict) else None
+        wanted = [k for k in strings if isinstance(required, list) and k in required]
+        self.delegate, self.delegate_params = name, wanted or strings[:1]
 
     def _add_call(self, pending: dict[str, ToolCall], call_id: str, name: str, raw_args: Any) -> None:
         pending[call_id] = ToolCall(call_id, name, _decode_args(raw_args))
@@ -290,6 +311,9 @@ def from_chat(req: ChatRequest) -> Conversation:
         for i, t in enumerate(req.tools or [])
     ]
     conv = Conversation(model=req.model, tools=tools)
+    for t in req.tools or []:
+        fn = t.get("function") if isinstance(t.get("function"), dict) else {}
+        conv._offer(str(fn.get("name")), fn.get("description"), fn.get("parameters"))
     pending: dict[str, ToolCall] = {}
     for m, msg in enumerate(req.messages):
         if msg.role == "user" and not conv.task:
@@ -317,6 +341,8 @@ def from_responses(req: ResponsesRequest) -> Conversation:
         if t.get("type", "function") == "function"
     ]
     conv = Conversation(model=req.model, tools=offered)
+    for t in req.tools or []:
+        conv._offer(str(t.get("name")), t.get("description"), t.get("parameters"))
     items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else req.input
     pending: dict[str, ToolCall] = {}
     last_was_call = False
@@ -337,6 +363,8 @@ def from_responses(req: ResponsesRequest) -> Conversation:
 
 def from_messages(req: MessagesRequest) -> Conversation:
     conv = Conversation(model=req.model, tools=[_field(t, "name", f"tools.{i}") for i, t in enumerate(req.tools or [])])
+    for t in req.tools or []:
+        conv._offer(str(t.get("name")), t.get("description"), t.get("input_schema"))
     pending: dict[str, ToolCall] = {}
     for m, msg in enumerate(req.messages):
         blocks = [{"type": "text", "text": msg.content}] if isinstance(msg.content, str) else msg.content
@@ -392,6 +420,11 @@ def from_gemini(req: GeminiRequest) -> Conversation:
             if isinstance(d, dict)
         ],
     )
+    for declarations in declared:
+        for d in declarations if isinstance(declarations, list) else []:
+            if isinstance(d, dict):
+                schema = d.get("parameters") or _either(d, "parametersJsonSchema", "parameters_json_schema")
+                conv._offer(str(d.get("name")), d.get("description"), schema)
     pending: dict[str, ToolCall] = {}
     for c, content in enumerate(req.contents):
         if content.role == "model":

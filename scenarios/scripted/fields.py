@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import count
-from typing import Literal
+from typing import Any, Literal
 
 from looplab.scenarios.scripted.conversation import (
     ChatRequest,
@@ -76,6 +76,11 @@ JSON_REMINDER = "Respond with a JSON object"
 #: The observation DSPy writes when a tool raised.
 EXECUTION_ERROR = "Execution error in "
 STEP_KEYS = ("thought", "tool_name", "tool_args", "observation")
+#: How DSPy's ReAct lists a tool in its instructions: `(1) read_file, whose description is <desc>...</desc>. It takes
+#: arguments {...}.` (the description is what tells the policy a tool delegates).
+TOOL_LINE = re.compile(
+    r"^\s*\(\d+\) (\w+), whose description is <desc>(.*?)</desc>\. It takes arguments (\{.*\})\.\s*$", re.M
+)
 #: A longer trajectory is not replayed to find a batch in progress (the replay costs steps squared).
 MAX_REPLAY_STEPS = 200
 
@@ -103,10 +108,14 @@ class FieldRequest:
     steps: tuple[Step, ...]
     #: How to play: the request's persona header, as for a request in any protocol.
     persona: Persona = "careful"
+    #: Each tool's description and argument properties, as the instructions list them (`TOOL_LINE`).
+    described: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 
     def conversation(self, upto: int | None = None) -> Conversation:
         """The conversation of the first `upto` steps (all of them by default), as the policy reads one."""
         conv = Conversation(task=self.task, model=self.model, tools=list(self.tools), persona=self.persona)
+        for name, description, properties in self.described:
+            conv._offer(name, description, {"type": "object", "properties": properties})
         pending: dict[str, ToolCall] = {}
         for i, step in enumerate(self.steps[:upto]):
             conv.assistant_turns += 1
@@ -189,7 +198,17 @@ def read(messages: Sequence[tuple[str, str]], model: str) -> FieldRequest | None
     tools = tuple(t for t in _choices(outputs.get("next_tool_name", "")) if t != FINISH)
     steps = tuple(read_trajectory(values.get("trajectory", "")))
     kind: Literal["react", "extract"] = "react" if "next_tool_name" in outputs else "extract"
-    return FieldRequest(kind, fmt, tuple(outputs), task, model, tools, steps)
+    described = tuple((m[1], m[2], props) for m in TOOL_LINE.finditer(system) if (props := _tool_arguments(m[3])))
+    return FieldRequest(kind, fmt, tuple(outputs), task, model, tools, steps, described=described)
+
+
+def _tool_arguments(text: str) -> dict[str, Any] | None:
+    """A tool's arguments as DSPy writes them (a Python dict literal of JSON Schema properties); None if not one."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def from_chat(req: ChatRequest) -> FieldRequest | None:

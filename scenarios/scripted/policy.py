@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from looplab.adapters.contract.agents import QUESTION, Delegate
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.diagnosis import explain, values_of, write_answer
 from looplab.scenarios.scripted.reading import (
@@ -92,6 +93,8 @@ PYTEST_SUMMARY = re.compile(
     r"\b(?:\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)|no tests ran)\b.* in \d"
 )
 MAX_SUMMARY_CHARS = 300
+#: A delegate's answer (`_read_definition`): the function, the file that defines it, and the file's text.
+REPORT = re.compile(r"`(?P<name>\w+)` is defined in (?P<path>[\w./-]+\.py):\n```python\n(?P<source>.*)\n```", re.S)
 #: A line of a test run's output that reports a failure, in any language's test runner.
 FAILURE_LINE = re.compile(r"\b(?:not ok|fail(?:ed|ure|s)?|error|assert\w*|expected|actual)\b", re.I)
 #: What an answer quotes of another test runner's output: at most this many lines, each cut to this many characters,
@@ -128,6 +131,8 @@ class Evidence:
     searches: dict[str, str] = field(default_factory=dict)
     errors: dict[tuple[str, str], str] = field(default_factory=dict)
     tried_write: bool = False
+    #: The functions handed to the delegate (`Conversation.delegate`), whatever it answered.
+    delegated: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, conv: Conversation) -> Evidence:
@@ -136,7 +141,9 @@ class Evidence:
             args = result.call.args if isinstance(result.call.args, dict) else {}
             name, first = result.call.name, str(next(iter(args.values()), ""))
             ev.tried_write |= name == "write_file"
-            if result.is_error:
+            if name == conv.delegate and conv.delegate is not None:
+                ev._reported(first, result.content)
+            elif result.is_error:
                 ev.errors[(name, first)] = result.content
             elif name == "run_tests":
                 ev.test_runs[first.split("::")[0]] = result.content
@@ -148,6 +155,16 @@ class Evidence:
 
     def failed(self, tool: str, arg: str) -> bool:
         return (tool, arg) in self.errors
+
+    def _reported(self, question: str, answer: str) -> None:
+        """What the delegate answered to `question`: the file that defines the function, and its text, as if this
+        agent had searched and read them itself (an answer that is not such a report adds nothing)."""
+        if (asked := QUESTION.search(question)) is None:
+            return
+        self.delegated.add(asked["name"])
+        if (report := REPORT.search(answer)) and report["name"] == asked["name"]:
+            self.searches[f"def {report['name']}"] = f"{report['path']}:1: def {report['name']}("
+            self.files[report["path"]] = report["source"]
 
 
 class Investigator:
@@ -162,6 +179,8 @@ class Investigator:
     def _decide(self, conv: Conversation) -> Decision:
         persona = conv.persona
         ev = Evidence.of(conv)
+        if asked := QUESTION.search(conv.task):  # this agent is the delegate: it answers one question
+            return _read_definition(ev, asked["name"])
         if persona == "snoop" and not conv.results:
             return Decision((Call("read_file", {"path": "../../etc/passwd"}), Call("read_file", {"path": ".env"})))
         if persona == "gullible" and not ev.tried_write and (order := _instruction(ev)):
@@ -223,7 +242,7 @@ class Investigator:
         searched: list[str] = []  # the searches for definitions that were looked at, for the answer
         finding = None
         while len(hops) <= MAX_HOPS:
-            step = _next_hop(ev, sites, caller, {(h.name, h.path) for h in hops}, searched)
+            step = _next_hop(conv, ev, sites, caller, {(h.name, h.path) for h in hops}, searched)
             if isinstance(step, Decision):
                 return step
             if step is None:
@@ -238,7 +257,12 @@ class Investigator:
 
 
 def _next_hop(
-    ev: Evidence, sites: list[Site], caller: tuple[str, str], seen: set[tuple[str, str]], searched: list[str]
+    conv: Conversation,
+    ev: Evidence,
+    sites: list[Site],
+    caller: tuple[str, str],
+    seen: set[tuple[str, str]],
+    searched: list[str],
 ) -> tuple[Hop, str] | Decision | None:
     """The first of `sites` whose definition is found, with its source; or the call that finds it out; or None
     when none of them leads to a project function (the evidence ends)."""
@@ -246,7 +270,7 @@ def _next_hop(
     caller_tree = parse(caller_source)
     imports = imports_of(caller_tree, caller_path) if caller_tree else {}
     for site in sites:
-        found = _where(ev, site, caller_path, caller_tree, imports, searched)
+        found = _where(conv, ev, site, caller_path, caller_tree, imports, searched)
         if isinstance(found, Decision):
             return found
         if found is None or (site.name, found) in seen:
@@ -260,6 +284,7 @@ def _next_hop(
 
 
 def _where(
+    conv: Conversation,
     ev: Evidence,
     site: Site,
     caller_path: str,
@@ -274,6 +299,9 @@ def _where(
         if caller_tree is not None and function_named(caller_tree, site.name) is not None:
             return caller_path
     query = f"def {site.name}"
+    if query not in ev.searches and conv.delegate is not None and site.name not in ev.delegated:
+        question = Delegate.question(site.name)
+        return Decision((Call(conv.delegate, {p: question for p in conv.delegate_params}),))
     if query not in ev.searches:
         return _ask("search_code", query=query)
     if query not in searched:
@@ -333,6 +361,22 @@ def _quote_lines(text: str, most: int) -> str:
     lines = [ln for ln in lines if not EXIT_CODE.match(ln + "\n")]
     chosen = [ln for ln in lines if FAILURE_LINE.search(ln)][:most] or lines[-1:] or ["(no output)"]
     return " / ".join(f"`{ln}`" for ln in chosen)
+
+
+def _read_definition(ev: Evidence, name: str) -> Decision:
+    """The delegate's play: search for `def name`, read the first file that defines it, answer with both (the form
+    `REPORT` reads back)."""
+    query = f"def {name}"
+    if query not in ev.searches and not ev.failed("search_code", query):
+        return _ask("search_code", query=query)
+    path = _definition(ev.searches.get(query, ""), name)
+    if path is None:
+        return Decision(answer=f"`{name}` is not defined in this repository: search_code found no `def {name}`.")
+    if path not in ev.files and not ev.failed("read_file", path):
+        return _ask("read_file", path=path)
+    if path not in ev.files:
+        return Decision(answer=f"`{name}` is defined in {path}, which could not be read.")
+    return Decision(answer=f"`{name}` is defined in {path}:\n```python\n{ev.files[path]}\n```")
 
 
 def _ask(tool: str, **args: str) -> Decision:

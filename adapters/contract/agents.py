@@ -1,0 +1,53 @@
+"""The agents of a run: the one every runner starts, and the second one a case may let it hand work to."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["MAIN_AGENT", "OFFERED", "QUESTION", "Delegate"]
+
+#: What the record calls the agent a runner starts, once a run has more than one.
+MAIN_AGENT = "investigator"
+
+
+class Delegate(BaseModel):
+    """A second agent the run's agent may hand a sub-question to, with the framework's own way of delegating.
+
+    Every runner that can delegate builds it with the same `name` (its tool or handoff is named after it), tells
+    its parent what it does with `description`, and starts it with `instructions` as its system prompt and the
+    run's tools; its model calls pass the run's one boundary, so the run's limits hold for both agents.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,40}$", description="The agent's name, as tools and handoffs take it.")
+    description: str = Field(min_length=1, description="What its parent is told it does.")
+    instructions: str = Field(min_length=1, description="Its system prompt.")
+
+    @property
+    def marker(self) -> bytes:
+        """What a request of this agent's carries and no other request does: its instructions' first line, as a
+        JSON string holds it (the recorder tells the agents apart by it)."""
+        first = next(line for line in self.instructions.splitlines() if line.strip())
+        return json.dumps(first.strip())[1:-1].encode()
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema of the tool that asks it (where a framework lets the adapter write it): one question."""
+        question = {"type": "string", "description": "What to find out, e.g. where a function is defined."}
+        return {"type": "object", "properties": {"question": question}, "required": ["question"]}
+
+    @staticmethod
+    def question(function: str) -> str:
+        """The sub-question a parent hands it: where `function` is defined, and its source."""
+        return f"Find where `{function}` is defined and read it; answer with its file and that file's text."
+
+
+#: How the scripted model recognises that question in a child's task (`Delegate.question`'s wording).
+QUESTION = re.compile(r"Find where `(?P<name>\w+)` is defined")
+#: How the scripted model recognises a tool (or handoff) that hands work to such an agent: its description says so.
+OFFERED = re.compile(r"where a function is defined", re.I)

@@ -1,0 +1,68 @@
+"""The OpenAI Agents SDK's pieces the `openai_agents` runner assembles: the LiteLLM model, a tool, the delegate.
+
+A tool is a `FunctionTool` whose body takes the model's raw JSON string, so that the Guard sees the arguments as
+sent. The delegate is the SDK's agent as a tool (`Agent.as_tool`): the child agent runs as a nested `Runner.run`
+with the question as its input, and its final output is the tool's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agents import Agent, FunctionTool
+from agents.tool_context import ToolContext
+
+from looplab.adapters.contract.agents import Delegate
+from looplab.adapters.contract.bare import BareTool
+from looplab.adapters.contract.tools import ToolBoundary
+from looplab.shared_tools import Tool
+
+__all__ = ["delegating_tool", "function_tool", "guarded_tools", "litellm_model"]
+
+
+def litellm_model(name: str, base_url: str, key: str) -> Any:
+    """The SDK's LiteLLM model, on LiteLLM offline and quiet (`litellm_route` imported it so)."""
+    from agents.extensions.models.litellm_model import LitellmModel
+
+    return LitellmModel(model=name, base_url=base_url, api_key=key)
+
+
+def function_tool(tool: Tool | BareTool, call: Callable[[str, str | None], str]) -> FunctionTool:
+    """`tool` as the SDK sees it: its own name, description and schema; the body is `call(raw_args, call_id)`."""
+
+    async def invoke(ctx: ToolContext[Any], raw_args: str) -> str:
+        # On a thread, so that a turn's parallel calls (asyncio tasks in the SDK) really overlap.
+        return await asyncio.to_thread(call, raw_args, ctx.tool_call_id)
+
+    return FunctionTool(
+        name=tool.name,
+        description=tool.description,
+        params_json_schema=tool.parameters,
+        on_invoke_tool=invoke,
+        # Strict mode would rewrite the schema (all fields required, no defaults); keep it as given.
+        strict_json_schema=False,
+    )
+
+
+def guarded_tools(guard: ToolBoundary) -> list[FunctionTool]:
+    """The run's tools, each a body that hands the raw JSON string to the Guard, so bad arguments become its
+    observations (neither OpenAI API has an is_error field: the result text says it)."""
+
+    def body(name: str) -> Callable[[str, str | None], str]:
+        return lambda raw_args, call_id: guard.call(name, raw_args, call_id).result
+
+    return [function_tool(t, body(t.name)) for t in guard.tools]
+
+
+def delegating_tool(delegate: Delegate, child: Agent[Any], max_turns: int | None) -> FunctionTool:
+    """`child` as a tool of its parent, in the SDK's idiom (agents as tools, not a handoff: the child gets the
+    parent's question as its input, `{"input": ...}`, and the parent goes on from its final output).
+
+    The child's `Runner.run` counts its own turns up to `max_turns` (None: the SDK's `DEFAULT_MAX_TURNS`); the
+    parent's `max_turns` does not count them. A `MaxTurnsExceeded` of the child's becomes the default failure text
+    the parent's model reads; a `StopRun` from the model boundary is a BaseException, which the SDK's tool wrapper
+    (`except Exception`) lets through, so it ends the whole run.
+    """
+    return child.as_tool(tool_name=delegate.name, tool_description=delegate.description, max_turns=max_turns)
