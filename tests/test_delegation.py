@@ -9,7 +9,11 @@ before the next request; the record names each call's agent; OpenTelemetry nests
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from looplab.adapters import registry
 from looplab.adapters.contract.agents import MAIN_AGENT
@@ -170,3 +174,17 @@ def test_the_runners_page_lists_exactly_the_runners_that_declare_a_delegation() 
     section = page.split("## Delegation", 1)[1].split("\nEvery runner installs", 1)[0]
     listed = re.findall(r"^\| `(\w+)` \|", section, re.M)
     assert listed and set(listed) == {n for n, info in registry.RUNNERS.items() if info.delegation is not None}
+
+
+@given(args=st.one_of(st.text(), st.dictionaries(st.text(), st.one_of(st.none(), st.integers(), st.text()))))
+def test_the_delegates_question_is_read_from_any_arguments_or_refused_in_one_line(args: object) -> None:
+    from looplab.scenarios.cases import DelegateSpec
+
+    delegate = DelegateSpec().agent()
+    for sent in (args, json.dumps(args)):
+        try:
+            question = delegate.question_in(sent)
+        except ValueError as bad:
+            assert str(bad) == "InvalidArguments: code_reader takes a 'question' string"
+        else:
+            assert isinstance(args, dict) and question == args["question"]

@@ -41,6 +41,19 @@ class Delegate(BaseModel):
         question = {"type": "string", "description": "What to find out, e.g. where a function is defined."}
         return {"type": "object", "properties": {"question": question}, "required": ["question"]}
 
+    def question_in(self, args: Any) -> str:
+        """The question a call of the delegating tool carries (`parameters`), from its arguments as the model sent
+        them (an object, or its JSON text); a `ValueError` saying what is wrong, for the model to read, otherwise."""
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = None
+        question = args.get("question") if isinstance(args, dict) else None
+        if not isinstance(question, str):
+            raise ValueError(f"InvalidArguments: {self.name} takes a 'question' string")
+        return question
+
     @staticmethod
     def question(function: str) -> str:
         """The sub-question a parent hands it: where `function` is defined, and its source."""

@@ -72,9 +72,10 @@ def delegating_tool(delegate: Delegate, model: Any, tools: list[Function], **opt
     `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses it.)"""
 
     def ask(fc: Any, **arguments: Any) -> str:
-        question = arguments.get("question")
-        if not isinstance(question, str):
-            return f"InvalidArguments: {delegate.name} takes a 'question' string"
+        try:
+            question = delegate.question_in(arguments)
+        except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
+            return str(bad)
         output = run_agent(model, tools, delegate.instructions, question, **options)
         # As a Team words a member's empty reply (agno/team/_default_tools.py:839); a failed run's content says why.
         content = output.content.strip() if isinstance(output.content, str) else ""

@@ -4,7 +4,6 @@ raw-arguments hook, the agent, the delegating tool, and the bare loop."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,10 +89,10 @@ def delegating_tool(delegate: Delegate, child: Agent[None, str], limits: UsageLi
     (`usage=ctx.usage`) and limits, so the parent's `UsageLimits` count the child's requests as its own."""
 
     async def ask(ctx: RunContext[None], raw: Any) -> str:  # `raw`: see raw_args_hooks
-        args = json.loads(raw) if isinstance(raw, str) else raw
-        question = args.get("question") if isinstance(args, dict) else None
-        if not isinstance(question, str):
-            raise ToolFailed(f"InvalidArguments: {delegate.name} takes a 'question' string")
+        try:
+            question = delegate.question_in(raw)
+        except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
+            raise ToolFailed(str(bad)) from None
         result = await child.run(question, usage=ctx.usage, usage_limits=limits)
         return result.output
 
