@@ -311,7 +311,7 @@ class RunSession:
         One behaviour for every runner: the tools of the last allowed model call do not run, whether the
         framework would have run them (most do) or ended first (LangGraph's step counter does).
         """
-        if len(self.recorder.calls) >= self.limits.max_steps:
+        if self.recorder.replies_begun >= self.limits.max_steps:
             return f"max_steps={self.limits.max_steps} model calls made"
         return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import string
@@ -19,7 +20,7 @@ from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import RunSession
-from looplab.scenarios.scripted.faults import BROKEN, HANG, HttpFaults
+from looplab.scenarios.scripted.faults import BROKEN, HANG, KEEP_ALIVE, HttpFaults
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
@@ -436,3 +437,37 @@ def test_an_exchange_in_flight_when_the_run_ends_is_recorded_as_it_stood() -> No
             )
             assert session.stop is None and closed_in < 2  # not the deadline's: the run's stop is decided as ever
             asking.join(10)
+
+
+@pytest.mark.parametrize("through", ["proxy", "in-process transport"])
+def test_a_streamed_reply_spends_its_step_from_its_status_on_so_its_tools_meet_the_cutoff(through: str) -> None:
+    """A framework may run a tool as soon as its block of a streamed reply arrives, before the reply ends and is
+    recorded (Claude Code does): the last allowed call's tools must meet the Guard's cutoff all the same."""
+    faults: list[HttpFaults] = []
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        faults.append(HttpFaults(app, then=KEEP_ALIVE))  # a 200 event stream that never ends
+        return faults[0]
+
+    with ScriptedModelServer(wrap=wrap) as server:
+        for session in _session(server, max_steps=1):
+            with contextlib.ExitStack() as stack:
+                if through == "proxy":
+                    proxy = stack.enter_context(ModelProxy(session))
+                    url, client = f"{proxy.openai_base_url}/chat/completions", httpx.Client(timeout=10)
+                    headers = {"authorization": f"Bearer {proxy.token}"}
+                else:
+                    url, client = f"{server.openai_base_url}/chat/completions", session.recorder.http_client(httpx)
+                    headers = {"authorization": "Bearer provider-secret"}
+                stack.enter_context(client)
+                assert session.steps_spent() is None
+                with client.stream("POST", url, json={**CHAT, "stream": True}, headers=headers) as reply:
+                    assert reply.status_code == 200
+                    next(reply.iter_raw())  # the stream has begun; it has not ended
+                    assert session.recorder.replies_begun == 1 and not session.recorder.calls
+                    tool = session.guard.call("read_file", {"path": "billing/discount.py"}, "call-1")
+                assert tool.outcome == "skipped" and "max_steps=1 model calls made" in tool.result
+                assert not session.guard.records  # nothing ran
+            # Once recorded (an answered call or an attempt that got none, as the transport reads a reply closed
+            # early), the reply is counted by what it was and no longer as one arriving.
+            assert session.recorder.replies_begun == len(session.recorder.calls)

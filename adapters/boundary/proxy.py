@@ -275,6 +275,7 @@ class ModelProxy(ModelServerUrls):
 
         try:
             if reply.getheader("content-type", "").startswith("text/event-stream"):
+                exchange.reply_begins(reply.status)  # the child may act on the stream's first blocks
                 handler.send_stream(reply.status, headers, _chunks(reply, received, handler), before_end=record)
             else:  # a whole reply: one body, no chunked relay
                 received.append(reply.read())

@@ -94,9 +94,11 @@ class ModelRecorder:
     pending: list[Attempt] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         #: Whether the run's deadline has cut an exchange short (here, or at the proxy's relay).
         self.out_of_time = False
+        #: Replies whose 2xx status has come and whose body is not yet recorded (see `replies_begun`).
+        self._answering = 0
 
     @property
     def cost_usd(self) -> float | None:
@@ -124,6 +126,17 @@ class ModelRecorder:
         if not self.agents:
             return None
         return next((name for name, marker in self.agents.items() if marker in request_body), self.main_agent)
+
+    @property
+    def replies_begun(self) -> int:
+        """The answered calls and the 2xx replies still arriving: what the Guard's cutoff counts (`max_steps`).
+
+        A framework may run a tool as soon as its block of a streamed reply arrives, before the reply ends and
+        is recorded (Claude Code does); counted from its status on, the call spends its step before that tool
+        can reach the Guard. A reply that then breaks off is an attempt that got no answer and counts no more.
+        """
+        with self._lock:
+            return len(self.calls) + self._answering
 
     @property
     def tokens(self) -> int:
@@ -301,6 +314,7 @@ class Exchange:
         self.recorder, self.url, self.body, self.started = recorder, url, body, recorder.clock()
         self.stop_at_deadline = stop_at_deadline
         self.recorded = False
+        self.answering = False
 
     def __enter__(self) -> Exchange:
         return self
@@ -312,12 +326,25 @@ class Exchange:
             self.recorder._failed(endpoint, None, message, len(self.body), 0, self.started)
             self._stop_if_out_of_time()
 
+    def reply_begins(self, status: int) -> None:
+        """The reply's status has come, its body not yet: a 2xx one counts in `replies_begun` until recorded."""
+        with self.recorder._lock:
+            if 200 <= status < 300 and not self.recorded and not self.answering:
+                self.answering = True
+                self.recorder._answering += 1
+
     def whole(self, status: int, headers: Any, body: bytes, error: Exception | None = None) -> None:
         """The reply (or what came before `error` broke it off): recorded, and a 429's retry-after told to the pacer."""
-        if self.recorded:
-            return
-        self.recorded = True
-        self.recorder._record(self.url, self.body, status, body, self.started, error)
+        with self.recorder._lock:  # recorded and no longer arriving at one moment: counted once throughout
+            if self.recorded:
+                return
+            self.recorded = True
+            try:
+                self.recorder._record(self.url, self.body, status, body, self.started, error)
+            finally:
+                if self.answering:
+                    self.answering = False
+                    self.recorder._answering -= 1
         if status == 429 and self.recorder.pacer is not None and (wait := retry_after_s(headers)) is not None:
             self.recorder.pacer.hold(wait)
         if error is not None:
@@ -330,6 +357,7 @@ class Exchange:
 
     def tee(self, status: int, headers: Any, chunks: Any, kind: type[ReplyTee] = ReplyTee) -> ReplyTee:
         """The reply's body passing through `kind`, recorded when it ends, breaks off or is closed."""
+        self.reply_begins(status)
         return kind(chunks, lambda body, error: self.whole(status, headers, body, error))
 
 

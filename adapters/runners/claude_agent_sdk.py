@@ -21,8 +21,9 @@ subtype `error_max_turns` ("Reached maximum number of turns (N)") and exits 1, w
 `ResultError` after yielding that result (the partial history is the boundaries' record). Unset (the default,
 `None`), nothing bounds the loop. `max_budget_usd` prices calls by the CLI's own table (a model it does not know is
 priced as a default one), so it is not set: looplab's budget gates each call at the proxy. A call past `max_steps`
-is refused at the proxy whatever the CLI would do. The CLI's start (one to two seconds before its first request,
-more on a busy machine) is on the run's clock.
+is refused at the proxy whatever the CLI would do. The CLI may start a tool while the reply asking for it still
+streams, so the Guard's cutoff counts a call from its reply's status on (`ModelRecorder.replies_begun`). The
+CLI's start (one to two seconds before its first request, more on a busy machine) is on the run's clock.
 """
 
 from __future__ import annotations
