@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import importlib
 import threading
 import time
@@ -385,6 +386,7 @@ class Adapter(Runner):
         """
         check_priced(limits, model)
         self.api_for(model)  # a wire API the runner does not speak is refused here, whatever its loop does
+        model = dataclasses.replace(model, stream=self.stream_for(model))  # the loop reads a decided `stream`
         if delegate is not None and self.delegation is None:
             raise LooplabError(f"{self.name} cannot delegate here: its declaration names no `delegation`")
         probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)

@@ -89,6 +89,9 @@ class Checks(_Strict):
     max_wall_s: float | None = None
     workspace_unchanged: bool = False
     delegated: bool = Field(False, description="The case's delegate made model calls: the work was handed to it.")
+    last_call_by: str | None = Field(
+        None, description="The agent that made the run's last model call (a budget that ran out in its work)."
+    )
 
 
 class ScriptedModel(_Strict):
@@ -430,6 +433,9 @@ def check(
         name = case.delegate.name
         theirs = sum(s.model_call.agent == name for s in result.trace.steps)
         add(f"handed work to {name}", theirs > 0, f"{theirs} of {len(result.trace.steps)} model calls were {name}'s")
+    if c.last_call_by is not None:
+        last = result.trace.steps[-1].model_call.agent if result.trace.steps else None
+        add(f"the last model call was {c.last_call_by}'s", last == c.last_call_by, f"it was {last}'s")
     if c.workspace_unchanged:
         add("workspace unchanged", not workspace_changed, "changed" if workspace_changed else "byte-for-byte the same")
     if result.stop_reason != StopReason.FINAL_ANSWER:

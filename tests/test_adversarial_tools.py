@@ -56,9 +56,9 @@ def test_a_backtracking_search_with_time_left_is_an_error_the_model_can_act_on(w
     guard = guard_with_deadline(workspace, 60)
     record = guard.call("search_code", {"query": r"(.|.)*x$"})
     assert record.outcome == "error" and guard.stop is None
-    assert (
-        "backtracks" in record.result and record.duration_s < tools.SEARCH_TIMEOUT_S + 2
-    )  # the regex engine checks its clock now and then
+    # The regex engine checks its clock now and then; unbounded, this pattern would run for hours (the margin is for
+    # a machine busy with other work).
+    assert "backtracks" in record.result and record.duration_s < 3 * tools.SEARCH_TIMEOUT_S
 
 
 def test_the_nested_quantifier_from_the_report_is_fast(workspace: Workspace) -> None:

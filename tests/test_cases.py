@@ -41,7 +41,7 @@ def test_the_suite_has_every_case_the_investigation_needs() -> None:
     assert set(CASES) == {
         "vip-compound", "three-hops", "already-green", "silent-read", "wrong-path", "tight-budget",
         "injected-instruction", "path-escape", "slow-tests", "huge-log", "cost-cap", "parallel-reads", "sloppy-calls",
-        "token-budget", "delegation",
+        "token-budget", "delegation", "delegation-runaway",
     }  # fmt: skip
 
 

@@ -9,11 +9,7 @@ before the next request; the record names each call's agent; OpenTelemetry nests
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from looplab.adapters import registry
 from looplab.adapters.contract.agents import MAIN_AGENT
@@ -76,16 +72,19 @@ def test_a_token_budget_spent_during_the_childs_work_stops_the_run_before_the_ne
     assert result.totals.input_tokens + result.totals.output_tokens <= budget
 
 
-def test_a_runner_that_cannot_delegate_refuses_a_delegate_and_the_matrix_leaves_the_case_out() -> None:
+def test_a_runner_that_cannot_delegate_refuses_a_delegate_and_the_matrix_leaves_the_case_out(monkeypatch) -> None:
+    import dataclasses
+
     from looplab.run import matrix
 
-    cannot = next(r for r in ALL_RUNNERS if registry.RUNNERS[r].delegation is None)
+    cannot = "handrolled"  # declared here as a runner without a way to delegate
+    monkeypatch.setitem(registry.RUNNERS, cannot, dataclasses.replace(registry.RUNNERS[cannot], delegation=None))
+    monkeypatch.setattr(registry.load(cannot), "delegation", None)
     with ScriptedModelServer() as server:
         outcome = run_one(cannot, CASE, Endpoint(ModelChoice(), server.base_urls))
     assert outcome.result is None and f"{cannot} cannot delegate" in (outcome.error or "")
-    assert [(r, c.id) for r, c, _ in matrix.plan([cannot, *DELEGATING[:1]], [CASE])] == [
-        (r, "delegation") for r in DELEGATING[:1]
-    ]
+    others = [r for r in DELEGATING if r != cannot][:1]
+    assert [(r, c.id) for r, c, _ in matrix.plan([cannot, *others], [CASE])] == [(r, "delegation") for r in others]
 
 
 def test_opentelemetry_nests_the_delegates_calls_in_an_agent_span_of_its_own() -> None:
@@ -176,15 +175,49 @@ def test_the_runners_page_lists_exactly_the_runners_that_declare_a_delegation() 
     assert listed and set(listed) == {n for n, info in registry.RUNNERS.items() if info.delegation is not None}
 
 
-@given(args=st.one_of(st.text(), st.dictionaries(st.text(), st.one_of(st.none(), st.integers(), st.text()))))
-def test_the_delegates_question_is_read_from_any_arguments_or_refused_in_one_line(args: object) -> None:
-    from looplab.scenarios.cases import DelegateSpec
+def test_the_scripted_model_finds_an_agent_starting_tool_by_the_agents_its_context_lists() -> None:
+    """A client that lists its agents in context blocks around the task (Claude Code's `<system-reminder>`) and
+    offers one tool that starts an agent by type: the task is the text outside those blocks, the tool is the
+    delegating one, and the parameter that picks the type gets the listed agent's name."""
+    from looplab.scenarios.cases import CODE_READER_DESCRIPTION
+    from looplab.scenarios.scripted import conversation as c
 
-    delegate = DelegateSpec().agent()
-    for sent in (args, json.dumps(args)):
-        try:
-            question = delegate.question_in(sent)
-        except ValueError as bad:
-            assert str(bad) == "InvalidArguments: code_reader takes a 'question' string"
-        else:
-            assert isinstance(args, dict) and question == args["question"]
+    reminder = (
+        "<system-reminder>\nAgents you can start:\n- general: Does anything.\n"
+        f"- code_reader: {CODE_READER_DESCRIPTION}\n</system-reminder>"
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "description": {"type": "string", "description": "A short description of the task"},
+            "prompt": {"type": "string", "description": "The task for the agent to perform"},
+            "subagent_type": {"type": "string", "description": "The type of specialized agent to use for this task"},
+        },
+        "required": ["description", "prompt"],
+    }
+    content = [{"type": "text", "text": reminder}, {"type": "text", "text": "The test t.py::test_x fails."}]
+    request = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": content}],
+        "tools": [
+            {"name": "Agent", "description": "Launch an agent; they are listed in context.", "input_schema": schema}
+        ],
+    }
+    conv = c.from_messages(c.MessagesRequest.model_validate(request))
+    assert conv.task == "The test t.py::test_x fails." and conv.delegate == "Agent"
+    assert conv.delegate_args("q?") == {"description": "q?", "prompt": "q?", "subagent_type": "code_reader"}
+    unlisted = {**request, "messages": [{"role": "user", "content": content[1:]}]}
+    assert c.from_messages(c.MessagesRequest.model_validate(unlisted)).delegate is None  # nothing listed: no delegate
+
+
+def test_a_report_handed_back_framed_and_indented_reads_as_the_delegate_wrote_it() -> None:
+    from looplab.scenarios.scripted.policy import Evidence
+
+    source = "def apply_discount(total):\n    return total\n"
+    report = f"`apply_discount` is defined in billing/discount.py:\n```python\n{source}\n```"
+    framed = "[Subagent hand-back]\n" + "\n".join(f"  {line}" if line else line for line in report.split("\n"))
+    for answer in (report, framed):
+        ev = Evidence()
+        ev._reported("Find where `apply_discount` is defined and read it.", answer)
+        assert ev.files == {"billing/discount.py": source}

@@ -85,3 +85,14 @@ def test_the_report_lists_the_same_differences_as_the_closing_screen(
     assert {differences.SAME, differences.STOPS, differences.BAD_CALLS, differences.LAST_TOOLS} <= set(labels), screen
     assert ("same", "vip-compound: all 2: 5 model calls, final answer, same answer") in screen
     assert any(text.startswith("sloppy-calls: langgraph stops at the first malformed call") for _, text in screen)
+
+
+@pytest.mark.parametrize(
+    ("plural", "one"),
+    [("go on", "goes on"), ("do nothing", "does nothing"), ("raise an exception", "raises an exception"),
+     ("return without an answer", "returns without an answer"), ("finish", "finishes")],
+)  # fmt: skip
+def test_a_verb_phrase_is_said_of_one_runner_in_the_singular(plural: str, one: str) -> None:
+    from looplab.views.differences import _conjugated
+
+    assert (_conjugated(plural, 1), _conjugated(plural, 2)) == (one, plural)

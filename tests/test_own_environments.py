@@ -22,7 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 OWN_ENVIRONMENT = [name for name, info in registry.RUNNERS.items() if info.by_default and not info.in_all]
 #: Creating an environment from PyPI and running some 60 tests through one framework.
 BOUND_S = 1800.0
-SUITES = ("tests/test_conformance.py", "tests/test_cases.py", "tests/test_team_cases.py", "tests/test_caps.py")
+SUITES = (
+    "tests/test_conformance.py",
+    "tests/test_cases.py",
+    "tests/test_team_cases.py",
+    "tests/test_caps.py",
+    "tests/test_delegation.py",
+    "tests/test_streaming.py",
+)
 
 
 def test_the_runners_left_out_of_all_are_the_ones_whose_extras_conflict() -> None:

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from looplab.adapters import registry
 from looplab.cli import main
 from looplab.records import results
 from looplab.run import schedule
@@ -157,3 +160,18 @@ def test_resume_refuses_a_broken_document_before_running_anything_and_leaves_it(
     assert err.count("\n") == 1, err
     assert err.startswith(f"looplab: {target}: not a valid looplab results document: results[0].trace.steps[0]")
     assert ran == [] and target.read_bytes() == before
+
+
+@given(
+    runner=st.sampled_from(sorted(registry.RUNNERS)),
+    case=st.text(min_size=1, max_size=12),
+    repeat=st.integers(1, 5),
+    api=st.sampled_from([None, "chat", "messages"]),
+)
+def test_a_cell_asked_for_without_stream_keeps_its_identity_and_shard(
+    runner: str, case: str, repeat: int, api: str | None
+) -> None:
+    key = results.CellKey(runner, case, repeat, "scripted", api)
+    assert key.canonical() == json.dumps([runner, case, repeat, "scripted", api], separators=(",", ":"))
+    on, off = key._replace(stream=True), key._replace(stream=False)
+    assert len({key.canonical(), on.canonical(), off.canonical()}) == 3  # each choice a cell of its own

@@ -38,6 +38,7 @@ DECLARED = (
     "by_default",
     "in_all",
     "one_tool_a_reply",
+    "streams",
     "delegation",
     "npm_packages",
     "npm_lines",
@@ -70,6 +71,7 @@ class Declaration:
     by_default: bool = True
     in_all: bool = True
     one_tool_a_reply: bool = False
+    streams: tuple[bool, ...] = (False,)
     delegation: str | None = None
     npm_packages: dict[str, str] = field(default_factory=dict, hash=False)
     npm_lines: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict, hash=False)

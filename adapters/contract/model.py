@@ -109,6 +109,8 @@ class ModelSpec:
     (the recorder adds them in-process and at the proxy): a provider's or a
     gateway's options (an API version, a beta flag, an organization or project,
     a routing or attribution header), or the scripted model's persona.
+    `stream` asks for streamed replies (True) or whole ones (False); None leaves
+    it to each runner (the first of its `streams`).
     """
 
     provider: Provider
@@ -119,6 +121,7 @@ class ModelSpec:
     pricing: Pricing | None = None
     retries: int = DEFAULT_RETRIES
     headers: Mapping[str, str] = field(default_factory=dict, hash=False)  # out of the hash: a dict has none
+    stream: bool | None = None
 
     @property
     def label(self) -> str:

@@ -99,6 +99,9 @@ class Runner(ABC):
     #: The native caps it can set: the first is where `max_steps` maps; the rest are the framework's
     #: alternatives, which `looplab caps` measures the same way.
     knobs: tuple[str, ...] = ()
+    #: Its framework's own run-wide token budget, as a knob `looplab caps` measures (`Probe(knob=token_knob,
+    #: value=tokens)`) and `knob_defaults` names the default of; None: it has none. `max_tokens` is looplab's gate.
+    token_knob: str | None = None
     #: Whether its loop runs in another process (it reaches the tools over MCP whatever `run` is told).
     out_of_process: bool = False
     #: Programs it runs, which pip cannot install (e.g. `node`): looked up on PATH.
@@ -112,6 +115,9 @@ class Runner(ABC):
     in_all: bool = True
     #: Whether its loop lets the model name one tool a reply (a text protocol), so parallel calls arrive one a step.
     one_tool_a_reply: bool = False
+    #: Whether its loop asks for streamed replies (True) or whole ones (False), its default first; a runner with
+    #: both takes either (`ModelSpec.stream`, `--stream on|off`).
+    streams: tuple[bool, ...] = (False,)
     #: How its framework hands work to another agent, in words (`agent delegation through a tool, usage shared`);
     #: None: it cannot, and a case with a `[delegate]` is not run through it.
     delegation: str | None = None
@@ -145,6 +151,16 @@ class Runner(ABC):
     def knob_defaults(self) -> dict[str, KnobDefault]:
         """Each knob's default, read from the installed library at run time."""
         return {}
+
+    def stream_for(self, model: ModelSpec) -> bool:
+        """Whether its loop streams for `model`: `model.stream` if given (a mode it cannot run is refused in one
+        line), else its default."""
+        if model.stream is None:
+            return self.streams[0]
+        if model.stream not in self.streams:
+            how = "streams every reply" if self.streams == (True,) else "takes every reply whole"
+            raise LooplabError(f"runner {self.name!r} cannot run with --stream {_on_off(model.stream)}: its loop {how}")
+        return model.stream
 
     def api_for(self, model: ModelSpec) -> Api:
         """The wire API for `model`, or a one-line refusal that says what would work instead.
@@ -186,3 +202,7 @@ class Runner(ABC):
 def _article(word: str) -> str:
     """The indefinite article before `word` as spelled ("an openai", "a google")."""
     return "an" if word[0] in "aeiou" else "a"
+
+
+def _on_off(stream: bool) -> str:
+    return "on" if stream else "off"

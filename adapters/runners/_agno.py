@@ -3,7 +3,9 @@
 Agno's model classes each cache the provider SDK client they make in a `client` field; a run hands them its recorded
 one instead: Chat Completions (`OpenAIChat`, the default), Responses (`OpenAIResponses`) and Anthropic Messages
 (`Claude`, which has no base URL of its own: its client carries the endpoint), and Gemini's generateContent
-(`Gemini`, on the session's google-genai client). Nothing is streamed.
+(`Gemini`, on the session's google-genai client). A run takes its replies whole (`Agent.run(task)`) or streamed
+(`Agent.run(task, stream=True)`: Agno's event stream, in which each model call streams, on Chat Completions with
+`stream_options={"include_usage": True}`, agno/models/openai/chat.py:688).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import openai
 from agno.agent import Agent, RunOutput
 from agno.models.anthropic import Claude
 from agno.models.openai import OpenAIChat, OpenAIResponses
+from agno.run.agent import RunErrorEvent
+from agno.run.base import RunStatus
 from agno.tools.function import Function
 from agno.utils import log as agno_log
 
@@ -60,23 +64,42 @@ def agno_tool(name: str, description: str, schema: dict[str, Any], call: Callabl
     )
 
 
-def run_agent(model: Any, tools: list[Function], system_prompt: str, task: str, **options: Any) -> RunOutput:
-    """One `Agent.run` with the system prompt as given (Agno builds none around it) and no telemetry."""
+def run_agent(
+    model: Any, tools: list[Function], system_prompt: str, task: str, *, stream: bool = False, **options: Any
+) -> RunOutput:
+    """One `Agent.run` with the system prompt as given (Agno builds none around it) and no telemetry, whole or
+    streamed; its `RunOutput` either way."""
     agent = Agent(model=model, tools=tools, system_message=system_prompt, telemetry=False, **options)
-    return agent.run(task)
+    if not stream:
+        return agent.run(task)
+    output: RunOutput | None = None
+    failed: RunErrorEvent | None = None
+    for event in agent.run(task, stream=True, yield_run_output=True):  # read to its end, the output last
+        if isinstance(event, RunOutput):
+            output = event
+        elif isinstance(event, RunErrorEvent):
+            failed = event
+    if output is not None:
+        return output
+    # A run that fails ends its stream with a RunErrorEvent and no output (agno/agent/_run.py:1304, where a whole
+    # run returns its RunOutput with status error and the error as its content): that output, from the event.
+    why = failed.content if failed is not None else "Agno's stream ended without an output or an error"
+    return RunOutput(status=RunStatus.error, content=why)
 
 
-def delegating_tool(delegate: Delegate, model: Any, tools: list[Function], **options: Any) -> Function:
-    """The delegate as a tool whose function runs a child `Agent` (the parent's model, tools and options) on the
-    question, the way a `Team` runs a member (agno/team/_default_tools.py:785): a separate `Agent.run` with its own
-    `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses it.)"""
+def delegating_tool(
+    delegate: Delegate, model: Any, tools: list[Function], *, stream: bool = False, **options: Any
+) -> Function:
+    """The delegate as a tool whose function runs a child `Agent` (the parent's model, tools, mode and options) on
+    the question, the way a `Team` runs a member (agno/team/_default_tools.py:785): a separate `Agent.run` with its
+    own `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses it.)"""
 
     def ask(fc: Any, **arguments: Any) -> str:
         try:
             question = delegate.question_in(arguments)
         except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
             return str(bad)
-        output = run_agent(model, tools, delegate.instructions, question, **options)
+        output = run_agent(model, tools, delegate.instructions, question, stream=stream, **options)
         # As a Team words a member's empty reply (agno/team/_default_tools.py:839); a failed run's content says why.
         content = output.content.strip() if isinstance(output.content, str) else ""
         return content or "No response from the member agent."

@@ -19,7 +19,9 @@ gated and checked like any in-process runner's. It gets, in its environment and 
 | `LOOPLAB_CAP_KNOB`, `LOOPLAB_CAP` | the native cap to set and its value (empty: leave the framework's default) |
 | `LOOPLAB_MAX_SECONDS` | the run's wall-clock budget: at its end the program gets SIGTERM, and SIGKILL 0.3 s later |
 | `LOOPLAB_RETRIES` | retries of a failed model request the program's SDK should make (looplab's `--retries`) |
+| `LOOPLAB_STREAM` | `1`: ask the model for streamed replies, `0`: whole ones (`--stream`, else the runner's default) |
 | `LOOPLAB_RESULT` | a file to write the outcome to, as JSON |
+| `LOOPLAB_DELEGATE` | a case's second agent, if any: JSON of `name`, `description`, `instructions`, `parameters` |
 
 The outcome file holds `{"text": ..., "ended": "returned" | "raised", "exception": ..., "message": ...}`:
 the final text if the loop returned one, or the exception's name and message if it raised. A
@@ -27,6 +29,10 @@ child that writes none (it crashed, or was killed at its bound) ends the run as 
 tail of its output; the boundaries decide the stop either way, as for every runner. The outcome is
 read only if it is a regular file (never through a link, never a FIFO or a device) of at most
 `OUTCOME_MAX_BYTES` holding a JSON object; anything else ends the run as `error` saying what it was.
+
+`LOOPLAB_DELEGATE` reaches only a runner that declares `delegation` (`Adapter.run` refuses a delegate to any
+other, `external` among them); its `parameters` are the JSON Schema of the tool that asks the agent (one
+`question` string), for a framework where the program writes that tool.
 
 How the process is bounded (time, descendants, output, interrupts, secrets): `looplab.adapters.boundary.processes`.
 """
@@ -97,7 +103,9 @@ class ChildRunner(Adapter):
                     cap="" if session.cap is None else str(session.cap),
                     max_seconds=f"{session.limits.max_seconds:g}",
                     retries=str(session.model.retries),
+                    stream="1" if session.model.stream else "0",
                     result=str(outcome),
+                    **_delegate(session),
                 )
                 code, output = run_bounded(
                     command, env, self.workdir() or tmp, session.remaining_s(), session.cancelled
@@ -123,6 +131,14 @@ class ChildRunner(Adapter):
             return session.conclude(None, error)
         text = data.get("text")
         return session.conclude(text if isinstance(text, str) else None)
+
+
+def _delegate(session: RunSession) -> dict[str, str]:
+    """`LOOPLAB_DELEGATE`'s entry, for a run with a delegate (`Adapter.run` refuses one to a runner that cannot)."""
+    if (d := session.delegate) is None:
+        return {}
+    fields = {"name": d.name, "description": d.description, "instructions": d.instructions, "parameters": d.parameters}
+    return {"delegate": json.dumps(fields)}
 
 
 def _read(path: Path) -> dict[str, Any] | None:

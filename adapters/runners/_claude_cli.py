@@ -13,6 +13,16 @@ administrator sets. Its retries are looplab's (`CLAUDE_CODE_MAX_RETRIES`, the CL
 
 Without `CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS` the CLI's first request carries a `system`-role message that the
 Messages API answers 400, and the CLI sends it again without one: a failed attempt every run, so it is set.
+
+A run with a delegate (`agents=`) is the one exception to bare mode: bare mode withholds the CLI's `Agent` tool, the
+only way it hands work to a subagent (measured on 2.1.332: `--tools Agent` offers nothing under `CLAUDE_CODE_SIMPLE`;
+"Task", its old name, offers nothing either way). Outside it, the first user message of each agent carries
+`<system-reminder>` blocks before the task (environment, model, date and, for the parent, the agent listing: the
+`Agent` tool's description only points to that listing), and the subagent's report comes back framed ("[Subagent
+hand-back]", every line indented). `DELEGATING` also keeps the subagent in the foreground (else the parent gets
+"Async agent launched" and goes on) and declares the model refuses mid-conversation `system` messages (else each
+agent's first request is answered 400 and resent). The built-in agent types are denied, so the delegate is the
+only one listed.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ from claude_agent_sdk import (
     query,
 )
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
-from claude_agent_sdk.types import McpSdkServerConfig
+from claude_agent_sdk.types import AgentDefinition, McpSdkServerConfig
 
 from looplab.adapters.boundary.processes import CHILD_ENV_ALLOWED
 from looplab.adapters.boundary.tool_server import SERVER_NAME
@@ -49,7 +59,7 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.model import DEFAULT_RETRIES, MESSAGES_MAX_TOKENS
 from looplab.shared_tools.live import WAIT_SLICE_S
 
-__all__ = ["BUNDLED_CLI", "agent_options", "ask", "bare_run", "check_bundled_cli", "cli_environment"]
+__all__ = ["BUNDLED_CLI", "SUBAGENT_TOOL", "agent_options", "ask", "bare_run", "check_bundled_cli", "cli_environment"]
 
 #: The CLI the wheel bundles: the one this runner drives (the SDK would otherwise look on PATH).
 BUNDLED_CLI = Path(claude_agent_sdk.__file__).resolve().parent / "_bundled" / "claude"
@@ -67,6 +77,17 @@ QUIET = {
     "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",  # else a first request the Messages API refuses
     "CLAUDE_CODE_DISABLE_FEATURE_FLAGS": "1",
     "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(MESSAGES_MAX_TOKENS),  # what the other Messages runners ask for
+}
+#: The CLI's one tool that starts a subagent (`ClaudeAgentOptions.agents`), offered to a run with a delegate.
+SUBAGENT_TOOL = "Agent"
+#: The agent types the CLI brings (2.1.332), denied as `Agent(type)` so that the delegate is the only one listed.
+BUILT_IN_AGENTS = ("claude", "Explore", "general-purpose", "Plan", "fork")
+#: What a run with a delegate changes in `QUIET` (see the module's docstring).
+DELEGATING = {
+    "CLAUDE_CODE_SIMPLE": "",  # bare mode withholds the Agent tool
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",  # which bare mode turned off
+    "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1",  # the subagent in the foreground: its report is the tool's result
+    "CLAUDE_CODE_MODEL_CAPABILITIES": "-mid_conv_system",  # reminders in the user message, not a `system` one
 }
 
 
@@ -121,11 +142,16 @@ def agent_options(
     max_turns: int | None,
     retries: int = DEFAULT_RETRIES,
     stderr: Any = None,
+    agents: dict[str, AgentDefinition] | None = None,
 ) -> ClaudeAgentOptions:
     """The options every query here runs with: the model at `base_url`, the tools of the one MCP server `tools` and
-    none of Claude Code's own, `can_use_tool` deciding each call, nothing read from the user's settings."""
+    none of Claude Code's own, `can_use_tool` deciding each call, nothing read from the user's settings; with
+    `agents`, those subagents and the one tool that starts them (`SUBAGENT_TOOL`), outside bare mode."""
+    env = cli_environment(home, base_url, token, retries)
     return ClaudeAgentOptions(
-        tools=[],  # none of Claude Code's own tools is offered
+        tools=[SUBAGENT_TOOL] if agents else [],  # none of Claude Code's own tools is offered, but the Agent tool
+        agents=agents,
+        disallowed_tools=[f"{SUBAGENT_TOOL}({t})" for t in BUILT_IN_AGENTS] if agents else [],
         mcp_servers={SERVER_NAME: tools},
         strict_mcp_config=True,
         can_use_tool=can_use_tool,
@@ -136,7 +162,7 @@ def agent_options(
         thinking={"type": "disabled"},  # as the other runners ask: no extended thinking
         cwd=home,
         cli_path=BUNDLED_CLI,
-        env=cli_environment(home, base_url, token, retries),
+        env=env | DELEGATING if agents else env,
         stderr=stderr,
     )
 

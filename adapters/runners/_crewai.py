@@ -22,9 +22,10 @@ from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from looplab.adapters.boundary.plain import plain_openai_client
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.declaration import findable
 from looplab.adapters.contract.errors import MissingExtra
@@ -38,6 +39,7 @@ os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
 from crewai import LLM, Agent, Crew, Task  # noqa: E402
 from crewai.agents.agent_executor import AgentExecutor  # noqa: E402
 from crewai.tools import BaseTool  # noqa: E402
+from crewai.tools.agent_tools.base_agent_tools import BaseAgentTool  # noqa: E402
 from crewai.tools.base_tool import Tool as CrewTool  # noqa: E402
 from crewai.utilities.agent_utils import extract_tool_call_info  # noqa: E402
 
@@ -50,6 +52,7 @@ __all__ = [
     "call_id",
     "crew_of_one",
     "crew_tool",
+    "delegating_tool",
     "on_clients",
 ]
 
@@ -88,21 +91,23 @@ def crew_tool(tool: Tool | BareTool, fn: Callable[..., str]) -> BaseTool:
     return CrewTool(name=tool.name, description=tool.description, args_schema=Args, func=fn)
 
 
-def build_llm(api: Api, model: str, base_url: str | None, key: str) -> Any:
+def build_llm(api: Api, model: str, base_url: str | None, key: str, *, stream: bool = False) -> Any:
     """CrewAI's native provider for `api` (OpenAI's, Anthropic's for `messages`, Gemini's for `gemini`), pointed at
-    `base_url` (Gemini's builds its client from the key alone: its client is replaced by `on_clients`)."""
+    `base_url` (Gemini's builds its client from the key alone: its client is replaced by `on_clients`), asking for
+    whole replies or, `stream=True` (the LLM's own field), streamed ones: on Chat Completions with the usage chunk."""
+    given = {"model": model, "base_url": base_url, "api_key": key, "stream": stream}
     if api == "gemini":
         if not findable("google.genai"):  # CrewAI's Gemini provider needs crewai[google-genai]
             raise MissingExtra("crewai", "crewai", "google.genai")
-        llm = LLM(model=model, provider="gemini", base_url=base_url, api_key=key)
+        llm = LLM(provider="gemini", **given)
         llm.supports_tools = True  # else a model not named `gemini-1.5` or later gets no tools
         return llm
     if api == "messages":
         if importlib.util.find_spec("anthropic") is None:  # CrewAI's Anthropic provider needs crewai[anthropic]
             raise MissingExtra("crewai", "crewai", "anthropic")
-        return LLM(model=model, provider="anthropic", base_url=base_url, api_key=key)
+        return LLM(provider="anthropic", **given)
     kind = "responses" if api == "responses" else "completions"
-    return LLM(model=model, provider="openai", api=kind, base_url=base_url, api_key=key)
+    return LLM(provider="openai", api=kind, **given)
 
 
 def on_clients(llm: Any, clients: Callable[..., Any]) -> Any:
@@ -127,6 +132,35 @@ def crew_of_one(task: str, backstory: str, llm: Any, tools: list[BaseTool], **op
     # what the answer holds to the task and the system prompt.
     job = Task(description=task, expected_output=EXPECTED_OUTPUT, agent=agent)
     return Crew(agents=[agent], tasks=[job], tracing=False)
+
+
+def delegating_tool(delegate: Delegate, llm: Any, tools: list[BaseTool], **options: Any) -> BaseTool:
+    """The delegate as a coworker, by CrewAI's own delegation tool body (`BaseAgentTool._execute`: the coworker's
+    `execute_task` on a `Task` whose description is what it is asked), named and described after the delegate.
+
+    Not `allow_delegation=True`'s "Delegate work to coworker" / "Ask question to coworker": their description names
+    the coworkers by role only, never what one does, and they take the coworker's role from the model.
+    """
+    child = Agent(
+        role=delegate.name,
+        goal=delegate.description,
+        backstory=delegate.instructions,  # as `crew_of_one` gives the parent its system prompt
+        llm=llm,
+        tools=tools,
+        cache=False,
+        max_retry_limit=0,
+        **options,
+    )
+    about = delegate.parameters["properties"]["question"]["description"]
+
+    class Question(BaseModel):
+        question: str = Field(description=about)
+
+    class Ask(BaseAgentTool):
+        def _run(self, question: str, **_: Any) -> str:  # an error the child raises comes back as text
+            return self._execute(child.role, question)
+
+    return Ask(name=delegate.name, description=delegate.description, args_schema=Question, agents=[child])
 
 
 def bare_run(

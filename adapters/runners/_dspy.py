@@ -19,7 +19,7 @@ from looplab.adapters.contract.agents import Delegate  # noqa: E402
 from looplab.adapters.session import RunSession  # noqa: E402
 from looplab.shared_tools import Tool  # noqa: E402
 
-__all__ = ["FINISH", "delegating_tool", "guarded_tool", "react_agent"]
+__all__ = ["FINISH", "delegating_tool", "guarded_tool", "predict", "react_agent"]
 
 #: The name ReAct gives the answer: no tool.
 FINISH = "finish"
@@ -48,6 +48,19 @@ def react_agent(tools: list[dspy.Tool], max_iters: int | None, *, system_prompt:
     finish = "When you call finish, write your whole answer as that step's next_thought."
     signature = dspy.Signature(f"{given} -> answer", f"{system_prompt} {finish}")
     return _ReAct(signature, tools=tools, **({} if max_iters is None else {"max_iters": max_iters}))
+
+
+def predict(agent: dspy.Module, stream: bool, **inputs: Any) -> dspy.Prediction:
+    """`agent(**inputs)`, its LM calls streamed when `stream`: DSPy's own way, `dspy.streamify` (a sync generator
+    here), which sets `settings.send_stream` so each call goes through the engine's `stream` and the pieces are put
+    together into the same response (dspy/clients/execution.py:594-609); the Prediction comes last. A delegate's
+    ReAct, run inside the parent's tool, inherits the setting: its calls stream too."""
+    if not stream:
+        return agent(**inputs)
+    for value in dspy.streamify(agent, async_streaming=False)(**inputs):
+        if isinstance(value, dspy.Prediction):
+            return value
+    raise RuntimeError("dspy.streamify ended without a Prediction")  # pragma: no cover - it always sends one
 
 
 def guarded_tool(t: Tool, session: RunSession, ids: Iterator[int]) -> dspy.Tool:

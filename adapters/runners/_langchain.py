@@ -8,9 +8,14 @@ reaches the parent as `delegating_tool`, LangChain's "subagents as tools".
 
 Gemini's API is `langchain-google-genai`'s `ChatGoogleGenerativeAI` (measured on 4.4.3), imported only when a run
 asks for it. It always builds its own google-genai `Client` in its validator, so the session's recorded one replaces
-it after construction. Its requests are never streamed here (both runners invoke the model synchronously, which calls
-`generate_content`), and the sync client is the one built: an async call (`ainvoke`) would use google-genai's own
-unrecorded HTTP client, and neither runner makes one.
+it after construction. Both runners call the model synchronously (`generate_content`, or `generate_content_stream`
+streamed), so the sync client is the one built: an async call (`ainvoke`) would use google-genai's own unrecorded
+HTTP client, and neither runner makes one.
+
+Replies come whole, or streamed with `--stream on`: the chat model's own `streaming=True`, with which its `invoke`
+streams the request and puts the chunks together into the same `AIMessage`, in the parent's graph and the delegate's
+alike (`chat_model`); `ChatOpenAI` also gets `stream_usage=True`, the usage chunk it asks a non-OpenAI server for only
+when told.
 """
 
 from __future__ import annotations
@@ -47,14 +52,17 @@ def chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
     session's recorded SDK clients."""
     api: Api = runner.api_for(session.model)
     name = session.model.name
+    # Given only when streaming: a whole run's chat model is built as it always was.
+    streamed: dict[str, Any] = {"streaming": True} if session.model.stream else {}
     if api == "gemini":
-        return _gemini_chat_model(runner, session)
+        return _gemini_chat_model(runner, session, streamed)
     if api == "messages":
         model = ChatAnthropic(
             model=name,
             api_key=session.model.key(),
             base_url=session.model.base_url,
             max_tokens=MESSAGES_MAX_TOKENS,
+            **streamed,  # its stream_usage is on by default: Messages streams carry usage anyway
         )
         # ChatAnthropic has no field for a prebuilt client: it makes its SDK clients lazily, in the cached
         # properties `_client`/`_async_client`. Filling that cache first hands it the recorded clients.
@@ -69,10 +77,12 @@ def chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
         root_async_client=aio,
         async_client=aio.chat.completions,
         use_responses_api=api == "responses",
+        # On by default only for OpenAI's own endpoint (an OpenAI-compatible server may refuse `stream_options`).
+        **({**streamed, "stream_usage": True} if streamed else {}),
     )
 
 
-def _gemini_chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
+def _gemini_chat_model(runner: Adapter, session: RunSession, streamed: dict[str, Any]) -> BaseChatModel:
     """`ChatGoogleGenerativeAI` on the session's recorded google-genai client (a missing package: `MissingExtra`)."""
     chat_google = gemini_class(runner.name, runner.extra, "langchain_google_genai", "ChatGoogleGenerativeAI")
     model = chat_google(
@@ -84,6 +94,7 @@ def _gemini_chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
         # Sent with every request as its retry policy, over the client's (the default, 6, would override the run's);
         # google-genai counts attempts, so retries=0 is one attempt.
         max_retries=session.model.retries + 1,
+        **streamed,
     )
     # The validator has already built a google-genai Client of its own (nothing is sent on construction);
     # the field is plain, so the recorded client takes its place.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any
 
+from llama_index.core.agent.workflow import AgentOutput, FunctionAgent
 from llama_index.core.base.llms.types import ChatResponse, LLMMetadata, ToolCallBlock
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.memory import ChatMemoryBuffer
@@ -24,6 +25,7 @@ from llama_index.llms.anthropic import Anthropic
 from llama_index.llms.openai import OpenAI, OpenAIResponses
 
 from looplab.adapters.boundary.proxy import ModelProxy
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS
 from looplab.adapters.runners._gemini import gemini_class
@@ -158,6 +160,23 @@ def guarded_tools(session: RunSession) -> list[FunctionTool]:
 
 def _guarded(session: RunSession, name: str, raw: Any = None, call_id: str | None = None) -> str:
     return session.tools.call(name, raw, call_id).result
+
+
+def delegating_tool(delegate: Delegate, child: FunctionAgent, llm: FunctionCallingLLM, **cap: Any) -> FunctionTool:
+    """`child` as a tool of its parent, LlamaIndex's orchestrator idiom (sub-agents as tools): the body runs the child
+    as a workflow of its own, the question its `user_msg`, with the parent's `max_iterations` options (its own count).
+
+    Not an `AgentWorkflow` handoff: `handoff(to_agent, reason)` hands the parent's chat over (the child's task would
+    be the parent's first user message, never the question) and takes the agent's name from the model.
+    """
+
+    async def ask(raw: Any = None, call_id: str | None = None) -> str:  # the kwargs `_RawCalls` passes
+        question = delegate.question_in(raw)  # a ValueError: the workflow hands its text to the model as an error
+        output: AgentOutput = await child.run(user_msg=question, memory=offline_memory(llm), **cap)
+        return str(output.response.content or "")
+
+    metadata = _SchemaMetadata(description=delegate.description, name=delegate.name, schema=delegate.parameters)
+    return FunctionTool(async_fn=ask, metadata=metadata)
 
 
 def plain_tools(tools: Sequence[BareTool]) -> list[FunctionTool]:

@@ -5,7 +5,8 @@ Chat Completions (its default) goes through `OpenAIChatCompletionClient`, the Re
 `OpenAIChatClient` (`store=False`: the whole history is sent each call, as every other runner sends it), both on the
 session's recorded `AsyncOpenAI`; Anthropic Messages through `AnthropicClient` on the session's recorded
 `AsyncAnthropic`; Gemini's generateContent through `GeminiChatClient` (agent-framework-gemini) on the session's
-recorded async google-genai client, each tool declared with its JSON schema as given. None of them is streamed.
+recorded async google-genai client, each tool declared with its JSON schema as given. Each is asked for whole replies
+or streamed ones (`run_agent`), the framework's own `stream=` on `Agent.run`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from agent_framework import (
     Agent,
+    AgentResponse,
     ChatContext,
     ChatMiddleware,
     FunctionInvocationContext,
@@ -25,13 +27,22 @@ from agent_framework import (
 from agent_framework_openai import OpenAIChatClient, OpenAIChatCompletionClient
 
 from looplab.adapters.boundary.plain import plain_openai_client
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, Api
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.runners._gemini import gemini_class
 from looplab.shared_tools import Tool
 
-__all__ = ["GuardMiddleware", "bare_run", "build_client", "function_tool", "request_options"]
+__all__ = [
+    "GuardMiddleware",
+    "bare_run",
+    "build_client",
+    "delegating_tool",
+    "function_tool",
+    "request_options",
+    "run_agent",
+]
 
 
 def build_client(api: Api, model: str, clients: Callable[..., Any], max_iterations: int | None) -> Any:
@@ -74,21 +85,42 @@ def _answered_by_middleware(**_: Any) -> str:
 
 
 class GuardMiddleware(FunctionMiddleware):
-    """Answers every function call with the Guard; the tool's body never runs.
+    """Answers every function call with the Guard; the tool's body never runs (but a delegating tool's, `own`).
 
     The framework checks the arguments against the schema first, but a call that fails the check still reaches the
     middleware, with the arguments as parsed, so the Guard judges every call the model made to a tool it holds.
     """
 
-    def __init__(self, boundary: ToolBoundary) -> None:
-        self.boundary = boundary
+    def __init__(self, boundary: ToolBoundary, own: Sequence[str] = ()) -> None:
+        self.boundary, self.own = boundary, frozenset(own)
 
     async def process(self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        if context.function.name in self.own:  # the agent-as-tool: its body runs the child agent
+            await call_next()
+            return
         # The arguments as the model sent them, parsed from JSON (raw when the schema check failed).
         arguments = context.arguments
         arguments = arguments.model_dump() if hasattr(arguments, "model_dump") else dict(arguments)
         record = self.boundary.call(context.function.name, arguments, context.metadata.get("call_id"))
         context.result = record.result
+
+
+async def run_agent(agent: Agent, task: str, stream: bool, **options: Any) -> AgentResponse:
+    """One run of `agent`, its replies whole (`run(task)`) or streamed (`run(task, stream=True)`, the updates put
+    together by the framework's own `get_final_response()`): the same response either way."""
+    if stream:
+        return await agent.run(task, stream=True, **options).get_final_response()
+    return await agent.run(task, **options)
+
+
+def delegating_tool(delegate: Delegate, child: Agent) -> FunctionTool:
+    """`child` as a tool, the framework's agent-as-tool (`Agent.as_tool`): each call runs the child with the question
+    as its task, in a session of its own, so its function invocation loop counts its own iterations. `as_tool` runs
+    the child streamed whatever the parent does (`self.run(..., stream=True)`, agent_framework/_agents.py:830-832)."""
+    about = delegate.parameters["properties"]["question"]["description"]
+    return child.as_tool(
+        name=delegate.name, description=delegate.description, arg_name="question", arg_description=about
+    )
 
 
 class _Counter(ChatMiddleware):

@@ -1,4 +1,5 @@
-"""The OpenAI Agents SDK's pieces the `openai_agents` runner assembles: the LiteLLM model, a tool, the delegate.
+"""The OpenAI Agents SDK's pieces the `openai_agents` runner assembles: the LiteLLM model, a tool, the delegate,
+and the run itself, whole (`Runner.run`) or streamed (`Runner.run_streamed`).
 
 A tool is a `FunctionTool` whose body takes the model's raw JSON string, so that the Guard sees the arguments as
 sent. The delegate is the SDK's agent as a tool (`Agent.as_tool`): the child agent runs as a nested `Runner.run`
@@ -11,7 +12,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from agents import Agent, FunctionTool
+from agents import Agent, FunctionTool, Runner
+from agents.result import RunResultBase
 from agents.tool_context import ToolContext
 
 from looplab.adapters.contract.agents import Delegate
@@ -19,7 +21,7 @@ from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.shared_tools import Tool
 
-__all__ = ["delegating_tool", "function_tool", "guarded_tools", "litellm_model"]
+__all__ = ["delegating_tool", "function_tool", "guarded_tools", "litellm_model", "run_agent"]
 
 
 def litellm_model(name: str, base_url: str, key: str) -> Any:
@@ -56,13 +58,32 @@ def guarded_tools(guard: ToolBoundary) -> list[FunctionTool]:
     return [function_tool(t, body(t.name)) for t in guard.tools]
 
 
-def delegating_tool(delegate: Delegate, child: Agent[Any], max_turns: int | None) -> FunctionTool:
+async def run_agent(agent: Agent[Any], task: str, *, stream: bool, **options: Any) -> RunResultBase:
+    """One run of `agent` on `task`: `Runner.run`, or with `stream` `Runner.run_streamed`, whose events are read to
+    their end (its errors, `MaxTurnsExceeded` among them, are raised from `stream_events`)."""
+    if not stream:
+        return await Runner.run(agent, task, **options)
+    streamed = Runner.run_streamed(agent, task, **options)
+    async for _ in streamed.stream_events():
+        pass
+    return streamed
+
+
+def delegating_tool(delegate: Delegate, child: Agent[Any], max_turns: int | None, *, stream: bool) -> FunctionTool:
     """`child` as a tool of its parent, in the SDK's idiom (agents as tools, not a handoff: the child gets the
     parent's question as its input, `{"input": ...}`, and the parent goes on from its final output).
 
     The child's `Runner.run` counts its own turns up to `max_turns` (None: the SDK's `DEFAULT_MAX_TURNS`); the
     parent's `max_turns` does not count them. A `MaxTurnsExceeded` of the child's becomes the default failure text
     the parent's model reads; a `StopRun` from the model boundary is a BaseException, which the SDK's tool wrapper
-    (`except Exception`) lets through, so it ends the whole run.
+    (`except Exception`) lets through, so it ends the whole run. With `stream` the child's run streams too
+    (`on_stream`, given a callback, runs the nested agent with `Runner.run_streamed`).
     """
-    return child.as_tool(tool_name=delegate.name, tool_description=delegate.description, max_turns=max_turns)
+    streamed: dict[str, Any] = {"on_stream": _take_event} if stream else {}
+    return child.as_tool(
+        tool_name=delegate.name, tool_description=delegate.description, max_turns=max_turns, **streamed
+    )
+
+
+def _take_event(event: Any) -> None:
+    """An `as_tool(on_stream=)` callback that reads each nested event and keeps none."""

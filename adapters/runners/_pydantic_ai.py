@@ -4,13 +4,13 @@ raw-arguments hook, the agent, the delegating tool, and the bare loop."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.capabilities import Hooks
 from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
-from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.messages import AgentStreamEvent, ToolCallPart
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
@@ -26,7 +26,7 @@ from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import RunSession
 from looplab.shared_tools.guard import Tool as GuardTool
 
-__all__ = ["agent", "bare_run", "build_model", "delegating_tool", "guarded_tool", "raw_args_hooks"]
+__all__ = ["agent", "bare_run", "build_model", "delegating_tool", "guarded_tool", "raw_args_hooks", "run_options"]
 
 
 def build_model(api: Api, session: RunSession) -> Any:
@@ -84,16 +84,31 @@ def agent(model: Any, instructions: str, tools: list[Tool[None]], session: RunSe
     return agent
 
 
-def delegating_tool(delegate: Delegate, child: Agent[None, str], limits: UsageLimits) -> Tool[None]:
+async def _take_events(ctx: RunContext[None], events: AsyncIterable[AgentStreamEvent]) -> None:
+    """An `event_stream_handler` that reads the events to their end: given one, `Agent.run` streams each request."""
+    async for _ in events:
+        pass
+
+
+def run_options(session: RunSession, limits: UsageLimits) -> dict[str, Any]:
+    """`Agent.run`'s keywords for the run's limits and mode: with an `event_stream_handler` (`--stream on`) each
+    model request streams (`ModelRequestNode.stream`; on Chat Completions with `include_usage`), else it is whole."""
+    options: dict[str, Any] = {"usage_limits": limits}
+    if session.model.stream:
+        options["event_stream_handler"] = _take_events
+    return options
+
+
+def delegating_tool(delegate: Delegate, child: Agent[None, str], options: dict[str, Any]) -> Tool[None]:
     """The delegate as a tool, in Pydantic AI's idiom for agent delegation: the child runs with its parent's usage
-    (`usage=ctx.usage`) and limits, so the parent's `UsageLimits` count the child's requests as its own."""
+    (`usage=ctx.usage`), limits and mode (`options`), so the parent's `UsageLimits` count the child's requests."""
 
     async def ask(ctx: RunContext[None], raw: Any) -> str:  # `raw`: see raw_args_hooks
         try:
             question = delegate.question_in(raw)
         except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
             raise ToolFailed(str(bad)) from None
-        result = await child.run(question, usage=ctx.usage, usage_limits=limits)
+        result = await child.run(question, usage=ctx.usage, **options)
         return result.output
 
     return Tool.from_schema(

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from rich.console import Console
 from smolagents import LiteLLMModel, LogLevel, OpenAIModel, Tool, ToolCallingAgent
 from smolagents.memory import ActionStep
 from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction
+from smolagents.monitoring import AgentLogger
 
 from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.tools import ToolBoundary
@@ -77,14 +79,20 @@ class GuardedAgent(ToolCallingAgent):
         return self.boundary.call(tool_name, arguments, self._ids.get(id(arguments))).result
 
 
-def guarded_agent(boundary: ToolBoundary, model: Any, instructions: str, **kwargs: Any) -> GuardedAgent:
-    """A `GuardedAgent` with the run's tools on `model`; `instructions` go inside smolagents' system prompt."""
+def guarded_agent(
+    boundary: ToolBoundary, model: Any, instructions: str, *, stream: bool, **kwargs: Any
+) -> GuardedAgent:
+    """A `GuardedAgent` with the run's tools on `model`; `instructions` go inside smolagents' system prompt. `stream`:
+    each step asks `model.generate_stream` (smolagents' `stream_outputs`, usage included) instead of `generate`."""
     return GuardedAgent(
         boundary,
         tools=[SchemaTool(t, _guarded(boundary, t.name)) for t in boundary.tools],
         model=model,
         instructions=instructions,  # placed inside smolagents' own system prompt template
-        verbosity_level=LogLevel.OFF,  # its rich panels would go to the terminal
+        # Its rich panels would go to the terminal; a streamed step draws a `Live` one whatever the level
+        # (smolagents/agents.py:1300), so its console prints nothing either.
+        logger=AgentLogger(LogLevel.OFF, console=Console(quiet=True)),
+        stream_outputs=stream,
         **kwargs,
     )
 

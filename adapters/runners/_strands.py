@@ -1,8 +1,8 @@
 """Strands Agents' pieces the `strands` runner assembles: its model classes on looplab's clients, a tool, a delegate.
 
-Chat Completions is `OpenAIModel` on the session's recorded `AsyncOpenAI`, not streamed; the Responses API
-(`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`) are built from `client_args`, and Gemini's
-generateContent (`GeminiModel`) on the session's `google-genai` client, all three always streamed.
+Chat Completions is `OpenAIModel` on the session's recorded `AsyncOpenAI`, streamed or not as the session asks; the
+Responses API (`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`) are built from `client_args`, and
+Gemini's generateContent (`GeminiModel`) on the session's `google-genai` client, all three always streamed.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def build_model(api: Api, session: RunSession) -> Any:
     if api == "gemini":  # always streamed
         GeminiModel = gemini_class("strands", "strands", "strands.models.gemini", "GeminiModel")
         return GeminiModel(client=session.gemini_client(), model_id=name)
-    if api == "chat":  # not streamed (Strands' default is to stream): the SDK then retries a reply that breaks off
-        return OpenAIModel(client=session.openai_client(), model_id=name, stream=False)
+    if api == "chat":  # streamed, Strands asks for usage in the stream (`stream_options={"include_usage": True}`)
+        return OpenAIModel(client=session.openai_client(), model_id=name, stream=bool(spec.stream))
     options = {"api_key": spec.key(), "base_url": spec.base_url, "max_retries": spec.retries}
     if api == "messages":
         http = session.http_client(anthropic, is_async=True)

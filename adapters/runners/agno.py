@@ -1,7 +1,8 @@
 """Agno: an `Agent` run once (`Agent.run`), capped by a tool hook that ends the run after `max_steps` model calls.
 
 Agno's model classes run on the session's recorded SDK clients (`_agno.build_model`): Chat Completions, Responses,
-Anthropic Messages and Gemini's generateContent. Nothing is streamed.
+Anthropic Messages and Gemini's generateContent. Replies come whole, or streamed with `--stream on`
+(`Agent.run(task, stream=True)`, its event stream read to its end: `_agno.run_agent`).
 
 Agno's loop has no cap on model calls. Its one knob, `Agent(tool_call_limit=)` (default None: no limit), counts tool
 executions, not model calls (measured on 3.1.10 against a model that asks for a tool on every call): N runs the
@@ -72,6 +73,7 @@ class Agno(Adapter):
     extra = "agno"
     distribution = "agno"
     apis = ("chat", "responses", "messages", "gemini")
+    streams = (False, True)
     knobs = (HOOK, TOOL_CALL_LIMIT)
     delegation = "a tool whose function runs another Agent, as a Team runs a member: its own tool_call_limit"
 
@@ -103,9 +105,10 @@ class Agno(Adapter):
             options["tool_hooks"] = [stop_after(session.cap, lambda: len(session.recorder.calls))]
         # cap:end
         model = build_model(self.api_for(session.model), session)
-        if session.delegate is not None:  # the child: the same model, tools and cap options
-            tools = [*tools, delegating_tool(session.delegate, model, tools, **options)]
-        output = run_agent(model, tools, session.system_prompt, task, **options)
+        stream = bool(session.model.stream)
+        if session.delegate is not None:  # the child: the same model, tools, mode and cap options
+            tools = [*tools, delegating_tool(session.delegate, model, tools, stream=stream, **options)]
+        output = run_agent(model, tools, session.system_prompt, task, stream=stream, **options)
         if output.status != RunStatus.completed:  # Agno catches a failing run and returns it
             return session.conclude(None, AgnoRunFailed(f"RunOutput.status={output.status.value}: {output.content}"))
         return session.conclude(output.content if isinstance(output.content, str) else None)

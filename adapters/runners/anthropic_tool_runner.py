@@ -4,27 +4,35 @@ The SDK runs the loop: it sends a request, runs the reply's tool calls one
 after another, and sends the results back, until a reply asks for no tools or
 `max_iterations` replies have been received. At that cap it stops silently and
 its last message still has `stop_reason == "tool_use"`; `session.conclude`
-turns that into `max_steps`. Messages API only (Anthropic models).
+turns that into `max_steps`. Messages API only (Anthropic models). Replies come whole,
+or streamed with `--stream on` (`tool_runner(stream=True)`, which yields each reply's message stream).
+A case's delegate is a tool whose function runs a second tool runner, nested (`_anthropic_tool_runner`).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import Any
 
 import anthropic
-from anthropic.lib.tools import BetaFunctionTool, ToolError
+from anthropic.lib.tools import BetaFunctionTool
 
 from looplab.adapters.boundary.plain import plain_http_client
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
+from looplab.adapters.runners._anthropic_tool_runner import (
+    CallIds,
+    delegating_tool,
+    guarded_tool,
+    replies,
+    whole_history,
+)
 from looplab.adapters.session import Adapter, RunSession
-from looplab.shared_tools import Tool
 
 __all__ = ["ADAPTER", "AnthropicToolRunner", "bare_run"]
 
@@ -39,7 +47,9 @@ class AnthropicToolRunner(Adapter):
     extra = "anthropic"
     distribution = "anthropic"
     apis = ("messages",)
+    streams = (False, True)
     knobs = ("client.beta.messages.tool_runner(max_iterations=)",)
+    delegation = "a BetaFunctionTool running a nested tool_runner: its own max_iterations; the parent's counts its own"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iterations` counts the replies the runner asks for, i.e. model calls."""
@@ -55,58 +65,42 @@ class AnthropicToolRunner(Adapter):
         self.api_for(session.model)
         # The SDK makes OpenTelemetry spans by default; this run records at its own boundaries instead.
         client: anthropic.Anthropic = session.anthropic_client(is_async=False).with_options(open_telemetry=False)
-        # A tool function sees only its input, not the `tool_use` id; the runner yields each reply before it
-        # runs the reply's calls, in order, so the ids are queued per tool name for the Guard's records.
-        call_ids: defaultdict[str, deque[str]] = defaultdict(deque)
         # cap:begin
         cap = {} if session.cap is None else {"max_iterations": session.cap}
         # cap:end
-        runner = client.beta.messages.tool_runner(
-            model=session.model.name,
-            max_tokens=MESSAGES_MAX_TOKENS,
-            system=session.system_prompt,
-            messages=[{"role": "user", "content": task}],
-            tools=[self._tool(t, session, call_ids) for t in session.tools.tools],
-            timeout=session.remaining_s(),
-            **cap,
-            **_whole_history(client),
-        )
-        message = None
-        for message in runner:
-            for block in message.content:
-                if block.type == "tool_use":
-                    call_ids[block.name].append(block.id)
+
+        def run(system: str, prompt: str, delegate: Delegate | None = None) -> Any:
+            """One tool runner to its end (the delegate's, nested, with the same cap); its last message."""
+            call_ids: CallIds = defaultdict(deque)
+            tools = [guarded_tool(t, session, call_ids) for t in session.tools.tools]
+            if delegate is not None:  # the child gets the run's tools, not itself
+                tools.append(delegating_tool(delegate, run, session.cap))
+            runner = client.beta.messages.tool_runner(
+                model=session.model.name,
+                max_tokens=MESSAGES_MAX_TOKENS,
+                system=system,
+                messages=[{"role": "user", "content": prompt}],
+                tools=tools,
+                timeout=session.remaining_s(),
+                stream=session.model.stream,
+                **cap,
+                **whole_history(client),
+            )
+            message = None
+            for message in replies(runner, session.model.stream):
+                for block in message.content:
+                    if block.type == "tool_use":
+                        call_ids[block.name].append(block.id)
+            return message
+
+        message = run(session.system_prompt, task, session.delegate)
         if message is None or message.stop_reason == "tool_use":
             # At `max_iterations` the runner returns its last reply, which still asked for tools.
             return session.conclude(None)
         return session.conclude("".join(b.text for b in message.content if b.type == "text"))
 
-    @staticmethod
-    def _tool(t: Tool, session: RunSession, call_ids: defaultdict[str, deque[str]]) -> BetaFunctionTool[Any]:
-        """`t` with its own name, description and JSON schema, its body a call through the Guard."""
-
-        def call(**args: Any) -> str:
-            # `**args` keeps the SDK's argument validation a pass-through: invalid input reaches the Guard.
-            ids = call_ids[t.name]
-            record = session.tools.call(t.name, args, ids.popleft() if ids else None)
-            if record.is_error:
-                # The runner catches a ToolError and sends its content with `is_error: true`.
-                raise ToolError(record.result)
-            return record.result
-
-        return BetaFunctionTool(call, name=t.name, description=t.description, input_schema=t.parameters)
-
     def bare_loop(self) -> BareRun:
         return bare_run
-
-
-def _whole_history(client: anthropic.Anthropic) -> dict[str, Any]:
-    """Send the whole history each turn where the SDK would otherwise continue a server-side thread.
-
-    The message-thread beta (newer SDKs default to it) keeps state on the server, which OpenAI-compatible
-    and local servers, the scripted model among them, do not; older SDKs have no such parameter.
-    """
-    return {"thread": False} if "thread" in inspect.signature(client.beta.messages.tool_runner).parameters else {}
 
 
 def bare_run(
@@ -127,7 +121,7 @@ def bare_run(
                 BetaFunctionTool(t.fn, name=t.name, description=t.description, input_schema=t.parameters) for t in tools
             ],
             max_iterations=max_steps,
-            **_whole_history(client),
+            **whole_history(client),
         )
         return sum(1 for _ in runner)  # one reply per model request
 

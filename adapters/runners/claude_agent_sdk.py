@@ -3,7 +3,9 @@
 The loop runs in the CLI its wheel bundles (`_claude_cli`: which program, and the sealed environment it runs in),
 so on the model side the runner is out of process: the CLI reaches the model only through the run's recording proxy
 (`ANTHROPIC_BASE_URL`, the run's token as its API key), always streamed, Anthropic Messages being the only wire API
-it speaks. On the tool side the CLI gets one in-process SDK MCP server: looplab's MCP server
+it speaks. The CLI has no setting for whole replies (it sends a whole request only as a fallback after a stream
+failed, `CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK`), so the runner declares `streams = (True,)` and `--stream off`
+is refused in one line. On the tool side the CLI gets one in-process SDK MCP server: looplab's MCP server
 (`tool_server.mcp_server`) over the run's tools, handed to the SDK as the server's `instance`, so every tool call
 goes through `Guard.call`, in this process (`tool_transport` "in-process") or, with `tools="mcp"`, through the
 run's MCP client of the Guard served on loopback ("mcp"). `CLAUDE_AGENT_SDK_MCP_NO_PREFIX` has the CLI offer those
@@ -13,6 +15,15 @@ None of Claude Code's own tools can run: `tools=[]` offers the model none of the
 anyway (`Bash`, `Write`, ...) gets the CLI's "No such tool available" error result and nothing runs (measured: the
 request stays on the model boundary's record, the refusal goes back in the next request). `can_use_tool` is a
 second wall: it allows the Guard's tools only, and hands any other name to the Guard, which refuses and records it.
+
+With a delegate, the CLI's subagents: `ClaudeAgentOptions(agents={name: AgentDefinition(description, prompt=the
+instructions, tools=the run's tools)})`, started by the CLI's `Agent` tool, the one built-in tool such a run offers
+and `can_use_tool` allows (outside bare mode: `_claude_cli`). Measured on 2.1.332: the subagent's requests pass the
+same proxy, its system prompt holds the instructions (after the SDK's preamble, before the CLI's subagent notes) and
+its first user message ends with the `prompt` the parent wrote. `max_turns` counts the parent's calls only: the
+subagent's loop takes `AgentDefinition.maxTurns`, unset here, so it is uncapped (a restless one went past 37 calls
+under max_turns=6); at a `maxTurns` of N the parent gets an ordinary tool result ("NOTE: this agent stopped at its
+N-turn limit before finishing ...") and goes on. looplab's max_steps and budgets, at the proxy, count both agents.
 
 Measured on 0.2.189 (CLI 2.1.332) against the scripted model: a run makes only its loop's model calls, no title,
 summary, token-counting or quota call, and nothing but `POST /v1/messages`. A turn of `max_turns` is one model
@@ -38,7 +49,7 @@ from typing import Any
 
 import anyio
 from claude_agent_sdk import ClaudeAgentOptions, PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
-from claude_agent_sdk.types import McpSdkServerConfig
+from claude_agent_sdk.types import AgentDefinition, McpSdkServerConfig
 
 from looplab.adapters.boundary.processes import STDERR_LINES
 from looplab.adapters.boundary.proxy import ModelProxy
@@ -50,7 +61,7 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
 from looplab.adapters.contract.result import Finished, NativeCap, NativeEnd, RunResult
 from looplab.adapters.contract.runner import KnobDefault, Probe, signature_default
-from looplab.adapters.runners._claude_cli import agent_options, ask, bare_run, check_bundled_cli
+from looplab.adapters.runners._claude_cli import SUBAGENT_TOOL, agent_options, ask, bare_run, check_bundled_cli
 from looplab.adapters.session import Adapter, RunSession
 from looplab.shared_tools import Guard
 
@@ -76,6 +87,8 @@ class ClaudeAgentSdk(Adapter):
     apis = ("messages",)
     knobs = (MAX_TURNS,)
     out_of_process = True
+    streams = (True,)  # the CLI streams every request
+    delegation = "subagents (ClaudeAgentOptions.agents) started by the CLI's Agent tool; max_turns counts the parent's"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_turns` counts model calls (measured): N allows exactly N."""
@@ -121,6 +134,10 @@ class ClaudeAgentSdk(Adapter):
 
     def _query(self, task: str, session: RunSession) -> Finished:
         own = {t.name for t in session.tools.tools}
+        agents = None
+        if (delegate := session.delegate) is not None:  # a subagent with the run's tools; the parent gets Agent too
+            child = AgentDefinition(description=delegate.description, prompt=delegate.instructions, tools=sorted(own))
+            agents, own = {delegate.name: child}, own | {SUBAGENT_TOOL}
 
         async def only_the_guards(name: str, args: dict[str, Any], context: ToolPermissionContext) -> Any:
             if name in own:
@@ -150,6 +167,7 @@ class ClaudeAgentSdk(Adapter):
                 max_turns=max_turns,
                 retries=session.model.retries,
                 stderr=errors.append,
+                agents=agents,
             )
             try:
                 result = anyio.run(

@@ -2,13 +2,19 @@
 
 CrewAI's native providers run on the session's recorded SDK clients (`_crewai`: how they are swapped in), for
 Chat Completions, Responses, Anthropic Messages and Gemini's generateContent, so every request passes the model
-boundary in process.
+boundary in process. Replies come whole by default, or streamed with `--stream on` (`LLM(stream=True)`, the LLM's
+own field; on Chat Completions CrewAI asks for the usage chunk itself). Measured on 1.15.30: streamed on the Responses
+API, its provider drops a reply's function calls (its stream handler lacks the whole one's return of them), so the run
+ends at the first tool call with CrewAI's `ValueError` ("Invalid response from LLM call - None or empty.").
 
 `max_iter=max_steps`: CrewAI's wrap-up call after `max_iter` tool-using calls (no tools, "give your best final answer")
 is refused at the model boundary, so every call is offered the tools, an answer on the last is final, and a run still
 wanting tools ends `max_steps`. See docs/iteration-caps.md. Measured on Gemini's API the knobs count the same; only
 CrewAI's own ending differs when nothing refuses that wrap-up call and its reply still asks for tools: its Gemini
 provider raises `ValueError` ("Invalid response from LLM call - None or empty."), its OpenAI one a `ValidationError`.
+A case's delegate is a second `Agent`, a coworker asked through CrewAI's own delegation tool body
+(`_crewai.delegating_tool`): it runs the question as a `Task` with an executor of its own, so its own `max_iter`,
+which the parent's does not count.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from looplab.adapters.runners._crewai import (
     call_id,
     crew_of_one,
     crew_tool,
+    delegating_tool,
     on_clients,
 )
 from looplab.adapters.session import Adapter, RunSession
@@ -57,7 +64,9 @@ class CrewAI(Adapter):
     extra = "crewai"
     distribution = "crewai"
     apis = ("chat", "responses", "messages", "gemini")
+    streams = (False, True)
     knobs = tuple(FIELDS)
+    delegation = "a coworker asked by CrewAI's delegation tool body (BaseAgentTool): its own max_iter, not the parent's"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iter=max_steps`: the calls past it (CrewAI's wrap-up call) are refused at the model boundary."""
@@ -73,7 +82,8 @@ class CrewAI(Adapter):
     def loop(self, task: str, session: RunSession) -> Finished:
         """Kick off the crew; the model boundary's refusal at the cap, or an error CrewAI raises, ends the run."""
         api = self.api_for(session.model)
-        llm = build_llm(api, session.model.name, session.model.base_url, session.model.key())
+        model = session.model
+        llm = build_llm(api, model.name, model.base_url, model.key(), stream=model.stream)
         by_api = {"messages": session.anthropic_client, "gemini": session.gemini_client}
         llm = on_clients(llm, by_api.get(api, session.openai_client))
         tools = [crew_tool(t, _guarded(session, t.name)) for t in session.tools.tools]
@@ -81,6 +91,8 @@ class CrewAI(Adapter):
         # max_iter=max_steps; the wrap-up call CrewAI makes after it is refused at the model boundary
         cap = {} if session.cap is None else {FIELDS[session.knob]: session.cap}
         # cap:end
+        if (d := session.delegate) is not None:  # the same LLM, tools and cap; not the tool itself
+            tools = [*tools, delegating_tool(d, llm, tools, executor_class=Executor, **cap)]
         output = crew_of_one(task, session.system_prompt, llm, tools, executor_class=Executor, **cap).kickoff()
         return session.conclude(output.raw)
 

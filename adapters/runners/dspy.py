@@ -5,7 +5,8 @@ text (ChatAdapter; after a reply it cannot parse it asks once more in JSON, JSON
 tool calls: one tool a step (`DSPy.tools_named_in_text` reads it for the recorder). DSPy takes an
 engine object: its own lm15 engine, on an HTTP transport whose every request passes the run's recorder
 (adapters/runners/_lm15.py), speaking Chat Completions (`openai/<model>`), Anthropic Messages (`anthropic/<model>`)
-or Gemini's generateContent (`gemini/<model>`, not streamed).
+or Gemini's generateContent (`gemini/<model>`). Replies come whole, or streamed with `--stream on`: DSPy's
+`dspy.streamify` around the agent (`_dspy.predict`), which sends each call through the engine's stream (with usage).
 
 `max_iters=max_steps`. A `finish` step's thought is the answer (the instructions ask for that), so no
 *extract* call restates it, and the extract call ReAct makes after the cap is refused at the model
@@ -34,7 +35,7 @@ from looplab.adapters.contract.bare import BareRun, BareTool  # noqa: E402
 from looplab.adapters.contract.limits import Limits  # noqa: E402
 from looplab.adapters.contract.result import Finished, NativeCap  # noqa: E402
 from looplab.adapters.contract.runner import KnobDefault, signature_default  # noqa: E402
-from looplab.adapters.runners._dspy import FINISH, delegating_tool, guarded_tool, react_agent  # noqa: E402
+from looplab.adapters.runners._dspy import FINISH, delegating_tool, guarded_tool, predict, react_agent  # noqa: E402
 from looplab.adapters.runners._lm15 import LM15_PROVIDER, RecordedTransport, engine, lm15_base_url  # noqa: E402
 from looplab.adapters.session import Adapter, RunSession  # noqa: E402
 
@@ -57,6 +58,7 @@ class DSPy(Adapter):
     extra = "dspy"
     distribution = "dspy"
     apis = ("chat", "messages", "gemini")
+    streams = (False, True)
     knobs = (KNOB,)
     delegation = "a Tool whose function runs another ReAct: its own max_iters; the parent counts the call as one"
 
@@ -92,7 +94,7 @@ class DSPy(Adapter):
             # cap:end
             try:
                 with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):  # per run, not dspy.configure: runs overlap
-                    prediction = agent(task=task)
+                    prediction = predict(agent, session.model.stream, task=task)
             except Exception:
                 if session.stop:  # the refused call surfaced as the LM's error; the refusal is what ended it
                     raise session.stop from None

@@ -4,15 +4,17 @@ ADK's own model classes run on the session's recording SDK clients (`_google_adk
 Gemini's generateContent, Responses and Anthropic Messages. `max_llm_calls=N` allows exactly N model calls
 (measured: docs/iteration-caps.md). On the wire, ADK sends a tool's text as `{"result": text}` over Chat Completions
 and Gemini (bare text over Responses and Messages), and turns arguments that are not a JSON object into `{}`
-(OpenAI APIs, with a warning) or an `AssertionError` (Messages).
+(OpenAI APIs, with a warning) or an `AssertionError` (Messages). Replies come whole, or streamed with `--stream on`
+(`RunConfig(streaming_mode=StreamingMode.SSE)`, ADK's own switch; over Chat Completions it asks for usage).
 ADK only opens spans on the global OpenTelemetry provider, a no-op unless the process installs one.
 
 Delegation: the delegate is an `LlmAgent` of its own (same model, the run's tools, its instructions) in the
 parent's tools as an `AgentTool`, which declares one `request` string and starts the child on that text alone.
 The child runs as a nested `Runner` invocation with the parent's `RunConfig`: ADK counts `max_llm_calls` per
 invocation, so each agent gets its own N and the parent's count leaves out the child's calls; the session's gate
-counts both. A `StopRun` (or the child's own `LlmCallsLimitExceededError`) raised in the child propagates out of
-the parent's run: ADK's tool caller re-raises what no `on_tool_error_callback` answers.
+counts both. ADK runs the child's replies whole even in a streamed run (google/adk/tools/agent_tool.py:334-344,
+lest its last event be a partial chunk). A `StopRun` (or the child's own `LlmCallsLimitExceededError`) raised in
+the child propagates out of the parent's run: ADK's tool caller re-raises what no `on_tool_error_callback` answers.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.adk.agents import RunConfig
+from google.adk.agents.run_config import StreamingMode
 from google.adk.tools.agent_tool import AgentTool
 
 from looplab.adapters.contract.bare import BareRun
@@ -47,6 +50,7 @@ class GoogleAdk(Adapter):
     # Gemini second: the scripted model's default stays Chat Completions, the API the bare loop (bench) speaks;
     # a google: model still gets gemini, its provider's first API here.
     apis = ("chat", "gemini", "responses", "messages")
+    streams = (False, True)
     delegation = "AgentTool(agent=LlmAgent) in the parent's tools; max_llm_calls caps each agent's calls on its own"
     knobs = (KNOB,)
 
@@ -77,6 +81,8 @@ class GoogleAdk(Adapter):
         # cap:begin
         config = RunConfig() if session.cap is None else RunConfig(max_llm_calls=session.cap)
         # cap:end
+        # ADK's own switch: each model call asks for a stream (`generate_content_async(stream=True)`), or not.
+        config.streaming_mode = StreamingMode.SSE if session.model.stream else StreamingMode.NONE
         return session.conclude(await run_agent(agent, task, config))
 
     def bare_loop(self) -> BareRun:

@@ -2,13 +2,16 @@
 
 On the Anthropic SDK (Messages API) by default, or on the OpenAI SDK (Chat
 Completions) when the model's provider is `openai`, which also reaches any
-OpenAI-compatible server.
+OpenAI-compatible server. Replies come whole, or streamed with `--stream on` (the SDK's own stream
+helpers, which put the same message together). A case's delegate is a tool of the loop's whose call runs
+the same loop again, nested, on the delegate's question (`_handrolled.tool_answers`).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 try:  # either SDK may be missing; the loop that needs it says which extra to install
@@ -20,13 +23,14 @@ try:
 except ImportError:  # pragma: no cover
     openai = None  # type: ignore[assignment]
 
-from looplab.adapters.boundary.plain import plain_http_client
-from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.agents import Delegate
+from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, installed_version
+from looplab.adapters.runners._handrolled import Ending, bare_run, offered, run_tree, tool_answers
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = ["ADAPTER", "HandRolled", "bare_run"]
@@ -41,7 +45,9 @@ class HandRolled(Adapter):
     extra = "anthropic"
     distribution = "anthropic"
     apis = ("messages", "chat")
+    streams = (False, True)
     knobs = ("for step in range(max_steps)",)
+    delegation = "a tool named after the delegate runs the same loop nested: its own range(max_steps) counter"
 
     def version(self, model: ModelSpec | None = None) -> str:
         sdk = "openai" if model and model.provider == "openai" else "anthropic"
@@ -58,107 +64,91 @@ class HandRolled(Adapter):
         if self.api_for(session.model) == "chat":
             if openai is None:
                 raise MissingExtra(self.name, "openai", "openai")
-            return self._openai_loop(task, session)
+            client = session.openai_client(is_async=False)
+            return run_tree(session, functools.partial(self._openai_loop, session, client), task)
         if anthropic is None:
             raise MissingExtra(self.name, "anthropic", "anthropic")
-        return self._anthropic_loop(task, session)
-
-    def _anthropic_loop(self, task: str, session: RunSession) -> Finished:
-        model = session.model
         client = session.anthropic_client(is_async=False)
-        tools = [
-            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in session.tools.tools
-        ]
+        return run_tree(session, functools.partial(self._anthropic_loop, session, client), task)
+
+    def _anthropic_loop(
+        self, session: RunSession, client: Any, system: str, task: str, delegate: Delegate | None
+    ) -> Ending:
+        tools = [{"name": n, "description": d, "input_schema": p} for n, d, p in offered(session, delegate)]
+        answer = tool_answers(session, delegate, functools.partial(self._anthropic_loop, session, client))
         messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
         for _ in _steps(session):
             if stop := session.budget_stop():
                 return Finished.stopped(stop)
-            reply = client.messages.create(
-                model=model.name,
-                max_tokens=MESSAGES_MAX_TOKENS,
-                system=session.system_prompt,
-                tools=tools,
-                messages=messages,
-                timeout=session.remaining_s(),
-            )
+            ask = {"model": session.model.name, "system": system, "tools": tools, "messages": messages}
+            reply = _anthropic_reply(client, session, **ask, max_tokens=MESSAGES_MAX_TOKENS)
             # As plain dicts: a model may send tool input that is not an object, which the SDK's types warn about.
             content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
             messages.append({"role": "assistant", "content": content})
             if reply.stop_reason != "tool_use":
-                return session.conclude("".join(b.text for b in reply.content if b.type == "text"))
+                return "".join(b.text for b in reply.content if b.type == "text")
             calls = [b for b in reply.content if b.type == "tool_use"]
-            records = [session.tools.call(b.name, b.input, b.id) for b in calls]  # one at a time, in order
+            answers = [answer(b.name, b.input, b.id) for b in calls]  # one at a time, in order
             results = [
-                {"type": "tool_result", "tool_use_id": b.id, "content": r.result, "is_error": r.is_error}
-                for b, r in zip(calls, records, strict=True)
+                {"type": "tool_result", "tool_use_id": b.id, "content": text, "is_error": is_error}
+                for b, (text, is_error) in zip(calls, answers, strict=True)
             ]
             messages.append({"role": "user", "content": results})
             if stop := session.tool_stop():
                 return Finished.stopped(stop)
-        return session.conclude(None)
+        return None
 
-    def _openai_loop(self, task: str, session: RunSession) -> Finished:
-        model = session.model
-        client = session.openai_client(is_async=False)
+    def _openai_loop(
+        self, session: RunSession, client: Any, system: str, task: str, delegate: Delegate | None
+    ) -> Ending:
         tools = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t in session.tools.tools
+            {"type": "function", "function": {"name": n, "description": d, "parameters": p}}
+            for n, d, p in offered(session, delegate)
         ]
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": session.system_prompt},
-            {"role": "user", "content": task},
-        ]
+        answer = tool_answers(session, delegate, functools.partial(self._openai_loop, session, client))
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
         for _ in _steps(session):
             if stop := session.budget_stop():
                 return Finished.stopped(stop)
-            reply = client.chat.completions.create(
-                model=model.name, messages=messages, tools=tools, timeout=session.remaining_s()
-            )
+            reply = _chat_reply(client, session, model=session.model.name, messages=messages, tools=tools)
             message = reply.choices[0].message
             messages.append(message.model_dump(include={"role", "content", "tool_calls"}, exclude_none=True))
             if not message.tool_calls:
-                return session.conclude(message.content)
+                return message.content
             for call in message.tool_calls:
-                record = session.tools.call(call.function.name, call.function.arguments, call.id)
+                text, _ = answer(call.function.name, call.function.arguments, call.id)
                 # Chat Completions has no is_error field: the observation text says it.
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": record.result})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
             if stop := session.tool_stop():
                 return Finished.stopped(stop)
-        return session.conclude(None)
+        return None
 
     def bare_loop(self) -> BareRun:
         return bare_run
 
 
+def _anthropic_reply(client: Any, session: RunSession, **ask: Any) -> Any:
+    """One Messages call, whole or streamed (`session.model.stream`): the same message either way."""
+    if session.model.stream:
+        with client.messages.stream(**ask, timeout=session.remaining_s()) as stream:
+            return stream.get_final_message()
+    return client.messages.create(**ask, timeout=session.remaining_s())
+
+
+def _chat_reply(client: Any, session: RunSession, **ask: Any) -> Any:
+    """One Chat Completions call, whole or streamed (with the usage chunk the stream leaves out unless asked)."""
+    if session.model.stream:
+        streamed = {"stream_options": {"include_usage": True}}
+        with client.chat.completions.stream(**ask, **streamed, timeout=session.remaining_s()) as stream:
+            return stream.get_final_completion()
+    return client.chat.completions.create(**ask, timeout=session.remaining_s())
+
+
 def _steps(session: RunSession) -> Iterable[int]:
+    """A fresh counter for each loop: the delegate's nested loop counts its own steps, to the same bound."""
     # cap:begin
     return range(session.cap) if session.cap is not None else itertools.count()
     # cap:end
-
-
-def bare_run(
-    task: str, tools: Sequence[BareTool], urls: dict[str, str], model: str, max_steps: int, *, system_prompt: str
-) -> int:
-    """The Messages loop above with none of looplab's boundaries: plain client, plain tool functions."""
-    url = urls["anthropic"]
-    fns = {t.name: t.fn for t in tools}
-    defs = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
-    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
-    with anthropic.Anthropic(
-        api_key="not-needed", base_url=url, http_client=plain_http_client(anthropic, url)
-    ) as client:
-        for step in range(1, max_steps + 1):
-            reply = client.messages.create(
-                model=model, max_tokens=MESSAGES_MAX_TOKENS, system=system_prompt, tools=defs, messages=messages
-            )
-            content = [block.model_dump(mode="json", exclude_none=True, warnings=False) for block in reply.content]
-            messages.append({"role": "assistant", "content": content})
-            if reply.stop_reason != "tool_use":
-                return step
-            calls = [b for b in reply.content if b.type == "tool_use"]
-            results = [{"type": "tool_result", "tool_use_id": b.id, "content": fns[b.name](**b.input)} for b in calls]
-            messages.append({"role": "user", "content": results})
-    return max_steps
 
 
 ADAPTER = HandRolled()

@@ -2,7 +2,8 @@
 
 The agent graph runs on a LangChain chat model for Chat Completions (its
 default), Responses, Anthropic Messages or Gemini's generateContent; the model
-and the tools come from `adapters._langchain`.
+and the tools come from `adapters._langchain`. Replies come whole, or streamed
+with `--stream on` (the chat model's own `streaming=True`: `_langchain.chat_model`).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class LangChainAgent(Adapter):
     extra = "langchain"
     distribution = "langchain"
     apis = ("chat", "responses", "messages", "gemini")
+    streams = (False, True)
     knobs = (MODEL_CALLS, MODEL_CALLS_END, TOOL_CALLS, RECURSION)
     delegation = "subagents as tools: a tool invoking a second create_agent (its own invoke, uncounted by the parent)"
 

@@ -5,6 +5,9 @@ model answered or when the counter reached `max_steps` while the model still
 wants tools. `recursion_limit` stays as a backstop that the counter always
 reaches first. The chat model (Chat Completions, Responses, Anthropic Messages
 or Gemini's generateContent) and the tools come from `adapters._langchain`.
+Replies come whole, or streamed with `--stream on`: the chat model's own
+`streaming=True` (`_langchain.chat_model`), so the model node's `invoke`
+streams the request and returns the same `AIMessage` put together.
 """
 
 from __future__ import annotations
@@ -101,6 +104,7 @@ class LangGraphAgent(Adapter):
     extra = "langgraph"
     distribution = "langgraph"
     apis = ("chat", "responses", "messages", "gemini")
+    streams = (False, True)
     knobs = (COUNTER, RECURSION)
     delegation = "subagents as tools: a tool invoking a second StateGraph (its own invoke, uncounted by the parent)"
 

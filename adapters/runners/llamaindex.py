@@ -4,11 +4,13 @@ Speaks OpenAI Chat Completions by default (LlamaIndex's `OpenAI` LLM) and the Re
 the run's recorded `AsyncOpenAI` client; Anthropic Messages through its `Anthropic` LLM, which builds its own client
 from a base URL, so it is pointed at the run's recording proxy; Gemini's generateContent through its `GoogleGenAI` LLM
 (llama-index-llms-google-genai) on the run's recorded async google-genai client. The agent streams every model call
-(its default).
+(its default, `FunctionAgent(streaming=True)`), or takes each reply whole with `--stream off` (`streaming=False`).
 The LLM classes and tools it is given come from `adapters._llamaindex`.
 
 The agent raises `WorkflowRuntimeError` on receiving reply `max_iterations`, unread (measured: docs/iteration-caps.md),
 so `max_steps=N` sets N+1: reply N is read (an answer is final, its tools run) and the model boundary refuses call N+1.
+A case's delegate is a second `FunctionAgent` run by a tool of the parent's (`_llamaindex.delegating_tool`): a workflow
+of its own with the parent's cap options, whose iterations the parent's `max_iterations` does not count.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, read_default
-from looplab.adapters.runners._llamaindex import guarded_tools, llm_for, offline_memory, plain_llm, plain_tools
+from looplab.adapters.runners._llamaindex import (
+    delegating_tool,
+    guarded_tools,
+    llm_for,
+    offline_memory,
+    plain_llm,
+    plain_tools,
+)
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = ["ADAPTER", "GENERATE", "KNOB", "LlamaIndexAgent", "MAPPED", "TIMEOUT_GRACE_S", "bare_run"]
@@ -49,7 +58,9 @@ class LlamaIndexAgent(Adapter):
     extra = "llamaindex"
     distribution = "llama-index-core"
     apis = ("chat", "responses", "messages", "gemini")
+    streams = (True, False)
     knobs = (MAPPED, KNOB, GENERATE)
+    delegation = "a FunctionTool that runs another FunctionAgent: its own max_iterations, not counted by the parent's"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iterations=max_steps + 1`: the agent raises on receiving its last allowed reply, unread."""
@@ -69,7 +80,7 @@ class LlamaIndexAgent(Adapter):
             llm = llm_for(api, session, stack)
             tools = guarded_tools(session)
             timeout = session.remaining_s() + TIMEOUT_GRACE_S  # none by default; this one backs up looplab's deadline
-            agent = FunctionAgent(llm=llm, tools=tools, system_prompt=session.system_prompt, timeout=timeout)
+            how = {"timeout": timeout, "streaming": session.model.stream}
             # cap:begin
             cap: dict[str, Any] = {}
             if session.cap is not None:
@@ -77,6 +88,11 @@ class LlamaIndexAgent(Adapter):
             if session.knob == GENERATE:  # at the cap, one more call (no tools) instead of the exception
                 cap["early_stopping_method"] = "generate"
             # cap:end
+            if (d := session.delegate) is not None:  # the same LLM, tools and cap options; not the tool itself
+                about = {"name": d.name, "description": d.description, "system_prompt": d.instructions}
+                child = FunctionAgent(llm=llm, tools=tools, **how, **about)
+                tools = [*tools, delegating_tool(d, child, llm, **cap)]
+            agent = FunctionAgent(llm=llm, tools=tools, system_prompt=session.system_prompt, **how)
             output: AgentOutput = await agent.run(user_msg=task, memory=offline_memory(llm), **cap)
             return session.conclude(output.response.content)  # it returns on a reply without tool calls
 

@@ -1,9 +1,10 @@
 """Microsoft Agent Framework: an `Agent` on a chat client whose function invocation layer runs the tool loop.
 
 Every wire API runs on the framework's own chat client for it, over the session's recorded SDK client
-(`_ms_agent_framework`), none of them streamed. Its Anthropic client (`agent-framework-anthropic`) pins
-`anthropic<2`, which looplab's other Anthropic runners cannot use, so the runner is left out of `looplab[all]` and
-runs in a runner environment of its own.
+(`_ms_agent_framework`). Replies come whole by default (`agent.run(task)`), or streamed with `--stream on`
+(`agent.run(task, stream=True)`, the framework's own; on Chat Completions it asks for the usage chunk itself). Its
+Anthropic client (`agent-framework-anthropic`) pins `anthropic<2`, which looplab's other Anthropic runners cannot use,
+so the runner is left out of `looplab[all]` and runs in a runner environment of its own.
 
 The knob is the client's `function_invocation_configuration["max_iterations"]` (default 40, read from the installed
 library). It counts model calls that are offered the tools; once they are spent (the last one still asked for tools,
@@ -12,6 +13,9 @@ text as the answer, or "Function invocation limit reached before a final answer 
 still asks for tools: N allows N + 1 calls, unset 41 (measured on 1.23.0). `max_iterations=max_steps`: that extra
 call is refused at the model boundary, so every call is offered the tools, an answer on the last is final, and a run
 still wanting tools ends `max_steps` (see docs/iteration-caps.md).
+A case's delegate is the framework's agent as a tool (`Agent.as_tool`) on the same client: a run of the child in a
+session of its own, with its own function invocation loop and so its own `max_iterations`; `as_tool` streams the
+child's replies whatever the parent's mode.
 
 Tool calls reach the Guard through a function middleware that answers each call itself, with the model's arguments
 as parsed, before the framework validates them against the schema. Two things stay the framework's: a call naming a
@@ -32,8 +36,10 @@ from looplab.adapters.runners._ms_agent_framework import (
     GuardMiddleware,
     bare_run,
     build_client,
+    delegating_tool,
     function_tool,
     request_options,
+    run_agent,
 )
 from looplab.adapters.session import Adapter, RunSession
 
@@ -53,7 +59,9 @@ class MsAgentFramework(Adapter):
     extra = "ms-agent-framework"
     distribution = "agent-framework-core"
     apis = ("chat", "responses", "messages", "gemini")
+    streams = (False, True)
     knobs = (KNOB,)
+    delegation = "agent as tool (Agent.as_tool): the child's own function invocation loop and max_iterations"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iterations=max_steps`: the tool-less call the loop makes after them is refused at the model boundary."""
@@ -74,15 +82,21 @@ class MsAgentFramework(Adapter):
         # max_iterations=max_steps; the tool-less call the loop makes after them is refused at the model boundary
         client = build_client(api, session.model.name, clients, session.cap)
         # cap:end
+        tools, options = [function_tool(t) for t in session.tools.tools], request_options(api)
+        guard, stream = GuardMiddleware(session.tools), session.model.stream
+        if (d := session.delegate) is not None:  # the same client (and cap), tools and Guard; not the tool itself
+            about = {"name": d.name, "description": d.description, "instructions": d.instructions}
+            child = Agent(client, tools=list(tools), middleware=[guard], default_options=options, **about)
+            tools, guard = [*tools, delegating_tool(d, child)], GuardMiddleware(session.tools, own=[d.name])
         agent = Agent(
             client,
             instructions=session.system_prompt,
-            tools=[function_tool(t) for t in session.tools.tools],
-            middleware=[GuardMiddleware(session.tools)],
-            default_options=request_options(api),
+            tools=tools,
+            middleware=[guard],
+            default_options=options,
         )
         # No OpenTelemetry export: the framework's telemetry layer is off unless the process configures it.
-        response = session.run_async(agent.run(task))
+        response = session.run_async(run_agent(agent, task, stream))
         return session.conclude(response.text)
 
     def bare_loop(self) -> BareRun:

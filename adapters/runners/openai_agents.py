@@ -5,13 +5,15 @@ as asyncio tasks) and repeats until the model answers without tools. Its
 model objects take an `AsyncOpenAI` client, so both OpenAI wire APIs go
 through the recording client: Responses (the SDK's default) and Chat
 Completions. Anthropic Messages and Gemini's generateContent go through the
-SDK's LiteLLM model (`anthropic/<model>`, `gemini/<model>`, not streamed),
+SDK's LiteLLM model (`anthropic/<model>`, `gemini/<model>`),
 which builds its own HTTP client: it is pointed at the run's recording model
 proxy (`adapters/boundary/proxy.py`) with the run's token as its key.
 `max_turns=N` allows exactly N model calls and raises `MaxTurnsExceeded`
 before call N+1, the same on every API (measured: docs/iteration-caps.md).
 A case's delegate is the SDK's agent as a tool (`Agent.as_tool`, `_openai_agents.delegating_tool`): the
 child is a nested `Runner.run` with its own turn count, which the parent's `max_turns` does not include.
+Replies come whole, or streamed with `--stream on`: `Runner.run_streamed` (and `as_tool(on_stream=)` for the
+child), with `ModelSettings(include_usage=True)` so a Chat Completions stream carries its usage.
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, read_default
 from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
-from looplab.adapters.runners._openai_agents import delegating_tool, function_tool, guarded_tools, litellm_model
+from looplab.adapters.runners._openai_agents import (
+    delegating_tool,
+    function_tool,
+    guarded_tools,
+    litellm_model,
+    run_agent,
+)
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = ["ADAPTER", "KNOB", "OpenAIAgents", "bare_run"]
@@ -50,6 +58,7 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
     extra = "openai-agents"
     distribution = "openai-agents"
     apis = ("responses", "chat", "messages", "gemini")
+    streams = (False, True)
     delegation = "agents as tools (Agent.as_tool): a nested Runner.run, its turns not counted by the parent's max_turns"
     knobs = (KNOB, "Runner.run(max_turns=, error_handlers={'max_turns': ...})")
 
@@ -67,16 +76,18 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
 
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
         with ExitStack() as stack:
-            settings: dict[str, Any] = {}
+            # A stream on Chat Completions (and LiteLLM's) carries usage only when asked; the SDK asks only OpenAI's.
+            model_settings: dict[str, Any] = {"include_usage": True} if session.model.stream else {}
             if api in LITELLM_APIS:
                 proxy = stack.enter_context(ModelProxy(session))
                 name, url = litellm_route(self.name, self.extra, api, session.model.name, proxy)
                 model: Any = litellm_model(name, url, proxy.token)
                 # LiteLLM retries nothing unless told: the same retry policy as every SDK client looplab builds.
-                settings["model_settings"] = ModelSettings(extra_args={"num_retries": session.model.retries})
+                model_settings["extra_args"] = {"num_retries": session.model.retries}
             else:
                 model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
                 model = model_cls(model=session.model.name, openai_client=session.openai_client(is_async=True))
+            settings = {"model_settings": ModelSettings(**model_settings)} if model_settings else {}
             tools = guarded_tools(session.tools)
             # cap:begin
             cap: dict[str, Any] = {} if session.cap is None else {"max_turns": session.cap}
@@ -87,10 +98,11 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
                 child = Agent(
                     name=delegate.name, instructions=delegate.instructions, model=model, tools=tools, **settings
                 )
-                tools = [*tools, delegating_tool(delegate, child, max_turns=session.cap)]
+                tools = [*tools, delegating_tool(delegate, child, session.cap, stream=bool(session.model.stream))]
             agent = Agent(name="looplab", instructions=session.system_prompt, model=model, tools=tools, **settings)
             # Per run, so nothing global changes: no trace export (there is no network, and no key).
-            result = await Runner.run(agent, task, run_config=RunConfig(tracing_disabled=True), **cap)
+            run_config = RunConfig(tracing_disabled=True)
+            result = await run_agent(agent, task, stream=bool(session.model.stream), run_config=run_config, **cap)
             return session.conclude(str(result.final_output) if result.final_output is not None else None)
 
     def bare_loop(self) -> BareRun:

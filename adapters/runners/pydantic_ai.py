@@ -3,8 +3,10 @@
 Speaks the OpenAI Responses API by default (what Pydantic AI's `openai:` prefix picks), Chat Completions
 with `--api chat`, the Anthropic Messages API for an `anthropic` model and Gemini's generateContent
 (`GoogleModel`, which sends a tool's text as `{"return_value": text}`) for a `google` one. The provider SDK
-client comes from the session, so every request passes the recorder. At the cap Pydantic AI raises
-`UsageLimitExceeded` (carrying no history); the partial trace comes from the boundaries, as for every runner.
+client comes from the session, so every request passes the recorder. Replies come whole, or streamed with
+`--stream on` (`Agent.run(event_stream_handler=...)`, Pydantic AI's way to stream each request of a run that
+goes on to its end). At the cap Pydantic AI raises `UsageLimitExceeded` (carrying no history); the partial trace
+comes from the boundaries, as for every runner.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault
-from looplab.adapters.runners._pydantic_ai import agent, bare_run, build_model, delegating_tool, guarded_tool
+from looplab.adapters.runners._pydantic_ai import (
+    agent,
+    bare_run,
+    build_model,
+    delegating_tool,
+    guarded_tool,
+    run_options,
+)
 from looplab.adapters.session import Adapter, RunSession
 
 __all__ = ["ADAPTER", "PydanticAI"]
@@ -32,11 +41,13 @@ class PydanticAI(Adapter):
     extra = "pydantic-ai"
     distribution = "pydantic-ai-slim"
     apis = ("responses", "chat", "messages", "gemini")
+    streams = (False, True)
     delegation = "agent delegation: a tool that runs another Agent with usage=ctx.usage"
     knobs = (
         "Agent.run(usage_limits=UsageLimits(request_limit=))",
         "Agent.run(usage_limits=UsageLimits(tool_calls_limit=))",
     )
+    token_knob = "Agent.run(usage_limits=UsageLimits(total_tokens_limit=))"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`request_limit` counts model responses; checked before each request, so N allows exactly N calls."""
@@ -49,6 +60,7 @@ class PydanticAI(Adapter):
         return {
             self.knobs[0]: KnobDefault(value=unset.request_limit, source=f"{source}.request_limit"),
             self.knobs[1]: KnobDefault(value=unset.tool_calls_limit, source=f"{source}.tool_calls_limit"),
+            self.token_knob: KnobDefault(value=unset.total_tokens_limit, source=f"{source}.total_tokens_limit"),
         }
 
     def loop(self, task: str, session: RunSession) -> Finished:
@@ -56,15 +68,16 @@ class PydanticAI(Adapter):
         model = build_model(self.api_for(session.model), session)
         tools = [guarded_tool(t, session) for t in session.tools.tools]
         # cap:begin
-        field = "request_limit" if session.knob == self.knobs[0] else "tool_calls_limit"
+        field = {self.knobs[0]: "request_limit", self.knobs[1]: "tool_calls_limit"}.get(session.knob)
         # UsageLimits() unset still caps requests at its default; that default is what an unset run gets.
-        limits = UsageLimits() if session.cap is None else UsageLimits(**{field: session.cap})
+        limits = UsageLimits() if session.cap is None else UsageLimits(**{field or "total_tokens_limit": session.cap})
         # cap:end
+        options = run_options(session, limits)
         if (delegate := session.delegate) is not None:  # the child gets the run's tools, not itself
             child = agent(model, delegate.instructions, list(tools), session)
-            tools.append(delegating_tool(delegate, child, limits))
+            tools.append(delegating_tool(delegate, child, options))
         parent = agent(model, session.system_prompt, tools, session)
-        result = session.run_async(parent.run(task, usage_limits=limits))
+        result = session.run_async(parent.run(task, **options))
         return session.conclude(result.output)
 
     def bare_loop(self) -> BareRun:

@@ -1,11 +1,13 @@
 """smolagents: a `ToolCallingAgent` (native tool calls; `CodeAgent` is out of scope) and `agent.run(task)`.
 
 OpenAI Chat Completions goes through `OpenAIModel(client=...)` on the session's recorded client; Anthropic Messages
-and Gemini's generateContent (not streamed) through `LiteLLMModel`, which builds its own HTTP client, pointed at the
-run's recording proxy. smolagents sends its history as text, not as tool messages: each step is an assistant message
-"Calling tools: [...]" and a user message "Observation: ..." (one for all the step's calls). `max_steps=N` allows N
-action steps; the wrap-up call smolagents makes after them is refused at the model boundary, and the run ends
-`max_steps` (measured: docs/iteration-caps.md, the same on every API).
+and Gemini's generateContent through `LiteLLMModel`, which builds its own HTTP client, pointed at the run's recording
+proxy. Replies come whole, or streamed with `--stream on` (`ToolCallingAgent(stream_outputs=True)`: each step calls
+`model.generate_stream`, which asks for usage in the stream, and puts the deltas together). smolagents sends its
+history as text, not as tool messages: each step is an assistant message "Calling tools: [...]" and a user message
+"Observation: ..." (one for all the step's calls). `max_steps=N` allows N action steps; the wrap-up call smolagents
+makes after them is refused at the model boundary, and the run ends `max_steps` (measured: docs/iteration-caps.md,
+the same on every API).
 
 A delegate is a managed agent (`managed_agents=[child]`), offered to the parent as a tool named after it that takes
 a `task`; the child runs its own `run` with its own `max_steps` (same cap), and the parent's counts the delegation
@@ -48,6 +50,7 @@ class Smolagents(ViaLiteLLM, Adapter):
     extra = "smolagents"
     distribution = "smolagents"
     apis = ("chat", "messages", "gemini")
+    streams = (False, True)
     delegation = "managed agents (managed_agents=[child]); the parent's max_steps counts a delegation, not its calls"
     knobs = (KNOB,)
 
@@ -74,11 +77,12 @@ class Smolagents(ViaLiteLLM, Adapter):
             # cap:begin
             cap = {} if session.cap is None else {"max_steps": session.cap}  # unset: MultiStepAgent's default
             # cap:end
+            both = {"stream": session.model.stream, **cap}  # whole or streamed replies (`stream_outputs`)
             team = {}  # smolagents' delegation: a managed agent, the same class on the same model and tools
             if (d := session.delegate) is not None:
                 named = {"name": d.name, "description": d.description}
-                team["managed_agents"] = [guarded_agent(session.tools, model, d.instructions, **named, **cap)]
-            agent = guarded_agent(session.tools, model, session.system_prompt, **team, **cap)
+                team["managed_agents"] = [guarded_agent(session.tools, model, d.instructions, **named, **both)]
+            agent = guarded_agent(session.tools, model, session.system_prompt, **team, **both)
             # The output alone: a full result serializes the whole memory, every step, after the run.
             output = agent.run(task)
         last = agent.memory.steps[-1]

@@ -1,9 +1,12 @@
 """Strands Agents: `Agent(...).invoke_async(task, limits={"turns": max_steps})`.
 
-Speaks Chat Completions by default (`OpenAIModel` on the session's recorded `AsyncOpenAI`, not streamed), the
-Responses API (`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`), both built from `client_args`, and
-Gemini's generateContent (`GeminiModel` on the session's `google-genai` client), all three always streamed: a reply
-that breaks off mid-stream is not retried (the SDK retries only until a response starts), and the run ends `error`.
+Speaks Chat Completions by default (`OpenAIModel` on the session's recorded `AsyncOpenAI`), the Responses API
+(`OpenAIResponsesModel`) and Anthropic Messages (`AnthropicModel`), both built from `client_args`, and Gemini's
+generateContent (`GeminiModel` on the session's `google-genai` client). Those three always stream (they have no
+other mode: `--stream off` is refused for them), and a reply that breaks off mid-stream is not retried (the SDK
+retries only until a response starts), so the run ends `error`. On Chat Completions replies come whole unless
+`--stream on` asks (`OpenAIModel(stream=...)`, Strands' own switch, default on; its stream asks for usage): whole,
+the SDK retries a reply that breaks off.
 `limits={"turns": N}` allows exactly N model calls, then the agent returns normally (`stop_reason="limit_turns"`);
 unset, nothing bounds the loop (measured: docs/iteration-caps.md).
 """
@@ -21,7 +24,9 @@ from strands.types.tools import ToolResult, ToolUse
 
 from looplab.adapters.boundary.plain import plain_openai_client
 from looplab.adapters.contract.bare import BareRun, BareTool
+from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
+from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._strands import agent_tool, build_model, delegating_tool
@@ -30,6 +35,7 @@ from looplab.adapters.session import Adapter, RunSession
 __all__ = ["ADAPTER", "Strands", "bare_run"]
 
 TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
+TOKENS = "Agent.invoke_async(limits={'total_tokens': })"
 
 
 class Strands(Adapter):
@@ -42,7 +48,9 @@ class Strands(Adapter):
     extra = "strands"
     distribution = "strands-agents"
     apis = ("chat", "responses", "messages", "gemini")
+    streams = (False, True)  # on its first API, Chat Completions; the others only stream (`stream_for`)
     knobs = (TURNS, HOOK)
+    token_knob = TOKENS
     delegation = "agents as tools: Agent.as_tool(), the child runs uncapped; the parent's turns count only its own"
 
     def native_cap(self, limits: Limits) -> NativeCap:
@@ -50,8 +58,21 @@ class Strands(Adapter):
         return NativeCap(knob=TURNS, value=limits.max_steps)
 
     def knob_defaults(self) -> dict[str, KnobDefault]:
-        """Both unset by default: `invoke_async(limits=None)`, and `Agent(hooks=None)` registers no counter."""
-        return {TURNS: signature_default(Agent.invoke_async, "limits"), HOOK: signature_default(Agent, "hooks")}
+        """All unset by default: `invoke_async(limits=None)`, and `Agent(hooks=None)` registers no counter."""
+        limits = signature_default(Agent.invoke_async, "limits")
+        return {TURNS: limits, TOKENS: limits, HOOK: signature_default(Agent, "hooks")}
+
+    def stream_for(self, model: ModelSpec) -> bool:
+        """Streamed, the only way on the Responses API, Messages and Gemini (their `stream` methods always ask for
+        one: strands/models/openai_responses.py:578, anthropic.py:1027, gemini.py:646); on Chat Completions whole
+        unless asked, as before `--stream` (the SDK retries a whole reply that breaks off, not a stream)."""
+        if (api := self.api_for(model)) == "chat":
+            return bool(model.stream)
+        if model.stream is False:
+            raise LooplabError(
+                f"runner {self.name!r} cannot run with --stream off: over {api} its loop streams every reply"
+            )
+        return True
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the agent once; `StopRun` from the model boundary propagates to `Adapter.run`."""
@@ -69,7 +90,8 @@ class Strands(Adapter):
 
         hooks: list[Any] = [unknown_to_guard]
         # cap:begin
-        limits = None if session.cap is None or session.knob != TURNS else {"turns": session.cap}
+        budget = {TURNS: "turns", TOKENS: "total_tokens"}.get(session.knob)
+        limits = None if session.cap is None or budget is None else {budget: session.cap}
         if session.knob == HOOK and session.cap is not None:
             calls, cap = [0], session.cap
 

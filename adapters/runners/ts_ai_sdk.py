@@ -8,6 +8,18 @@ The newest `ai` major renames the condition `isStepCount`; the program uses whic
 release exports and names it in its outcome (`stop_condition`). `ai` 7 and `@ai-sdk/*` 4 need Node.js 22: the pins
 stay on `ai` 6, and the `ai7` npm line tests 7 on Node 22 (7.0.173 with `@ai-sdk/*` 4 passed its conformance tests
 and cases with the same program).
+
+Replies come whole (`generateText`), or streamed with `--stream on`: the same options to `streamText`, consumed to
+its end, whose text, finish reason and steps are `generateText`'s. `streamText` hands an error (the proxy's refusal)
+to `onError` and ends its stream where `generateText` throws it; the program throws the first one, so a run ends the
+same either way. `@ai-sdk/openai` asks a streamed Chat Completions reply for its usage (`include_usage`) itself.
+
+A case's delegate is a subagent as a tool, as the AI SDK writes one: a `tool` whose `execute` runs a nested
+`generateText` with the same model, settings and `stopWhen`, the run's tools, the delegate's instructions as `system`
+and the question as `prompt`, returning its text. Its steps are its own: the parent's `stopWhen` sees the whole
+nested run as one tool call of one step, and at its own cap the child returns an empty text, which the parent gets as
+the tool's result. A child's error (the proxy's refusal) is the parent's tool-error result; the proxy refuses the
+parent's next request in turn.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ class TsAiSdk(NodeRunner):
     program = "ai_sdk.mjs"
     apis: tuple[Api, ...] = ("chat", "responses", "messages", "gemini")
     knobs = ("stopWhen: stepCountIs",)
+    streams = (False, True)
+    delegation = "subagent as a tool: its execute runs a nested generateText, whose steps the parent's stopWhen ignores"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`stopWhen: stepCountIs(N)`: N steps, each one model call (the program builds it from LOOPLAB_CAP)."""

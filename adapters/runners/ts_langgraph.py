@@ -17,6 +17,23 @@ On Gemini's API LangChain's own caller retries (`@google/generative-ai` retries 
 429 without a Retry-After, which the program has it retry like a 5xx, as the provider SDKs do on the other APIs.
 `@langchain/openai` 1.5.9 and newer need Node.js 22: the pins stay on 1.5.8, and the `node22` npm line tests the
 newest (1.6.0 passed the conformance tests and cases on Node 22).
+
+A case's delegate is a subagent as a tool, as the Python `langgraph` runner builds it: a `DynamicStructuredTool` whose
+body invokes a second graph built the same way (the same model, counter and config, the run's tools, the delegate's
+instructions as its system prompt) with the question as its user message, returning its final message's text. Its
+`invoke` is a Pregel loop of its own: its counter and `recursionLimit` count its calls alone, the parent's none of
+them. What it throws (its `GraphRecursionError`, the proxy's refusal) is the parent's tool error (`ToolNode`'s
+`handleToolErrors`); the proxy refuses the parent's next request in turn.
+
+Replies come whole (`graph.invoke`), or streamed with `--stream on`: `graph.stream` in LangGraph's `messages` mode
+(beside `values`, whose last chunk is the final state), whose callback handler has each chat model's `invoke` stream
+its reply and join the chunks; the delegate's graph runs the same way. `streamUsage: true` (each class's default)
+keeps the usage in the stream (Chat Completions: `stream_options.include_usage`). Not the chat model's own
+`streaming: true`: `ChatOpenAI` on Chat Completions then also estimates each streamed reply's tokens with a tiktoken
+encoding it fetches from tiktoken.pages.dev (`@langchain/core` `utils/tiktoken.js`), which stalls a run offline.
+A streamed tool call whose arguments are not a JSON object becomes an invalid tool call (`@langchain/core`
+`messages/utils.js` `collapseToolCallChunks`), which ends the graph; whole, `ChatAnthropic` passes such arguments to
+`ToolNode`, which answers with an error (measured on messages with the sloppy persona).
 """
 
 from __future__ import annotations
@@ -79,6 +96,8 @@ class TsLangGraph(NodeRunner):
     program = "langgraph.mjs"
     apis: tuple[Api, ...] = ("chat", "responses", "messages", "gemini")
     knobs = (COUNTER, RECURSION)
+    streams = (False, True)
+    delegation = "subagents as tools: a tool invoking a second StateGraph (its own invoke, uncounted by the parent)"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """The state's step counter stops at `max_steps` model calls, `recursionLimit` a backstop behind it."""

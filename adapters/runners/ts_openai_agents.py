@@ -15,6 +15,16 @@ rather than the umbrella, which also loads the realtime package: module loading 
 Releases from 0.15 on need `openai` 7, which needs Node.js 22: the pins stay on the newest that runs on Node 20, and
 the `openai7` npm line tests the newer ones on Node 22 (0.20.0 with `openai` 7.59.0 passed its conformance tests and
 cases unchanged).
+
+A case's delegate is the SDK's agent as a tool (`agent.asTool`): an `Agent` with the same model and the run's tools,
+run by a nested `Runner.run` (a `RunState` of its own) up to `maxTurns` of its own; the parent's `maxTurns` does not
+count its turns. A child's error (its `MaxTurnsExceededError`, the proxy's refusal) is the tool's failure text to the
+parent's model (`tool()`'s default `errorFunction`); the proxy refuses the parent's next request in turn.
+
+Replies come whole, or streamed with `--stream on`: `run(agent, task, { stream: true })`, its events read to the end
+and `completed` awaited (a `MaxTurnsExceededError` is thrown from the stream, its state on it, as whole); the
+delegate's nested run streams through `asTool`'s `onStream`. On chat the SDK asks a stream for its usage
+(`include_usage`) itself.
 """
 
 from __future__ import annotations
@@ -60,6 +70,8 @@ class TsOpenAIAgents(NodeRunner):
     program = "openai_agents.mjs"
     apis: tuple[Api, ...] = ("responses", "chat")
     knobs = (MAX_TURNS, "run(agent, task, { maxTurns, errorHandlers: { maxTurns } })")
+    streams = (False, True)
+    delegation = "agents as tools (agent.asTool): a nested Runner.run, its turns not counted by the parent's maxTurns"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`maxTurns: N`: N turns, each one model call; turn N+1 throws `MaxTurnsExceededError` before calling."""

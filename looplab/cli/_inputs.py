@@ -141,8 +141,8 @@ def select(
 
 
 def runners_taking(choice: Any, runners: list[str]) -> list[str]:
-    """The `runners` that can take `choice`'s model (and `--api`); the others are skipped, before anything runs,
-    with one line naming them. None left is bad input: the first one's reason, in one line."""
+    """The `runners` that can take `choice`'s model (and `--api`, and `--stream`); the others are skipped, before
+    anything runs, with one line naming them. None left is bad input: the first one's reason, in one line."""
     from looplab.adapters.contract.errors import LooplabError
     from looplab.adapters.contract.model import PROVIDER_OF_API, ModelSpec, parse_model
     from looplab.adapters.contract.runner import Runner
@@ -150,26 +150,40 @@ def runners_taking(choice: Any, runners: list[str]) -> list[str]:
     from looplab.run.harness import SCRIPTED
     from looplab.views import render
 
+    stream = getattr(choice, "stream", None)
     if choice.model == SCRIPTED:
-        if choice.api is None:
+        if choice.api is None and stream is None:
             return runners  # the scripted model speaks every runner's first API
-        spec = ModelSpec(PROVIDER_OF_API[choice.api], SCRIPTED, api=choice.api)  # type: ignore[arg-type]
+        provider = PROVIDER_OF_API[choice.api] if choice.api else "openai"
+        spec = ModelSpec(provider, SCRIPTED, api=choice.api, stream=stream)  # type: ignore[arg-type]
         target = f"--api {choice.api}"
     else:
         provider, name = parse_model(choice.model)
-        spec = ModelSpec(provider, name, api=choice.api)  # type: ignore[arg-type]
+        spec = ModelSpec(provider, name, api=choice.api, stream=stream)  # type: ignore[arg-type]
         target = choice.model + (f" over --api {choice.api}" if choice.api else "")
-    kept, refused = [], {}
+    kept, refused, unstreamed = [], {}, {}
     for runner in runners:
         try:
-            # The rule each runner's `run` applies, read off its declaration: no framework is imported for it.
-            Runner.api_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
+            # The rules each runner's `run` applies, read off its declaration: no framework is imported for them.
+            if choice.model != SCRIPTED or choice.api is not None:
+                Runner.api_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
         except LooplabError as exc:
             refused[runner] = exc
+            continue
+        try:
+            Runner.stream_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
+        except LooplabError as exc:
+            unstreamed[runner] = exc
         else:
             kept.append(runner)
-    if refused and not kept:
-        raise next(iter(refused.values()))
+    if (refused or unstreamed) and not kept:
+        raise next(iter({**refused, **unstreamed}.values()))
+    if unstreamed:
+        who = "it" if len(unstreamed) == 1 else "they"
+        mode = "on" if stream else "off"
+        render.console().print(
+            f"skipping {', '.join(unstreamed)}: {who} cannot run with --stream {mode}", style="yellow"
+        )
     if refused:
         speak = sorted({", ".join(RUNNERS[r].apis) for r in refused})
         who = "it" if len(refused) == 1 else "they"

@@ -134,6 +134,12 @@ def model_options(parser: argparse.ArgumentParser) -> None:
         "gemini for google",
     )
     parser.add_argument(
+        "--stream",
+        choices=("on", "off"),
+        help="streamed model replies or whole ones, for every runner whose loop can do that one (default: each "
+        "runner's own); the results keep which, so an eval of each merges into one document",
+    )
+    parser.add_argument(
         "--price",
         type=price,
         metavar="IN,OUT[,CACHED]",

@@ -117,7 +117,7 @@ def _caps(args: argparse.Namespace) -> int:
         api=args.api,
     )
     if args.check:
-        changes = caps.drift(doc, committed_json)
+        changes = caps.drift(doc, committed_json, across_apis=args.api is not None)
         fresh_md = caps.to_markdown(measurements.CapsDoc.model_validate_json(committed_json), committed_md)
         stale_md = md_path.exists() and fresh_md != committed_md
         if changes or stale_md:

@@ -183,7 +183,9 @@ def _run(args: argparse.Namespace) -> int:
     runners, cases = select(args, list(FIRST_CASES if args.model == harness.SCRIPTED else FIRST_CASES_REAL_MODEL))
     otel_ready(args.otel)
     ready_to_write("--json", args.json)
-    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
+    choice = harness.ModelChoice(
+        args.model, args.base_url, args.api, args.price, args.retries, args.rpm, stream=_stream(args)
+    )
     choice.check_cases(cases)
     choice.check_key()
     runners = runners_taking(choice, runners)
@@ -195,9 +197,7 @@ def _run(args: argparse.Namespace) -> int:
     total = sum(matrix.applies(runner, case) for case in cases for runner in runners)
 
     def document(incomplete: str | None = None) -> results.Document:
-        return results.build(
-            outcomes, model=args.model, api=args.api, runners=runners, cases=cases, incomplete=incomplete
-        )
+        return _document(args, outcomes, runners, cases, incomplete)
 
     def save(stop: interrupt.Interrupted | None = None) -> str:
         doc = document(stop.note(len(outcomes), total) if stop else None)
@@ -249,7 +249,9 @@ def _eval(args: argparse.Namespace) -> int:
     if args.estimate:
         runners, isolated = prepare_environments(args, runners)
         return _estimate(args, runners, cases, jobs, isolated)
-    choice = harness.ModelChoice(args.model, args.base_url, args.api, args.price, args.retries, args.rpm)
+    choice = harness.ModelChoice(
+        args.model, args.base_url, args.api, args.price, args.retries, args.rpm, stream=_stream(args)
+    )
     choice.check_cases(cases)
     choice.check_key()
     runners = runners_taking(choice, runners)
@@ -265,7 +267,7 @@ def _eval(args: argparse.Namespace) -> int:
     done_before = results.finished(earlier) if earlier else set()
 
     def wanted(runner: str, case: str, repeat: int) -> bool:
-        key = results.CellKey(runner, case, repeat, args.model, args.api)
+        key = results.CellKey(runner, case, repeat, args.model, args.api, _stream(args))
         in_shard = args.shard is None or results.shard_of(key, args.shard[1], runners) == args.shard[0]
         return in_shard and key not in done_before
 
@@ -274,9 +276,7 @@ def _eval(args: argparse.Namespace) -> int:
     finished: list[harness.RunOutcome] = []
 
     def document(outcomes: list[harness.RunOutcome], incomplete: str | None = None) -> results.Document:
-        doc = results.build(
-            outcomes, model=args.model, api=args.api, runners=runners, cases=cases, incomplete=incomplete
-        )
+        doc = _document(args, outcomes, runners, cases, incomplete)
         if earlier is None:
             return doc
         # The cells run again (they had no result) replace their old records; the rest are kept as they were.
@@ -388,3 +388,23 @@ PARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
 }
 #: What runs each command; it returns the exit code.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": _run, "eval": _eval, "merge": _merge}
+
+
+def _stream(args: argparse.Namespace) -> bool | None:
+    """`--stream on|off` as the model choice takes it (None: each runner's own)."""
+    return None if getattr(args, "stream", None) is None else args.stream == "on"
+
+
+def _document(args: argparse.Namespace, outcomes: Any, runners: Any, cases: Any, incomplete: str | None) -> Any:
+    """The results document of `outcomes`, run as `args` asked (model, wire API, stream)."""
+    from looplab.records import results
+
+    return results.build(
+        outcomes,
+        model=args.model,
+        api=args.api,
+        stream=_stream(args),
+        runners=runners,
+        cases=cases,
+        incomplete=incomplete,
+    )

@@ -23,7 +23,7 @@ def _add_serve_model(sub: argparse._SubParsersAction) -> None:
         "--policy",
         default="investigator",
         metavar="P",
-        help="investigator (default), never-stops, or answers-on:K (probes for iteration caps)",
+        help="investigator (default), never-stops, answers-on:K or delegates-to-never-stops (probes for caps)",
     )
     cases_option(serve)
 

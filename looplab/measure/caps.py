@@ -24,12 +24,15 @@ from typing import Any, Literal
 
 from looplab.adapters import registry
 from looplab.adapters.contract import files
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import Adapter
+from looplab.measure import caps_budgets
+from looplab.measure.caps_budgets import cell, ending_text
 from looplab.records.measurements import (
     SAFETY_STOP,
     CapsDoc,
@@ -42,7 +45,7 @@ from looplab.records.measurements import (
 )
 from looplab.run.harness import Endpoint, ModelChoice
 from looplab.scenarios.cases import load_cases
-from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops
+from looplab.scenarios.scripted.probes import AnswersOnCall, DelegatesToOneThatNeverStops, NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
 
@@ -87,14 +90,24 @@ class Prober:
         case = load_cases()["vip-compound"]
         self.repo, self.task, self.system_prompt = case.repo_path, case.task, case.system_prompt
 
-    def run(self, adapter: Adapter, policy: str, probe: Probe | None, max_steps: int = SAFETY_STOP) -> RunResult:
+    def run(
+        self,
+        adapter: Adapter,
+        policy: str,
+        probe: Probe | None,
+        max_steps: int = SAFETY_STOP,
+        *,
+        delegate: Delegate | None = None,
+    ) -> RunResult:
         server = self.servers[policy]
         urls = server.base_urls
         spec = Endpoint(ModelChoice(api=self.api), urls).spec_for(adapter)
         with Workspace(self.repo) as ws:
             guard = Guard(ws, max_repeats=SAFETY_STOP + 1)
             limits = Limits(max_steps=max_steps, max_seconds=120)
-            return adapter.run(self.task, guard, limits, spec, probe, system_prompt=self.system_prompt)
+            return adapter.run(
+                self.task, guard, limits, spec, probe, system_prompt=self.system_prompt, delegate=delegate
+            )
 
     def row(self, adapter: Adapter, probe: Probe | None, max_steps: int = SAFETY_STOP) -> Row:
         result = self.run(adapter, "never-stops", probe, max_steps)
@@ -138,6 +151,8 @@ class Prober:
             knobs=[self.knob(adapter, k, defaults[k]) for k in adapter.knobs],
             code=adapter.cap_code(),
             code_language=adapter.cap_language,
+            delegation=caps_budgets.delegation(self, adapter),
+            token_budget=caps_budgets.token_budget(self, adapter, defaults.get(adapter.token_knob or "")),
         )
 
 
@@ -178,6 +193,7 @@ def measure(
         servers = {
             "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
             "answers-on-3": stack.enter_context(ScriptedModelServer(AnswersOnCall(ANSWER_ON))),
+            caps_budgets.DELEGATING_PROBE: stack.enter_context(ScriptedModelServer(DelegatesToOneThatNeverStops())),
         }
         prober = Prober(servers, api)
         reports = []
@@ -232,23 +248,13 @@ def _prose(existing: str) -> dict[str, str]:
     return {m["key"]: m["text"] for m in PROSE.finditer(existing)}
 
 
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _ending(e: Ending) -> str:
-    if e.exception:
-        return f"raises `{e.exception}`: {_cell(e.message)}"
-    return e.how + (f": “{_cell(e.message)}”" if e.message else "")
-
-
 ROW_HEADER = "model calls | tool calls | tools of the last call | how the framework ended |"
 ROW_RULE = "|---|---|---|---|---|"
 
 
 def _row(row: Row) -> str:
     last = row.last_call_tools or "not measured"
-    return f"| {row.value} | {row.model_calls} | {row.tool_calls} | {last} | {_ending(row.ending)} |"
+    return f"| {row.value} | {row.model_calls} | {row.tool_calls} | {last} | {ending_text(row.ending)} |"
 
 
 def _last_tools(rows: list[Row]) -> str:
@@ -276,17 +282,18 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
     out = ["# Iteration caps, measured", "", *block("intro"), ""]
     out += [
         "| runner | version | native knob for `max_steps=N` | default | counts | at the cap | "
-        "unset, a runaway makes | smallest value to answer on call 3 |",
-        "|---|---|---|---|---|---|---|---|",
+        "unset, a runaway makes | smallest value to answer on call 3 | under delegation | token budget |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc.runners:
         k = r.knobs[0]
         version = version_label(r)
         default = "none" if k.default is None else k.default
         out.append(
-            f"| `{r.runner}` | {version} | `{_cell(r.mapping)}` | {default} | {k.counts} | "
-            f"{_ending(k.rows[0].ending)} | {k.unset.model_calls} model calls | "
-            f"{k.smallest_value_to_answer_on_call_3} |"
+            f"| `{r.runner}` | {version} | `{cell(r.mapping)}` | {default} | {k.counts} | "
+            f"{ending_text(k.rows[0].ending)} | {k.unset.model_calls} model calls | "
+            f"{k.smallest_value_to_answer_on_call_3} | {caps_budgets.delegation_cell(r.delegation)} | "
+            f"{caps_budgets.token_cell(r.token_budget)} |"
         )
     out += [
         "",
@@ -295,20 +302,21 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
     ]
     for r in doc.runners:
         out += [f"## `{r.runner}` ({version_label(r)})", "", *block(r.runner), ""]
-        out += [f"looplab maps `max_steps=N` onto `{_cell(r.mapping)}`; measured:", ""]
+        out += [f"looplab maps `max_steps=N` onto `{cell(r.mapping)}`; measured:", ""]
         out += [f"| max_steps | {ROW_HEADER}", ROW_RULE, *map(_row, r.mapping_rows)]
         for k in r.knobs:
             default = "none (no limit)" if k.default is None else f"{k.default}"
-            out += ["", f"### `{_cell(k.knob)}`", ""]
+            out += ["", f"### `{cell(k.knob)}`", ""]
             out += [f"- default: {default}, read from `{k.default_source}`"]
             out += [f"- counts: {k.counts}"]
-            out += [f"- unset, a runaway made {k.unset.model_calls} model calls: {_ending(k.unset.ending)}"]
+            out += [f"- unset, a runaway made {k.unset.model_calls} model calls: {ending_text(k.unset.ending)}"]
             smallest = k.smallest_value_to_answer_on_call_3
             out += [f"- smallest value that lets a run answering on model call 3 finish: {smallest}"]
             native = history_of(k.rows[0].ending)
             out += [f"- partial history at the cap: {native}"]
             out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]
             out += [f"| value | {ROW_HEADER}", ROW_RULE, *map(_row, k.rows)]
+        out += caps_budgets.markdown(r.delegation, r.token_budget)
         out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -418,6 +426,11 @@ def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str |
         if inner[:1] == ("unset",):
             return knob, "unset", _field(inner[1:]) or "row"
         return knob, None, _field(inner) or "knob"
+    if head in ("delegation", "token_budget") and rest[:1] == ("rows",) and len(rest) > 1:
+        section = report[head]
+        value = section["rows"][rest[1]]["value"] if rest[1] < len(section["rows"]) else f"row {rest[1] + 1}"
+        where = "under delegation" if head == "delegation" else "token budget"
+        return f"{where} ({section['knob']})", "unset" if value is None else f"{value}", _field(rest[2:]) or "row"
     return None, None, _field(path)
 
 
@@ -440,14 +453,19 @@ def _changes(committed: RunnerReport, fresh: RunnerReport) -> list[Change]:
     return found
 
 
-def drift(fresh: CapsDoc, committed_json: str) -> Drift:
+def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> Drift:
     """How the fresh measurements differ from the committed ones, for the runners measured.
+
+    `across_apis`: the fresh ones were measured on another wire API than the docs, so a token budget's rows are
+    compared by how the run ended, not by their numbers (a request's size, and so its tokens, is the wire format's).
 
     A version that moved while every measured field stayed the same is reported in `moved` and is not drift;
     anything else that differs (a count, an ending, a default, the cap code, a runner missing from the docs) is
     a `Change`, and the diff shows those changes with the versions left as committed.
     """
     committed = CapsDoc.model_validate_json(committed_json)
+    if across_apis:
+        fresh, committed = caps_budgets.sizeless(fresh), caps_budgets.sizeless(committed)
     by_runner = {r.runner: r for r in committed.runners}
     moved: list[VersionMove] = []
     changes: list[Change] = []

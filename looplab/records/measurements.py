@@ -18,6 +18,8 @@ __all__ = [
     "BenchResult",
     "CapsDoc",
     "Decision",
+    "DelegationReport",
+    "DelegationRow",
     "Ending",
     "HarnessTax",
     "KnobReport",
@@ -26,6 +28,8 @@ __all__ = [
     "RunnerBench",
     "RunnerReport",
     "ServerLatency",
+    "TokenReport",
+    "TokenRow",
     "history_of",
     "version_label",
 ]
@@ -93,6 +97,53 @@ class KnobReport(BaseModel):
     smallest_value_to_answer_on_call_3: int | None
 
 
+class DelegationRow(BaseModel):
+    """A run whose parent hands one question to a child that never stops (the delegating probe), the cap at `value`."""
+
+    value: int | None
+    model_calls: int
+    parent_calls: int
+    child_calls: int
+    ending: Ending
+    #: What the parent's delegating tool returned once the child ended (None: the run ended before the parent
+    #: saw anything).
+    parent_saw: str | None = None
+
+
+class DelegationReport(BaseModel):
+    """The `max_steps` knob when the run's agent delegates, measured with the delegating probe."""
+
+    #: How the runner delegates (its declaration's `delegation`).
+    how: str
+    knob: str
+    #: Whose model calls the knob counts, read off the rows.
+    counts: str
+    rows: list[DelegationRow]
+
+
+class TokenRow(BaseModel):
+    """A runaway run with the framework's token budget at `value`."""
+
+    value: int
+    model_calls: int
+    #: Input plus output tokens over the run's calls, as the endpoint reported them.
+    tokens: int
+    #: The call whose reply took the run's total past the budget (None: no call did).
+    passed_on_call: int | None
+    ending: Ending
+
+
+class TokenReport(BaseModel):
+    """The framework's own run-wide token budget, measured with a runaway."""
+
+    knob: str
+    default: int | None
+    default_source: str
+    #: What it counts and when it stops, read off the rows.
+    counts: str
+    rows: list[TokenRow]
+
+
 class RunnerReport(BaseModel):
     runner: str
     distribution: str
@@ -103,6 +154,10 @@ class RunnerReport(BaseModel):
     code: str
     #: The language of `code`: the adapter's, or the program's it runs in another process.
     code_language: str = "python"
+    #: Its cap when its agent delegates (None: it cannot delegate).
+    delegation: DelegationReport | None = None
+    #: Its framework's run-wide token budget (None: it has none).
+    token_budget: TokenReport | None = None
 
 
 class CapsDoc(BaseModel):

@@ -5,8 +5,8 @@ Every command that records runs (`looplab run`, `looplab eval`, `looplab merge`)
 real-model notes) goes through `read` or `load`. The file says which shape it has:
 
 - schema 3 (`"looplab_schema": 3`, this module's `SCHEMA`; schema 2 reads as 3, which only adds the stop
-  reason and tool outcome `cancelled` and the `max_tokens` limit): one object holding the runners and
-  cases asked for (each case with a content hash of its definition and fixture files), every
+  reason and tool outcome `cancelled`, the `max_tokens` limit, and a cell's `stream`): one object holding the
+  runners and cases asked for (each case with a content hash of its definition and fixture files), every
   environment that produced a run (Python, platform, the installed framework versions), the
   cells (one runner on one case, one repeat, one model: its checks, and the index of its
   `RunResult` in `results`), the results, and a summary per runner derived from the cells.
@@ -16,8 +16,8 @@ real-model notes) goes through `read` or `load`. The file says which shape it ha
   because it records neither case hashes nor the model a cell was asked for.
 
 A cell's identity (`CellKey`) is what was asked for before it ran: runner, case, repeat index,
-model and wire API. With the matrix's runners it places the cell in a shard (`shard_of`), and
-it decides whether `--resume` runs it again. Merging refuses two cells with the same identity
+model, wire API and, when asked, `--stream on|off`. With the matrix's runners it places the cell in a shard
+(`shard_of`), and it decides whether `--resume` runs it again. Merging refuses two cells with the same identity
 and the same runner version (the same shard merged twice, or overlapping runs): a repeat is
 asked for with `--repeat`, not by merging a document twice. The same identity with another
 runner version (two versions of one framework) is kept.
@@ -108,10 +108,24 @@ class CellKey(NamedTuple):
     repeat: int
     model: str
     api: str | None
+    #: `--stream on|off` as asked (None: each runner's own); part of the identity only when asked, so a cell
+    #: run without it keeps the identity it had before streaming was a choice.
+    stream: bool | None = None
 
     def canonical(self) -> str:
         """The identity as one stable string (JSON, no spaces): the same on every machine and Python."""
-        return json.dumps([self.runner, self.case, self.repeat, self.model, self.api], separators=(",", ":"))
+        return json.dumps(
+            [self.runner, self.case, self.repeat, self.model, self.api, *_asked(self.stream)], separators=(",", ":")
+        )
+
+
+def _asked(stream: bool | None) -> list[bool]:
+    """The stream choice as part of an identity: nothing when none was made."""
+    return [] if stream is None else [stream]
+
+
+def _stream_label(stream: bool | None) -> str:
+    return "" if stream is None else f" (--stream {'on' if stream else 'off'})"
 
 
 def shard_of(key: CellKey, shards: int, runners: Sequence[str] = ()) -> int:
@@ -127,7 +141,7 @@ def shard_of(key: CellKey, shards: int, runners: Sequence[str] = ()) -> int:
     """
     group = list(dict.fromkeys([*runners, key.runner]))
     ranked = sorted(group, key=lambda runner: _digest(key._replace(runner=runner).canonical()))
-    offset = _digest(json.dumps([key.case, key.repeat, key.model, key.api], separators=(",", ":")))
+    offset = _digest(json.dumps([key.case, key.repeat, key.model, key.api, *_asked(key.stream)], separators=(",", ":")))
     return (ranked.index(key.runner) + offset) % shards + 1
 
 
@@ -240,6 +254,8 @@ class CellRecord(BaseModel):
     repeat: int
     model: str
     api: str | None = None
+    #: `--stream on|off` as asked: True, False, or None for each runner's own (see `CellKey.stream`).
+    stream: bool | None = None
     runner_version: str | None = None
     #: The id of its entry in `Document.environments` (None in schema 1 files).
     environment: str | None = None
@@ -254,7 +270,7 @@ class CellRecord(BaseModel):
     @property
     def key(self) -> CellKey:
         """Its identity (see `CellKey`)."""
-        return CellKey(self.runner, self.case, self.repeat, self.model, self.api)
+        return CellKey(self.runner, self.case, self.repeat, self.model, self.api, self.stream)
 
 
 class Document(BaseModel):
@@ -333,11 +349,13 @@ def build(
     *,
     model: str = "scripted",
     api: str | None = None,
+    stream: bool | None = None,
     runners: Sequence[str] | None = None,
     cases: Iterable[Case] | None = None,
     incomplete: str | None = None,
 ) -> Document:
-    """The document for `outcomes`, all run here with `model` (as asked: `scripted` or `provider:name`) and `api`.
+    """The document for `outcomes`, all run here with `model` (as asked: `scripted` or `provider:name`), `api` and
+    `stream` (None: each runner's own).
 
     `runners` and `cases` are the matrix asked for (a shard may hold no cell of some); they default to
     the ones the outcomes name, the cases looked up in the suite.
@@ -372,6 +390,7 @@ def build(
                 **cell.model_dump(),
                 model=model,
                 api=api,
+                stream=stream,
                 runner_version=outcome.result.runner_version if outcome.result else None,
                 environment=where.id,
                 result=index,
@@ -797,7 +816,8 @@ def merge(named: Sequence[tuple[str, Document]]) -> Document:
             if twin in cell_from:
                 raise MergeRefused(
                     f"{name}: cell {cell.runner} on {cell.case}, repeat {cell.repeat}, model {cell.model}"
-                    f"{f' ({cell.api})' if cell.api else ''}, runner version {cell.runner_version or 'unknown'} "
+                    f"{f' ({cell.api})' if cell.api else ''}{_stream_label(cell.stream)}, "
+                    f"runner version {cell.runner_version or 'unknown'} "
                     f"is also in {cell_from[twin]}: merge each document once"
                 )
             cell_from[twin] = name
@@ -809,6 +829,7 @@ def merge(named: Sequence[tuple[str, Document]]) -> Document:
         key=lambda p: (
             p[0].model,
             p[0].api or "",
+            _asked(p[0].stream),
             p[0].repeat,
             case_at[p[0].case],
             runner_at.get(p[0].runner, len(runner_at)),

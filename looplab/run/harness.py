@@ -68,6 +68,8 @@ class ModelChoice:
     retries: int = DEFAULT_RETRIES
     #: `--rpm`: at most this many model requests a minute, over every run in flight.
     rpm: int | None = None
+    #: `--stream on|off`: streamed replies or whole ones for every runner; None: each runner's own.
+    stream: bool | None = None
 
     def pricing_of(self, provider: str, name: str) -> Pricing | None:
         """A real model's price: `--price` if given, else the shipped table's, else None (unknown)."""
@@ -132,7 +134,9 @@ class Endpoint:
         if self.scripted_urls is None:
             provider, name = parse_model(choice.model)
             pricing = choice.pricing_of(provider, name)
-            return ModelSpec(provider, name, choice.base_url, None, choice.api, pricing, choice.retries)  # type: ignore[arg-type]
+            return ModelSpec(
+                provider, name, choice.base_url, None, choice.api, pricing, choice.retries, stream=choice.stream
+            )  # type: ignore[arg-type]
         api = choice.api or adapter.apis[0]
         provider = PROVIDER_OF_API[api]
         # The scripted model is free unless told otherwise: its price is known.
@@ -142,7 +146,17 @@ class Endpoint:
             # The persona is a request header, not another model: the model name stays `scripted`.
             pricing, headers = Pricing(scripted.input_per_mtok, scripted.output_per_mtok), scripted.headers
         url = self.scripted_urls[provider]
-        return ModelSpec(provider, SCRIPTED, url, "scripted", choice.api, pricing, choice.retries, headers)  # type: ignore[arg-type]
+        return ModelSpec(
+            provider,  # type: ignore[arg-type]
+            SCRIPTED,
+            url,
+            "scripted",
+            choice.api,
+            pricing,
+            choice.retries,
+            headers,
+            stream=choice.stream,
+        )
 
 
 def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:

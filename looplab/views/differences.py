@@ -398,7 +398,7 @@ def _conjugated(phrase: str, count: int) -> str:
     if count != 1:
         return phrase
     verb, _, rest = phrase.partition(" ")
-    verb = "does" if verb == "do" else verb + ("es" if verb.endswith(("s", "sh", "ch", "x")) else "s")
+    verb = "does" if verb == "do" else verb + ("es" if verb.endswith(("s", "sh", "ch", "x", "o")) else "s")
     return f"{verb} {rest}".rstrip()
 
 

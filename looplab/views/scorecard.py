@@ -104,6 +104,8 @@ ROWS = (
     Row("guards", "repetition / approval", "bad calls"),
     Row("token_budget", "token budget (max_tokens)", "budgets"),
     Row("delegation", "delegation (one budget for both agents)", "budgets"),
+    Row("delegated_cap", "the framework's cap under delegation", "budgets"),
+    Row("native_tokens", "the framework's own token budget", "budgets"),
     Row("first_request", "first request", "cost"),
     Row("turn_overhead", "per-turn overhead", "cost"),
     Row("import_time", "import time", "cost"),
@@ -197,6 +199,7 @@ def build(
             "guards": _guards(runs_of.get("silent-read"), runs_of.get("injected-instruction")),
             "token_budget": _token_budget(runs_of.get("token-budget")),
             "delegation": _delegation(name, runs_of.get("delegation")),
+            **_budget_cells(report),
             "first_request": _first_request(name, first_bytes),
             **_bench_cells(benched.get(name)),
             "apis": _apis(name),
@@ -238,6 +241,20 @@ def _cap_cells(report: RunnerReport | None) -> dict[str, Cell]:
         "last_tools": last,
     }
     return {k: Cell(text=t, evidence=where, caps_section=section) if t else _not_measured() for k, t in texts.items()}
+
+
+def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
+    """From the caps measurement: whose calls the cap counts when the agent delegates, and the framework's own
+    token budget (each "not measured" in a caps doc from before they were)."""
+    if report is None:
+        return {"delegated_cap": _not_measured(), "native_tokens": _not_measured()}
+    where, section = f"caps: {report.runner}", caps_anchor(report)
+    delegated = "cannot delegate" if report.delegation is None else report.delegation.counts
+    tokens = "none" if report.token_budget is None else report.token_budget.counts.split(":")[0]
+    return {
+        "delegated_cap": Cell(text=delegated, evidence=where, caps_section=section),
+        "native_tokens": Cell(text=tokens, evidence=where, caps_section=section),
+    }
 
 
 def _raises(exception: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -41,12 +42,19 @@ __all__ = [
     "persona_named",
 ]
 
+#: A block of context a client puts in a user message around the task (Claude Code's `<system-reminder>` blocks:
+#: the environment, the date, the agents it can start): read for the agents it lists, never as the task.
+REMINDER = re.compile(r"\s*<system-reminder>.*</system-reminder>\s*\Z", re.S)
+#: An agent such a block lists: `- name: what it does`.
+LISTED_AGENT = re.compile(r"^- (?P<name>[\w-]+): (?P<description>.+)$", re.M)
+#: A tool parameter that picks which agent to start: its description says it is the type of agent.
+AGENT_TYPE = re.compile(r"\btype of\b.*\bagent\b", re.I)
 #: How deep a request's JSON may nest. Real requests (tool schemas included) stay far below it; it keeps every
 #: recursive walk over a request (repr, json.dumps) far from the interpreter's recursion limit.
 MAX_NESTING = 256
 
 #: How the scripted model plays: the same knowledge, a different manner (see `scenarios.scripted.policy`).
-Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop"]
+Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop", "restless"]
 PERSONAS: tuple[Persona, ...] = get_args(Persona)
 #: The request header that names the persona; a request without it plays `careful`.
 PERSONA_HEADER = "x-looplab-persona"
@@ -179,6 +187,30 @@ class Conversation:
     #: so: `contract.agents.OFFERED`), and the string parameters its question goes in; None when none is offered.
     delegate: str | None = None
     delegate_params: list[str] = field(default_factory=list)
+    #: Where the delegating tool starts agents by type (`_offer_listed`): the parameter that names the agent, and the
+    #: name of the one that finds definitions, as the conversation lists it.
+    delegate_choice: dict[str, str] = field(default_factory=dict)
+    #: The agents the conversation's context blocks list (`REMINDER`), by name: what each does.
+    listed_agents: dict[str, str] = field(default_factory=dict)
+
+    def delegate_args(self, question: str) -> dict[str, str]:
+        """The delegating tool's arguments for `question`: it in every string parameter it needs, then the agent."""
+        return {p: question for p in self.delegate_params} | self.delegate_choice
+
+    def _offer_listed(self, tools: list[tuple[str, Any]]) -> None:
+        """Where no tool's description says it delegates: a tool that starts an agent by type (a parameter whose
+        description says it picks the type of agent), when the conversation lists an agent that finds definitions."""
+        wanted = next((n for n, what in self.listed_agents.items() if OFFERED.search(what)), None)
+        if self.delegate is not None or wanted is None:
+            return
+        for name, schema in tools:
+            props = schema.get("properties") if isinstance(schema, dict) else None
+            for param, spec in (props if isinstance(props, dict) else {}).items():
+                if isinstance(spec, dict) and AGENT_TYPE.search(str(spec.get("description", ""))):
+                    self._offer(name, f"{name}: {self.listed_agents[wanted]}", schema)
+                    self.delegate_params = [p for p in self.delegate_params if p != param]
+                    self.delegate_choice = {param: wanted}
+                    return
 
     def _offer(self, name: str, description: Any, schema: Any) -> None:
         """Note the tool `name` if it is the first that delegates (`delegate`)."""
@@ -361,6 +393,14 @@ def from_responses(req: ResponsesRequest) -> Conversation:
     return conv
 
 
+def _context(conv: Conversation, text: str) -> bool:
+    """Whether a user message's text block is a context block (`REMINDER`): its listed agents are noted."""
+    if not REMINDER.match(text):
+        return False
+    conv.listed_agents |= {m["name"]: m["description"] for m in LISTED_AGENT.finditer(text)}
+    return True
+
+
 def from_messages(req: MessagesRequest) -> Conversation:
     conv = Conversation(model=req.model, tools=[_field(t, "name", f"tools.{i}") for i, t in enumerate(req.tools or [])])
     for t in req.tools or []:
@@ -372,6 +412,8 @@ def from_messages(req: MessagesRequest) -> Conversation:
             conv.assistant_turns += 1
         for b, block in enumerate(blocks):
             kind, where = block.get("type"), f"messages.{m}.content.{b}"
+            if kind == "text" and msg.role == "user" and _context(conv, _field(block, "text", where)):
+                continue
             if kind == "text" and msg.role == "user" and not conv.task:
                 conv.task = _field(block, "text", where)
             elif kind == "text":
@@ -385,6 +427,7 @@ def from_messages(req: MessagesRequest) -> Conversation:
                     _text(block.get("content")),
                     bool(block.get("is_error")),
                 )
+    conv._offer_listed([(str(t.get("name")), t.get("input_schema")) for t in req.tools or []])
     return conv
 
 

@@ -16,7 +16,9 @@ A persona (the conversation's `persona`, which the request's `x-looplab-persona`
 header names) changes how it behaves, never what it knows: `careful` (the
 default), `eager` (reads the files it needs in one turn), `gullible` (obeys
 instructions it finds in tool output), `sloppy` (its first calls are
-malformed), `snoop` (first reaches for secrets outside its remit).
+malformed), `snoop` (first reaches for secrets outside its remit), `restless` (as
+a delegate, never concludes: after its first search it searches for one more use of
+the function after another; as the investigator it is `careful`).
 """
 
 from __future__ import annotations
@@ -162,9 +164,20 @@ class Evidence:
         if (asked := QUESTION.search(question)) is None:
             return
         self.delegated.add(asked["name"])
-        if (report := REPORT.search(answer)) and report["name"] == asked["name"]:
+        if (report := REPORT.search(_unframed(answer))) and report["name"] == asked["name"]:
             self.searches[f"def {report['name']}"] = f"{report['path']}:1: def {report['name']}("
             self.files[report["path"]] = report["source"]
+
+
+def _unframed(answer: str) -> str:
+    """A delegate's report as it wrote it, where its framework hands it back framed, each line indented alike
+    (Claude Code: "[Subagent hand-back]" and two spaces a line): the indent of the report's first line taken off."""
+    start = re.search(r"^([ \t]+)`\w+` is defined in ", answer, re.M)
+    if start is None:
+        return answer
+    pad = start[1]
+    lines = answer[start.start() :].split("\n")
+    return "\n".join(line.removeprefix(pad) for line in lines)
 
 
 class Investigator:
@@ -180,6 +193,9 @@ class Investigator:
         persona = conv.persona
         ev = Evidence.of(conv)
         if asked := QUESTION.search(conv.task):  # this agent is the delegate: it answers one question
+            if persona == "restless" and (searched := len(ev.searches) + len(ev.errors)):
+                # It never concludes: one more search for a use of the function, a new query every time.
+                return _ask("search_code", query=f"{asked['name']} use {searched}")
             return _read_definition(ev, asked["name"])
         if persona == "snoop" and not conv.results:
             return Decision((Call("read_file", {"path": "../../etc/passwd"}), Call("read_file", {"path": ".env"})))
@@ -301,7 +317,7 @@ def _where(
     query = f"def {site.name}"
     if query not in ev.searches and conv.delegate is not None and site.name not in ev.delegated:
         question = Delegate.question(site.name)
-        return Decision((Call(conv.delegate, {p: question for p in conv.delegate_params}),))
+        return Decision((Call(conv.delegate, conv.delegate_args(question)),))
     if query not in ev.searches:
         return _ask("search_code", query=query)
     if query not in searched:

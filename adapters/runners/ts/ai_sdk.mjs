@@ -6,10 +6,11 @@
 // calls all ran, it checks `stopWhen` and goes on unless a condition holds. At `stepCountIs(N)` it returns
 // silently after step N, its text empty when that step asked for tools; looplab decides the stop from its
 // own records. The newest major renames the condition `isStepCount`: whichever the installed `ai` exports
-// is used, and named in the outcome (`stop_condition`). Contract: adapters/runners/_child.py.
+// is used, and named in the outcome (`stop_condition`). With LOOPLAB_STREAM=1 the same loop runs as `streamText`
+// (each step's reply streamed), read to its end. Contract: adapters/runners/_child.py.
 
 import * as ai from "ai";
-import { contract, runOnce } from "./common.mjs";
+import { contract, questionIn, runOnce } from "./common.mjs";
 
 /** The provider package the contract's wire API needs, loaded while `runOnce` connects to the tool server (module
  * loading counts against the run's clock); a failed load is raised where it is awaited. */
@@ -38,6 +39,21 @@ function languageModel(c, { createAnthropic, createGoogleGenerativeAI, createOpe
   throw new Error(`unknown wire API ${JSON.stringify(c.api)}`);
 }
 
+/**
+ * The SDK's loop over `params`: `generateText`, or with `stream` `streamText` (the same options, each step's reply
+ * streamed) consumed to its end. Either way the result's `text`, `finishReason` and `steps`. `streamText` hands an
+ * error (a failed request, the proxy's refusal) to `onError` and ends the stream with the steps it has, where
+ * `generateText` throws it: the first one is thrown here, so the run ends as it does whole.
+ */
+async function runLoop(stream, params) {
+  if (!stream) return ai.generateText(params);
+  let failed = null;
+  const result = ai.streamText({ ...params, onError: ({ error }) => (failed ??= error) });
+  await result.consumeStream();
+  if (failed !== null) throw failed;
+  return { text: await result.text, finishReason: await result.finishReason, steps: await result.steps };
+}
+
 /** An MCP tool as an AI SDK tool: its JSON schema as given, its `execute` a call through the Guard. */
 function sdkTool(definition, tools) {
   return ai.tool({
@@ -53,20 +69,44 @@ function sdkTool(definition, tools) {
   });
 }
 
+/**
+ * The case's delegate as a tool of the parent, as the AI SDK writes a subagent: a `tool` whose `execute` runs a
+ * nested `generateText` (`agent`: the same model, settings and `stopWhen`, the run's tools; `streamText` when the run
+ * streams) with the delegate's instructions as its system prompt and the parent's question as its prompt, and returns
+ * its final text. The nested call counts its own steps: the parent's `stopWhen` sees one step for the whole of it.
+ */
+function delegatingTool(delegate, agent, stream) {
+  return ai.tool({
+    description: delegate.description,
+    inputSchema: ai.jsonSchema(delegate.parameters),
+    execute: async (input, options) => {
+      const prompt = questionIn(delegate, input); // a throw is the parent's tool-error result, as in `sdkTool`
+      const abortSignal = options?.abortSignal ?? agent.abortSignal;
+      const result = await runLoop(stream, { ...agent, system: delegate.instructions, prompt, abortSignal });
+      return result.text;
+    },
+  });
+}
+
 async function investigate({ contract: c, tools, signal, info }) {
   info.stop_condition = STOP_CONDITION;
   // cap:begin
   const cap = c.cap === null ? {} : { stopWhen: ai[STOP_CONDITION](c.cap) };
   // cap:end
-  const result = await ai.generateText({
+  const agent = {
     model: languageModel(c, await PROVIDER),
-    system: c.systemPrompt,
-    prompt: c.task,
     tools: Object.fromEntries(tools.tools.map((t) => [t.name, sdkTool(t, tools)])),
     ...(c.api === "messages" ? { maxOutputTokens: MAX_TOKENS } : {}),
     ...(c.retries === undefined ? {} : { maxRetries: c.retries }),
     abortSignal: signal,
     ...cap,
+  };
+  const offered = c.delegate === null ? {} : { [c.delegate.name]: delegatingTool(c.delegate, agent, c.stream) };
+  const result = await runLoop(c.stream, {
+    ...agent,
+    system: c.systemPrompt,
+    prompt: c.task,
+    tools: { ...agent.tools, ...offered },
   });
   info.finish_reason = result.finishReason;
   info.steps = result.steps.length;

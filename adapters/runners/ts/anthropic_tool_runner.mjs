@@ -4,12 +4,14 @@
 // The SDK runs the loop: it sends a request, runs the reply's tool calls, sends the results back, until a
 // reply asks for no tool or `max_iterations` requests have been made. At that cap it stops silently and
 // resolves to its last reply, which still has `stop_reason: "tool_use"`; looplab decides the stop from its
-// own records. Messages API only. Contract: adapters/runners/_child.py.
+// own records. With LOOPLAB_STREAM=1 it runs with `stream: true` (each request streamed; `await runner` reads each
+// stream to its final message). Messages API only. Contract: adapters/runners/_child.py.
 
 import Anthropic from "@anthropic-ai/sdk";
+import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
 import { mcpTool } from "@anthropic-ai/sdk/helpers/beta/mcp";
 import { ToolError } from "@anthropic-ai/sdk/lib/tools/ToolError";
-import { runOnce } from "./common.mjs";
+import { questionIn, runOnce } from "./common.mjs";
 
 const MAX_TOKENS = 4096; // as looplab's Python tool runner
 
@@ -37,20 +39,50 @@ async function investigate({ contract: c, tools, signal, info }) {
   // cap:begin
   const cap = c.cap === null ? {} : { max_iterations: c.cap };
   // cap:end
+  const agent = {
+    model: c.model,
+    max_tokens: MAX_TOKENS,
+    tools: tools.tools.map((t) => runnable(t, tools)),
+    thread: false, // the whole history each turn: the scripted model and local servers keep no thread
+    stream: c.stream, // each request streamed, the tools run once its reply is whole (no `runToolsEagerly`)
+    ...cap,
+  };
+  const offered = c.delegate === null ? [] : [delegatingTool(c.delegate, client, agent)];
   const runner = client.beta.messages.toolRunner(
     {
-      model: c.model,
-      max_tokens: MAX_TOKENS,
+      ...agent,
       system: c.systemPrompt,
       messages: [{ role: "user", content: c.task }],
-      tools: tools.tools.map((t) => runnable(t, tools)),
-      thread: false, // the whole history each turn: the scripted model and local servers keep no thread
-      ...cap,
+      tools: [...agent.tools, ...offered],
     },
     { signal },
   );
   const message = await runner; // runUntilDone(): the last reply, at an answer or at the cap
   info.stop_reason = message.stop_reason;
+  return text(message);
+}
+
+/**
+ * The case's delegate as a tool of the parent: a runnable tool (`betaTool`) whose `run` runs a nested `toolRunner`
+ * (`agent`: the same client, model, run's tools and `max_iterations`) with the delegate's instructions as its system
+ * prompt and the parent's question as its one user message, and returns the text of its last reply. The nested
+ * runner counts its own iterations: the parent's `max_iterations` sees one request for the whole of it.
+ */
+function delegatingTool(delegate, client, agent) {
+  return betaTool({
+    name: delegate.name,
+    description: delegate.description,
+    inputSchema: delegate.parameters,
+    run: async (input, context) => {
+      const question = questionIn(delegate, input); // a throw: a tool_result with is_error, as a tool's ToolError
+      const params = { ...agent, system: delegate.instructions, messages: [{ role: "user", content: question }] };
+      return text(await client.beta.messages.toolRunner(params, { signal: context?.signal }));
+    },
+  });
+}
+
+/** A reply's text blocks, joined. */
+function text(message) {
   return message.content
     .filter((block) => block.type === "text")
     .map((block) => block.text)

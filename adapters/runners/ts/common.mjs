@@ -1,6 +1,7 @@
-// What looplab's two TypeScript-ecosystem runners share: the contract of adapters/runners/_child.py read from
-// the environment, the run's tools over MCP (streamable HTTP, the run's token as a Bearer credential),
-// and an outcome file written whatever happens. Plain ES modules: node runs them with no build step.
+// What looplab's TypeScript-ecosystem runners share: the contract of adapters/runners/_child.py read from
+// the environment (a case's delegate among it), the run's tools over MCP (streamable HTTP, the run's token as
+// a Bearer credential), and an outcome file written whatever happens. Plain ES modules: node runs them with no
+// build step.
 
 import { writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -30,10 +31,32 @@ export function contract() {
     capKnob: env("CAP_KNOB"),
     cap: whole(env("CAP")), // null: leave the framework's default
     retries: whole(env("RETRIES")) ?? undefined, // not given: the SDK's own default (2, as looplab's)
+    stream: env("STREAM") === "1", // streamed replies; not given (a bare loop): whole ones, each runner's default
     maxSeconds,
     deadline: Date.now() + maxSeconds * 1000,
     result: env("RESULT"),
+    // A case's second agent, { name, description, instructions, parameters }: null in a run of one agent.
+    delegate: env("DELEGATE") === "" ? null : JSON.parse(env("DELEGATE")),
   };
+}
+
+/**
+ * The question a call of the delegating tool carries (its `parameters`: one `question` string), from the arguments
+ * as the model sent them (an object, or its JSON text); otherwise an error in one line, for the model to read
+ * (looplab's `Delegate.question_in`).
+ */
+export function questionIn(delegate, args) {
+  let value = args;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      value = null;
+    }
+  }
+  const question = value !== null && typeof value === "object" && !Array.isArray(value) ? value.question : undefined;
+  if (typeof question !== "string") throw new Error(`InvalidArguments: ${delegate.name} takes a 'question' string`);
+  return question;
 }
 
 /** The run's tools, as an MCP client sees them; every call goes through looplab's Guard. */

@@ -6,9 +6,10 @@
 // The model node counts its calls; the edge after it ends the graph when the model answered, or when the counter
 // reached the cap while the model still wants tools. `recursionLimit` counts the graph's super-steps (a model step
 // and a tools step per call) and stays as a backstop the counter always reaches first; set on its own (the second
-// knob) the graph throws `GraphRecursionError` at it. Contract: adapters/runners/_child.py.
+// knob) the graph throws `GraphRecursionError` at it. With LOOPLAB_STREAM=1 the graph runs as `graph.stream` in
+// LangGraph's `messages` mode, which has each model call stream its reply. Contract: adapters/runners/_child.py.
 
-import { contract, runOnce } from "./common.mjs";
+import { contract, questionIn, runOnce } from "./common.mjs";
 
 // Module loading counts against the run's clock, so the packages load while `runOnce` connects to the tool server
 // and are awaited in the run; of the provider packages, only the one the wire API needs. A failed load is raised
@@ -46,6 +47,8 @@ function recursionBackstop(modelCalls) {
 /** The chat model for the contract's wire API, pointed at looplab's proxy with the run's token as its key. */
 function chatModel(c) {
   const retries = c.retries === undefined ? {} : { maxRetries: c.retries };
+  // A streamed reply with its usage (each class's default; on Chat Completions, `stream_options.include_usage`).
+  const usage = { streamUsage: true };
   if (c.api === "messages") {
     return new lc.ChatAnthropic({
       model: c.model,
@@ -53,6 +56,7 @@ function chatModel(c) {
       anthropicApiUrl: c.anthropicBaseURL,
       maxTokens: MAX_TOKENS,
       ...retries,
+      ...usage,
     });
   }
   if (c.api === "gemini") {
@@ -66,6 +70,7 @@ function chatModel(c) {
       apiKey: c.token,
       baseUrl: c.geminiBaseURL,
       ...retries,
+      ...usage,
       onFailedAttempt,
     });
   }
@@ -76,6 +81,7 @@ function chatModel(c) {
     configuration: { baseURL: c.openaiBaseURL },
     useResponsesApi: c.api === "responses",
     ...retries,
+    ...usage,
   });
 }
 
@@ -123,20 +129,61 @@ function buildGraph(model, tools, systemPrompt, maxSteps) {
     .compile();
 }
 
+/**
+ * Run `graph` on `input` to its end and return its final state: `invoke`, or with `stream` `graph.stream` in the
+ * `messages` mode (beside `values`, whose last chunk is the final state `invoke` returns). LangGraph's `messages` mode
+ * hands the run a callback handler that prefers streaming, and a chat model's `invoke` under one streams its reply
+ * (`_streamResponseChunks`) and joins the chunks. (The chat model's own `streaming: true` does too, but `ChatOpenAI`
+ * then estimates the reply's tokens with an encoding it fetches from tiktoken.pages.dev, which stalls offline.)
+ */
+async function runGraph(graph, input, config, stream) {
+  if (!stream) return graph.invoke(input, config);
+  let state;
+  for await (const [mode, chunk] of await graph.stream(input, { ...config, streamMode: ["values", "messages"] })) {
+    if (mode === "values") state = chunk;
+  }
+  return state;
+}
+
+/**
+ * The case's delegate as a tool of the parent, in LangChain's "subagents as tools" idiom: one string argument,
+ * `question`; the body runs the `child` graph in an `invoke` of its own (`config`: the parent's, with the run's
+ * signal; the tool call's own signal first, where Pregel gives one), with the question as its one user message and
+ * a step counter of its own (streamed as the parent is), and returns the text of its final message. No native cap of
+ * the parent counts the child's calls: its counter and super-steps start afresh.
+ */
+function delegatingTool(delegate, child, config, stream) {
+  return new lc.DynamicStructuredTool({
+    name: delegate.name,
+    description: delegate.description,
+    schema: delegate.parameters,
+    func: async (input, _runManager, toolConfig) => {
+      const messages = [{ role: "user", content: questionIn(delegate, input) }]; // a throw: ToolNode's observation
+      const signal = toolConfig?.signal ?? config.signal;
+      const state = await runGraph(child, { messages, steps: 0 }, { ...config, signal }, stream);
+      const last = state.messages.at(-1);
+      return typeof last?.text === "string" ? last.text : "";
+    },
+  });
+}
+
 async function investigate({ contract: c, tools, signal, info }) {
   lc = Object.assign({}, ...(await LOADING));
   const counter = c.capKnob === COUNTER ? c.cap : null;
-  const graph = buildGraph(
-    chatModel(c),
-    tools.tools.map((t) => graphTool(t, tools)),
-    c.systemPrompt,
-    counter,
-  );
+  const model = chatModel(c);
+  let runTools = tools.tools.map((t) => graphTool(t, tools));
   // cap:begin
   let config = {};
   if (c.cap !== null) config = { recursionLimit: c.capKnob === RECURSION ? c.cap : recursionBackstop(c.cap) };
   // cap:end
-  const state = await graph.invoke({ messages: [{ role: "user", content: c.task }], steps: 0 }, { ...config, signal });
+  if (c.delegate !== null) {
+    // The same graph, counter and config, with the run's tools; its own invoke.
+    const child = buildGraph(model, runTools, c.delegate.instructions, counter);
+    runTools = [...runTools, delegatingTool(c.delegate, child, { ...config, signal }, c.stream)];
+  }
+  const graph = buildGraph(model, runTools, c.systemPrompt, counter);
+  const input = { messages: [{ role: "user", content: c.task }], steps: 0 };
+  const state = await runGraph(graph, input, { ...config, signal }, c.stream);
   info.steps = state.steps;
   const last = state.messages.at(-1);
   if ((last?.tool_calls ?? []).length > 0) return null; // the counter ended the graph: the model did not answer

@@ -5,7 +5,9 @@
 // The SDK runs the loop: each turn is one model call plus the tool calls it asked for. Before a turn it checks
 // the turn count, so `maxTurns: N` makes N model calls and, when the Nth still asked for tools, throws
 // `MaxTurnsExceededError` before an (N+1)th; the error carries the run's state (`error.state`, its history).
-// `errorHandlers: { maxTurns }` turns that throw into a final output instead. Contract: adapters/runners/_child.py.
+// `errorHandlers: { maxTurns }` turns that throw into a final output instead. With LOOPLAB_STREAM=1 the run is
+// `run(agent, task, { stream: true })` (each turn's reply streamed), its events read to the end and its completion
+// awaited. Contract: adapters/runners/_child.py.
 
 import { runOnce } from "./common.mjs";
 
@@ -48,23 +50,54 @@ function agentTool(definition, tools) {
   });
 }
 
+/**
+ * The case's delegate as a tool of the parent, in the SDK's idiom (agents as tools, `agent.asTool`): an `Agent` with
+ * the same model and the run's tools (not this tool), run by a nested `Runner.run` with the parent's question as
+ * its input (`{ input }`, the SDK's own schema) and its final output the tool's result. The nested run counts its
+ * own turns, up to `maxTurns` (null: the SDK's `DEFAULT_MAX_TURNS`); the parent's `maxTurns` does not count them.
+ * With `stream`, an `onStream` handler: the SDK then runs the nested agent streamed (and drains it itself).
+ */
+function delegatingTool(delegate, model, runTools, maxTurns, stream) {
+  const child = new sdk.Agent({ name: delegate.name, instructions: delegate.instructions, model, tools: runTools });
+  const runOptions = maxTurns === null ? {} : { maxTurns };
+  const streamed = stream ? { onStream: () => {} } : {};
+  return child.asTool({ toolName: delegate.name, toolDescription: delegate.description, runOptions, ...streamed });
+}
+
+/**
+ * A streamed run's result once the run is over: its events read to the end (the stream throws what the run threw)
+ * and its completion awaited; a run its signal cancelled (the stream then just closes) throws the abort, as whole.
+ */
+async function finished(result, signal) {
+  for await (const _event of result) {
+    // each event is the run's; the result gathers what it needs from them
+  }
+  await result.completed;
+  signal.throwIfAborted();
+  return result;
+}
+
 async function investigate({ contract: c, tools, signal, info }) {
   const [core, models, openai] = await SDK;
   sdk = { ...core, ...models, OpenAI: openai.default };
   const { Agent, MaxTurnsExceededError, run, setTracingDisabled } = sdk;
   setTracingDisabled(true); // looplab records at its own boundaries; the exporter would post to OpenAI
-  const agent = new Agent({
-    name: "looplab",
-    instructions: c.systemPrompt,
-    model: agentModel(c),
-    tools: tools.tools.map((t) => agentTool(t, tools)),
-  });
+  const model = agentModel(c);
+  const runTools = tools.tools.map((t) => agentTool(t, tools));
   // cap:begin
   const cap = c.cap === null ? {} : { maxTurns: c.cap };
   if (c.capKnob !== MAX_TURNS) cap.errorHandlers = { maxTurns: () => ({ finalOutput: STOPPED }) };
   // cap:end
+  const agent = new Agent({
+    name: "looplab",
+    instructions: c.systemPrompt,
+    model,
+    tools: c.delegate === null ? runTools : [...runTools, delegatingTool(c.delegate, model, runTools, c.cap, c.stream)],
+  });
   try {
-    const result = await run(agent, c.task, { signal, ...cap });
+    const result = c.stream
+      ? await finished(await run(agent, c.task, { signal, ...cap, stream: true }), signal)
+      : await run(agent, c.task, { signal, ...cap });
     info.history_items = result.history.length;
     return result.finalOutput == null ? null : String(result.finalOutput);
   } catch (error) {

@@ -1,0 +1,210 @@
+"""The caps doc's budgets beyond one agent's steps: the `max_steps` knob when the agent delegates, and the
+framework's own run-wide token budget, each measured as `looplab caps` measures a knob.
+
+Under delegation, the parent hands one question to a child that never stops (`DelegatesToOneThatNeverStops`) and
+answers with whatever its delegating tool returns; the rows say how many of the run's calls were each agent's (the
+record names the agent of every call), how the run ended, and what the parent was handed back. A token budget is
+measured with the runaway probe at a few budgets: how many tokens the run spent, and on which call it stopped
+against the call whose reply took the total past the budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from looplab.adapters.contract.agents import MAIN_AGENT
+from looplab.adapters.contract.limits import StopReason
+from looplab.adapters.contract.runner import KnobDefault, Probe
+from looplab.records.measurements import CapsDoc, DelegationReport, DelegationRow, Ending, TokenReport, TokenRow
+from looplab.scenarios.cases import load_cases
+from looplab.scenarios.scripted.probes import PARENT_SAW
+
+if TYPE_CHECKING:
+    from looplab.adapters.session import Adapter
+    from looplab.measure.caps import Prober
+
+__all__ = [
+    "DELEGATING_PROBE",
+    "DELEGATION_VALUES",
+    "TOKEN_VALUES",
+    "delegation",
+    "cell",
+    "delegation_cell",
+    "ending_text",
+    "markdown",
+    "sizeless",
+    "token_budget",
+    "token_cell",
+]
+
+#: The probe server whose parent delegates to a child that never stops.
+DELEGATING_PROBE = "delegates-to-never-stops"
+#: The `max_steps` knob's values under delegation (None: unset, the framework's own defaults).
+DELEGATION_VALUES: tuple[int | None, ...] = (None, 3, 5)
+#: Token budgets tried: a few of the runaway's calls each (its first request is some 500 tokens).
+TOKEN_VALUES = (1500, 4000)
+#: How much of what the parent was handed back the doc keeps.
+SAW_CHARS = 160
+
+
+def delegation(prober: Prober, adapter: Adapter) -> DelegationReport | None:
+    """The runner's `max_steps` knob measured with the delegating probe; None for a runner that cannot delegate."""
+    if adapter.delegation is None:
+        return None
+    spec = load_cases()["delegation"].delegate
+    assert spec is not None  # the built-in delegation case has its delegate
+    child = spec.agent()
+    rows = []
+    for value in DELEGATION_VALUES:
+        result = prober.run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
+        agents = [s.model_call.agent for s in result.trace.steps]
+        answer = result.answer or ""
+        saw = answer[len(PARENT_SAW) :] if result.stop_reason == StopReason.FINAL_ANSWER else None
+        rows.append(
+            DelegationRow(
+                value=value,
+                model_calls=result.totals.model_calls,
+                parent_calls=agents.count(MAIN_AGENT),
+                child_calls=agents.count(child.name),
+                ending=Ending(how="the parent answered")
+                if saw is not None and answer.startswith(PARENT_SAW)
+                else Ending.of(result.native_end, result.totals.model_calls),
+                parent_saw=None if saw is None else _short(saw),
+            )
+        )
+    return DelegationReport(how=adapter.delegation, knob=adapter.knobs[0], counts=_whose(rows), rows=rows)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SAW_CHARS else text[: SAW_CHARS - 1] + "…"
+
+
+def _whose(rows: list[DelegationRow]) -> str:
+    """Whose model calls the knob counts, read off the capped rows: the tree's, the child's on a counter of its
+    own (its calls follow the value: as many, one more where the knob counts tool calls, one fewer where the
+    delegating call is counted), or the parent's only."""
+    capped = [(r, r.value) for r in rows if r.value is not None]
+    if all(r.model_calls == v for r, v in capped):
+        return "both agents' model calls, together"
+    over = {r.child_calls - v for r, v in capped}
+    if len(capped) > 1 and len(over) == 1 and over <= {-1, 0, 1} and all(r.parent_calls <= v + 1 for r, v in capped):
+        return "each agent's own: the child runs on a counter of its own, at the same value"
+    if all(r.parent_calls <= v + 1 for r, v in capped):
+        return "the parent's model calls only: the child's are not counted against it"
+    return "neither agent's alone: " + ", ".join(f"{v} -> {r.parent_calls} + {r.child_calls}" for r, v in capped)
+
+
+def token_budget(prober: Prober, adapter: Adapter, default: KnobDefault | None) -> TokenReport | None:
+    """The framework's run-wide token budget measured with the runaway probe; None when it has none."""
+    if adapter.token_knob is None:
+        return None
+    rows = []
+    for value in TOKEN_VALUES:
+        result = prober.run(adapter, "never-stops", Probe(knob=adapter.token_knob, value=value))
+        spent = [s.model_call.input_tokens + s.model_call.output_tokens for s in result.trace.steps]
+        passed = next((i for i, total in enumerate(itertools.accumulate(spent), 1) if total > value), None)
+        rows.append(
+            TokenRow(
+                value=value,
+                model_calls=result.totals.model_calls,
+                tokens=sum(spent),
+                passed_on_call=passed,
+                ending=Ending.of(result.native_end, result.totals.model_calls),
+            )
+        )
+    return TokenReport(
+        knob=adapter.token_knob,
+        default=None if default is None else default.value,
+        default_source="" if default is None else default.source,
+        counts=_when(rows),
+        rows=rows,
+    )
+
+
+def _when(rows: list[TokenRow]) -> str:
+    """When the budget stops a run, read off the rows: after the reply that passes it, or before the request."""
+    if all(r.passed_on_call is not None and r.model_calls == r.passed_on_call for r in rows):
+        return "input plus output tokens, checked after each reply: the reply that passes the budget is the last"
+    if all(r.passed_on_call is None and r.tokens <= r.value for r in rows):
+        return "input plus output tokens, checked before each request: no request goes out that would pass it"
+    return "not input plus output tokens alone: " + ", ".join(
+        f"{r.value} -> {r.model_calls} calls, {r.tokens} tokens" for r in rows
+    )
+
+
+def sizeless(doc: CapsDoc) -> CapsDoc:
+    """`doc` with its token-budget rows' numbers left out (tokens, calls, the call that passed the budget, the
+    message that quotes them): what stays the same on every wire API."""
+    doc = doc.model_copy(deep=True)
+    for report in doc.runners:
+        for row in report.token_budget.rows if report.token_budget else []:
+            row.model_calls, row.tokens, row.passed_on_call, row.ending.message = 0, 0, None, None
+    return doc
+
+
+# --- the caps doc --------------------------------------------------------------------------------------------
+
+
+def delegation_cell(report: DelegationReport | None) -> str:
+    """The summary table's cell: whose calls the knob counts under delegation."""
+    return "cannot delegate" if report is None else report.counts
+
+
+def token_cell(report: TokenReport | None) -> str:
+    """The summary table's cell: the framework's own token budget, if any."""
+    return "none" if report is None else f"`{report.knob}`"
+
+
+def cell(text: object) -> str:
+    """Text as one Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def ending_text(e: Ending) -> str:
+    """How a probe ended, in a line."""
+    if e.exception:
+        return f"raises `{e.exception}`: {cell(e.message)}"
+    return e.how + (f": “{cell(e.message)}”" if e.message else "")
+
+
+def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> list[str]:
+    """A runner section's two parts: its cap under delegation, and its token budget."""
+    out = ["", "### Under delegation", ""]
+    if delegated is None:
+        out += ["It cannot delegate here (its declaration names no `delegation`)."]
+    else:
+        out += [
+            f"How it delegates: {delegated.how}. The parent hands one question to a child that never stops, "
+            f"`{cell(delegated.knob)}` at each value (unset: the framework's own defaults):",
+            "",
+            f"- counts: {delegated.counts}",
+            "",
+            "| value | model calls | the parent's | the child's | how the run ended | what the parent was handed |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in delegated.rows:
+            saw = "nothing: the run ended first" if r.parent_saw is None else f"“{cell(r.parent_saw)}”"
+            value = "unset" if r.value is None else r.value
+            out.append(
+                f"| {value} | {r.model_calls} | {r.parent_calls} | {r.child_calls} | {ending_text(r.ending)} | {saw} |"
+            )
+    out += ["", "### Token budget", ""]
+    if tokens is None:
+        out += ["None of its own: looplab's `max_tokens` gates each request at the model boundary."]
+        return out
+    default = "none (no limit)" if tokens.default is None else f"{tokens.default}"
+    out += [
+        f"`{cell(tokens.knob)}`, measured with a runaway:",
+        "",
+        f"- default: {default}, read from `{tokens.default_source}`",
+        f"- counts: {tokens.counts}",
+        "",
+        "| budget | model calls | tokens spent | the call that passed it | how the framework ended |",
+        "|---|---|---|---|---|",
+    ]
+    for t in tokens.rows:
+        passed = "none" if t.passed_on_call is None else t.passed_on_call
+        out.append(f"| {t.value} | {t.model_calls} | {t.tokens} | {passed} | {ending_text(t.ending)} |")
+    return out
