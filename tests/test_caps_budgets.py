@@ -40,7 +40,7 @@ def _prober() -> Iterator[caps.Prober]:
 def test_under_delegation_the_rows_say_whose_calls_the_cap_counted() -> None:
     """Pydantic AI's delegating tool runs the child on the parent's usage: its `request_limit` counts both agents."""
     with _prober() as prober:
-        report = caps_budgets.delegation(prober, registry.load("pydantic_ai"))
+        report = caps_budgets.delegation(prober.run, registry.load("pydantic_ai"))
     assert report is not None and report.counts == "both agents' model calls, together"
     capped = [(r.value, r.model_calls, r.parent_calls, r.child_calls) for r in report.rows if r.value is not None]
     assert capped == [(v, v, 1, v - 1) for v in caps_budgets.DELEGATION_VALUES if v is not None]
@@ -51,7 +51,7 @@ def test_under_delegation_the_rows_say_whose_calls_the_cap_counted() -> None:
 def test_a_token_budget_is_measured_against_the_call_whose_reply_passed_it() -> None:
     with _prober() as prober:
         adapter = registry.load("pydantic_ai")
-        report = caps_budgets.token_budget(prober, adapter, adapter.knob_defaults()[adapter.token_knob])
+        report = caps_budgets.token_budget(prober.run, adapter, adapter.knob_defaults()[adapter.token_knob])
     assert report is not None and report.default is None
     assert report.counts.startswith("input plus output tokens, checked after each reply")
     for row in report.rows:

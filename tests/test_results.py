@@ -205,7 +205,7 @@ names_st = st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=4, uni
 @CHECKS
 @given(runners=names_st, case_ids=names_st, repeat=st.integers(1, 3), shards=st.integers(1, 12), model=models_st)
 def test_shards_partition_the_matrix(runners, case_ids, repeat, shards, model) -> None:
-    cases = [SimpleNamespace(id=c) for c in case_ids]
+    cases = [SimpleNamespace(id=c, runs_on=lambda runner: True) for c in case_ids]  # a name may be a real runner's
     full = matrix.plan(runners, cases, repeat)
 
     def shard(i: int):

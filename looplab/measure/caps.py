@@ -151,8 +151,8 @@ class Prober:
             knobs=[self.knob(adapter, k, defaults[k]) for k in adapter.knobs],
             code=adapter.cap_code(),
             code_language=adapter.cap_language,
-            delegation=caps_budgets.delegation(self, adapter),
-            token_budget=caps_budgets.token_budget(self, adapter, defaults.get(adapter.token_knob or "")),
+            delegation=caps_budgets.delegation(self.run, adapter),
+            token_budget=caps_budgets.token_budget(self.run, adapter, defaults.get(adapter.token_knob or "")),
         )
 
 

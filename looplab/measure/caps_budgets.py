@@ -11,6 +11,7 @@ against the call whose reply took the total past the budget.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from looplab.adapters.contract.agents import MAIN_AGENT
@@ -21,11 +22,15 @@ from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.probes import PARENT_SAW
 
 if TYPE_CHECKING:
+    from looplab.adapters.contract.result import RunResult
     from looplab.adapters.session import Adapter
-    from looplab.measure.caps import Prober
+
+#: One probe run, as `caps.Prober.run` makes it: `(adapter, probe server, probe, delegate=...) -> RunResult`.
+ProbeRun = Callable[..., "RunResult"]
 
 __all__ = [
     "DELEGATING_PROBE",
+    "ProbeRun",
     "DELEGATION_VALUES",
     "TOKEN_VALUES",
     "delegation",
@@ -48,7 +53,7 @@ TOKEN_VALUES = (1500, 4000)
 SAW_CHARS = 160
 
 
-def delegation(prober: Prober, adapter: Adapter) -> DelegationReport | None:
+def delegation(run: ProbeRun, adapter: Adapter) -> DelegationReport | None:
     """The runner's `max_steps` knob measured with the delegating probe; None for a runner that cannot delegate."""
     if adapter.delegation is None:
         return None
@@ -57,7 +62,7 @@ def delegation(prober: Prober, adapter: Adapter) -> DelegationReport | None:
     child = spec.agent()
     rows = []
     for value in DELEGATION_VALUES:
-        result = prober.run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
+        result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
         agents = [s.model_call.agent for s in result.trace.steps]
         answer = result.answer or ""
         saw = answer[len(PARENT_SAW) :] if result.stop_reason == StopReason.FINAL_ANSWER else None
@@ -96,13 +101,13 @@ def _whose(rows: list[DelegationRow]) -> str:
     return "neither agent's alone: " + ", ".join(f"{v} -> {r.parent_calls} + {r.child_calls}" for r, v in capped)
 
 
-def token_budget(prober: Prober, adapter: Adapter, default: KnobDefault | None) -> TokenReport | None:
+def token_budget(run: ProbeRun, adapter: Adapter, default: KnobDefault | None) -> TokenReport | None:
     """The framework's run-wide token budget measured with the runaway probe; None when it has none."""
     if adapter.token_knob is None:
         return None
     rows = []
     for value in TOKEN_VALUES:
-        result = prober.run(adapter, "never-stops", Probe(knob=adapter.token_knob, value=value))
+        result = run(adapter, "never-stops", Probe(knob=adapter.token_knob, value=value))
         spent = [s.model_call.input_tokens + s.model_call.output_tokens for s in result.trace.steps]
         passed = next((i for i, total in enumerate(itertools.accumulate(spent), 1) if total > value), None)
         rows.append(
