@@ -150,7 +150,7 @@ def runners_taking(choice: Any, runners: list[str]) -> list[str]:
     from looplab.run.harness import SCRIPTED
     from looplab.views import render
 
-    stream = getattr(choice, "stream", None)
+    stream = choice.stream
     if choice.model == SCRIPTED:
         if choice.api is None and stream is None:
             return runners  # the scripted model speaks every runner's first API

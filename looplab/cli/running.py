@@ -392,7 +392,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": _run, "eval":
 
 def _stream(args: argparse.Namespace) -> bool | None:
     """`--stream on|off` as the model choice takes it (None: each runner's own)."""
-    return None if getattr(args, "stream", None) is None else args.stream == "on"
+    return None if args.stream is None else args.stream == "on"
 
 
 def _document(args: argparse.Namespace, outcomes: Any, runners: Any, cases: Any, incomplete: str | None) -> Any:

@@ -65,7 +65,8 @@ def delegation(run: ProbeRun, adapter: Adapter) -> DelegationReport | None:
         result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
         agents = [s.model_call.agent for s in result.trace.steps]
         answer = result.answer or ""
-        saw = answer[len(PARENT_SAW) :] if result.stop_reason == StopReason.FINAL_ANSWER else None
+        # What the parent was handed, when it answered as the probe does (else the run ended before it saw it).
+        answered = result.stop_reason == StopReason.FINAL_ANSWER and answer.startswith(PARENT_SAW)
         rows.append(
             DelegationRow(
                 value=value,
@@ -73,9 +74,9 @@ def delegation(run: ProbeRun, adapter: Adapter) -> DelegationReport | None:
                 parent_calls=agents.count(MAIN_AGENT),
                 child_calls=agents.count(child.name),
                 ending=Ending(how="the parent answered")
-                if saw is not None and answer.startswith(PARENT_SAW)
+                if answered
                 else Ending.of(result.native_end, result.totals.model_calls),
-                parent_saw=None if saw is None else _short(saw),
+                parent_saw=_short(answer.removeprefix(PARENT_SAW)) if answered else None,
             )
         )
     return DelegationReport(how=adapter.delegation, knob=adapter.knobs[0], counts=_whose(rows), rows=rows)
