@@ -164,6 +164,15 @@ def test_the_prober_speaks_the_api_it_is_given() -> None:
     assert {s.model_call.endpoint for s in result.trace.steps} == {"generateContent"}
 
 
+@pytest.mark.full  # one runner's whole measurement each
+@pytest.mark.parametrize("runner", [r for r, info in registry.RUNNERS.items() if info.installed() and r != "external"])
+def test_each_installed_runners_caps_measure_as_the_committed_docs_say(runner: str, capsys) -> None:
+    # The docs are committed measurements; a change to the probes or to how a row is read must come with the docs
+    # regenerated. (The runners in their own environments are checked there, by test_own_environments; `external`
+    # is whatever program it is given, so the docs have no section for it.)
+    assert main(["caps", "--check", "--runner", runner]) == 0, capsys.readouterr().out
+
+
 #: The runners installed here that speak Gemini's API beside the one their docs were measured on.
 GEMINI_TOO = [r for r, info in registry.RUNNERS.items() if "gemini" in info.apis[1:] and info.installed()]
 

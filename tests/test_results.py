@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.cli import main
 from looplab.measure import bench_merge
@@ -361,7 +362,7 @@ def test_a_schema_2_document_reads_and_merges_as_schema_3(tmp_path: Path) -> Non
 
 
 def test_a_cancelled_run_with_a_token_budget_round_trips() -> None:
-    run = sample().model_copy(update={"stop_reason": "cancelled", "answer": None})
+    run = sample().model_copy(update={"stop_reason": StopReason.CANCELLED, "answer": None})
     run.limits = run.limits.model_copy(update={"max_tokens": 3000}) if run.limits else None
     doc = results.build([RunOutcome(run.runner, run.case, run)])
     [again] = results.load(json.loads(results.to_json(doc))).run_results()

@@ -65,8 +65,9 @@ def delegation(run: ProbeRun, adapter: Adapter) -> DelegationReport | None:
         result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
         agents = [s.model_call.agent for s in result.trace.steps]
         answer = result.answer or ""
-        # What the parent was handed, when it answered as the probe does (else the run ended before it saw it).
-        answered = result.stop_reason == StopReason.FINAL_ANSWER and answer.startswith(PARENT_SAW)
+        # What the parent was handed, when it answered as the probe does (else the run ended before it saw it). A
+        # framework that strips its final answer drops the prefix's space when the child handed back nothing.
+        answered = result.stop_reason == StopReason.FINAL_ANSWER and answer.startswith(PARENT_SAW.rstrip())
         rows.append(
             DelegationRow(
                 value=value,
@@ -76,7 +77,7 @@ def delegation(run: ProbeRun, adapter: Adapter) -> DelegationReport | None:
                 ending=Ending(how="the parent answered")
                 if answered
                 else Ending.of(result.native_end, result.totals.model_calls),
-                parent_saw=_short(answer.removeprefix(PARENT_SAW)) if answered else None,
+                parent_saw=_short(answer.removeprefix(PARENT_SAW.rstrip())) if answered else None,
             )
         )
     return DelegationReport(how=adapter.delegation, knob=adapter.knobs[0], counts=_whose(rows), rows=rows)
