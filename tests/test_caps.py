@@ -194,3 +194,26 @@ def test_each_runners_caps_measure_the_same_on_gemini(runner: str, capsys) -> No
     # so what a delegating parent is handed when its child hits the cap: that error's text).
     changed = re.findall(r"changed: \S+, [^:]+: (\S+)", out)
     assert code == 1 and changed and set(changed) <= {"ending.exception", "ending.message", "parent_saw"}, out
+
+
+def test_versions_names_one_version_a_runner(capsys) -> None:
+    assert main(["caps", "--versions", "langgraph=1.0.5", "--versions", "langgraph=1.0.6", "--measured", "x.json"]) == 2
+    assert "--versions names langgraph more than once" in capsys.readouterr().err
+
+
+@pytest.mark.full  # builds an environment holding LangGraph 1.0.6 (about half a minute, once)
+def test_an_older_release_measured_in_its_own_environment_is_what_the_kept_data_holds(tmp_path: Path) -> None:
+    # The kept LangGraph 1.0.6 was measured this way; measuring it again must give it back, looplab's own fields
+    # (its cap code) aside, so the history compares releases, not runs.
+    from looplab.records import history
+
+    out = tmp_path / "older.json"
+    pin = "langgraph=1.0.6;langgraph-prebuilt==1.0.7"
+    assert main(["caps", "--versions", pin, "--measured", str(out), "--docs", str(tmp_path)]) == 0
+    assert not (tmp_path / "iteration-caps.json").exists(), "--measured leaves the docs alone"
+    [report] = measurements.CapsDoc.model_validate_json(out.read_text(encoding="utf-8")).runners
+    kept = next(
+        v for v in history.read(Path(__file__).resolve().parent.parent / "history")["langgraph"] if v.version == "1.0.6"
+    )
+    assert report.version == "1.0.6" and kept.caps is not None
+    assert history.changes_between(kept, kept.model_copy(update={"caps": report})) == []

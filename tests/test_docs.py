@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import shlex
 import shutil
@@ -20,6 +22,7 @@ import pytest
 
 from looplab import cli
 from looplab.adapters import registry
+from looplab.records import history
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -87,14 +90,24 @@ def test_the_readme_names_every_runner_that_needs_an_environment_of_its_own() ->
     assert own and named == own, f"the README names {sorted(named)}, the runners are {sorted(own)}"
 
 
+def generated_pages() -> tuple[str, ...]:
+    """The pages the site's hook writes from the kept data at each build (in docs/, but never on disk)."""
+    spec = importlib.util.spec_from_file_location("kept_data_hook", REPO / "docs" / "_hooks" / "kept_data.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook.PAGES
+
+
 def test_every_relative_link_names_a_file_that_exists() -> None:
+    generated = {REPO / "docs" / name for name in generated_pages()}
     broken = []
     for page in _pages():
         for target in LINK.findall(CODE.sub("", page.read_text(encoding="utf-8"))):
             path = target.split("#", 1)[0]
             if not path or re.match(r"[a-z]+:", path):  # an anchor on the same page, or a URL
                 continue
-            if not (page.parent / path).exists():
+            if not (page.parent / path).exists() and (page.parent / path).resolve() not in generated:
                 broken.append(f"{page.relative_to(REPO)}: {target}")
     assert not broken, "links to nothing:\n" + "\n".join(broken)
 
@@ -127,19 +140,28 @@ def test_the_readmes_offline_commands_run(command: str, tmp_path: Path) -> None:
 
 
 def test_the_site_builds_strict(tmp_path: Path) -> None:
+    """As the workflow's site job builds it: the docs, the pages read off the kept data, and a run's report."""
     pytest.importorskip("mkdocs", reason="the site needs the [docs] extra: pip install -e '.[docs]'")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or "mkdocs"
+    report = tmp_path / "report.html"
+    report.write_text("<html><body>the run's report</body></html>", encoding="utf-8")
     done = subprocess.run(
         [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "LOOPLAB_SITE_REPORT": str(report)},
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     site = tmp_path / "site"
     assert (site / "index.html").is_file() and (site / "iteration-caps.html").is_file()
+    assert (site / "report.html").read_text(encoding="utf-8") == report.read_text(encoding="utf-8")
+    assert 'href="report.html"' in (site / "latest-results.html").read_text(encoding="utf-8")
+    kept = history.read(REPO / "history")
+    page = (site / "history.html").read_text(encoding="utf-8")
+    assert kept and all(v.version in page for versions in kept.values() for v in versions)
+    assert all(f"<code>{runner}</code>" in (site / "scorecard.html").read_text(encoding="utf-8") for runner in kept)
     api = (site / "api.html").read_text(encoding="utf-8")
     assert "run_one" in api and "Limits" in api  # the reference was read from the docstrings

@@ -42,6 +42,25 @@ def test_a_pin_replaces_the_frameworks_requirement_and_makes_another_environment
     assert pinned.pins == (f"{framework}=={version}",) or pinned.pins[0].endswith(f"=={version}")
 
 
+COMPANIONS = st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True), min_size=1, max_size=3, unique=True)
+
+
+@settings(deadline=None)
+@given(runner=st.sampled_from(sorted(registry.RUNNERS)), version=VERSIONS, companions=COMPANIONS, data=st.data())
+def test_pins_joined_by_semicolons_go_into_one_environment_each_once(
+    runner: str, version: str, companions: list[str], data: st.DataObject
+) -> None:
+    framework = environments._name(environments._extra_requirements(registry.RUNNERS[runner].extra)[0])
+    others = [c for c in companions if c != framework]
+    pins = [version, *(f"{c}=={data.draw(VERSIONS)}" for c in others)]
+    spec = environments.spec_for(runner, " ; ".join(pins))
+    assert spec.pins == (f"{framework}=={version}", *pins[1:])
+    for pin in spec.pins:  # each named distribution once, held at its pin
+        name, _, held = pin.partition("==")
+        [kept] = [r for r in spec.requirements if environments._name(r) == environments._name(name)]
+        assert kept.endswith(f"=={held}")
+
+
 def test_a_runners_environment_holds_its_extra_and_looplabs_core_only() -> None:
     spec = environments.spec_for("pydantic_ai")
     names = {environments._name(r) for r in spec.requirements}

@@ -335,7 +335,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     assert len(wheels) == 1, f"expected one wheel in {wheel_dir}, found {wheels}"
     with zipfile.ZipFile(wheels[0]) as zf:
         names = frozenset(n for n in zf.namelist() if not n.endswith("/"))
-        dist_info = f"looplab-{PYPROJECT['project']['version']}.dist-info"
+        (dist_info,) = {PurePosixPath(n).parts[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
         metadata = email.parser.BytesParser().parsebytes(zf.read(f"{dist_info}/METADATA"))
     return Build(wheels[0], names, dist_info, metadata)
 
@@ -364,7 +364,10 @@ def test_wheel_ships_every_file_of_the_package(build: Build) -> None:
 @wheel_test
 def test_wheel_metadata_and_licence(build: Build) -> None:
     project, meta = PYPROJECT["project"], build.metadata
-    assert meta["Name"] == "looplab" and meta["Version"] == project["version"]
+    # The version is the git tag's (setuptools-scm), so the metadata, the dist-info and the wheel's name agree on it.
+    assert meta["Name"] == "looplab" and "version" in project["dynamic"]
+    assert build.dist_info == f"looplab-{meta['Version']}.dist-info"
+    assert build.wheel.name.startswith(f"looplab-{meta['Version']}-")
     assert meta["Summary"] == project["description"]
     assert "fourteen agent runners" in meta["Summary"]
     assert meta["License-Expression"] == "MIT"
@@ -469,7 +472,7 @@ def test_installed_wheel_runs_beside_a_package_with_generic_names(build: Build, 
         assert not where.is_relative_to(REPO), f"{module} imported from the checkout: {where}"
         assert (owner == "foreign") is (module in FOREIGN_MODULES), f"{module} is not its owner's: {where}"
 
-    version = f"looplab {PYPROJECT['project']['version']}\n"
+    version = f"looplab {build.metadata['Version']}\n"
     for command in ([looplab_command, "--version"], [python, "-m", "looplab", "--version"]):
         assert _run(command, cwd=elsewhere, timeout=RUN_TIMEOUT).stdout == version
 

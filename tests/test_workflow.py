@@ -132,7 +132,7 @@ def test_two_shards_run_and_merged_as_the_workflow_does_equal_one_unsharded_eval
     ev, report = jobs["eval"], jobs["report"]
     shards = ev["strategy"]["matrix"]["shard"]
     assert len(shards) >= 2, "the eval job must shard the matrix"
-    inputs = {"inputs.eval-args": NARROW}
+    inputs = {"inputs.eval-args": NARROW, "github.event_name": "workflow_dispatch"}
 
     # The eval job, one machine per shard, all at once; and the reference, one unsharded eval, beside them.
     running: dict[Any, tuple[subprocess.Popen[str], Path, dict[str, Any]]] = {}
@@ -212,7 +212,132 @@ def test_the_adapter_matrix_is_the_noxfile_adapter_sessions(tmp_path: Path) -> N
         argv = shlex.split(expand(command, values))
         assert argv[:2] == ["nox", "-s"] and argv[2] in sessions, argv
         assert expand(str(uses(adapter, "actions/setup-node")["with"]["node-version"]), values) == entry["node"]
-    assert "nox -s caps" in [s.get("run", "").strip() for s in jobs["caps"]["steps"]] and "caps" in sessions
+    assert shlex.split(step(jobs["caps"], "caps")["run"])[:3] == ["nox", "-s", "caps"] and "caps" in sessions
+
+
+#: What the history job's expressions are on a scheduled run on GitHub.
+ON_GITHUB = {
+    "github.server_url": "https://github.com",
+    "github.repository": "looplab-dev/looplab",
+    "github.run_id": 7,
+    "github.token": "not-a-token",
+}
+#: A stand-in for the GitHub CLI: logs each call; `issue list` answers the open issue's number in GH_OPEN_ISSUE.
+FAKE_GH = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >> "$GH_LOG"
+if [ "$1 $2" = "issue list" ]; then printf '%s' "${GH_OPEN_ISSUE:-}"; fi
+"""
+
+
+def run_step(job: dict[str, Any], step_id: str, cwd: Path, scratch: Path, **extra: str) -> str:
+    """One `run:` step of `job`, its own `env:` evaluated over the job's, in `cwd`."""
+    found = step(job, step_id)
+    env = environment(job, ON_GITHUB)
+    env.update({name: expand(str(text), ON_GITHUB) for name, text in found.get("env", {}).items()})
+    return finish(start(expand(found["run"], ON_GITHUB), cwd, {**env, **extra}, scratch), f"the {step_id} step")
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def test_the_history_job_keeps_the_runs_measurements_commits_them_and_files_the_drift_as_the_workflow_does(
+    tmp_path: Path,
+) -> None:
+    """The caps job's measurement and the report job's document, downloaded as the history job names them, kept by
+    its record step, committed and pushed by its commit step, and its drift step's issue filed through a stand-in
+    for `gh`: created when none is open for the runner, commented on when one is."""
+    from looplab.records import history
+
+    jobs = workflow()["jobs"]
+    job = jobs["history"]
+    assert set(job["needs"]) == {"caps", "report"} and job["permissions"] == {"contents": "write", "issues": "write"}
+
+    # The job's checkout: the kept data as committed, with handrolled's newest measurement made a release older,
+    # one whose vip-compound took a model call more. The measurement made below is then the next release, and moved.
+    remote, desk = tmp_path / "origin.git", tmp_path / "history-job"
+    shutil.copytree(ROOT / "history", desk / "history")
+    [(path, newest)] = [
+        (p, history.VersionRecord.model_validate_json(p.read_text(encoding="utf-8")))
+        for p in sorted((desk / "history" / "handrolled").glob("*.json"))[-1:]
+    ]
+    older = newest.model_copy(update={"version": "anthropic 0.0.1"}, deep=True)
+    older.cases["vip-compound"].model_calls = (older.cases["vip-compound"].model_calls or 0) + 1
+    path.unlink()
+    (path.parent / history.file_name(older.version)).write_text(history.to_json(older), encoding="utf-8")
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(tmp_path, "init", "-q", "-b", "main", str(desk))
+    git(desk, "add", "-A")
+    git(desk, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "kept")
+    git(desk, "remote", "add", "origin", str(remote))
+    git(desk, "push", "-q", "-u", "origin", "main")
+
+    # The artifacts: the caps session's command with the caps step's options, and one eval as the report's document.
+    downloads = [s["with"] for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert {d["name"] for d in downloads} == {"caps", "report"} and len({d["path"] for d in downloads}) == 1
+    into = desk / downloads[0]["path"]
+    into.mkdir()
+    caps_args = shlex.split(step(jobs["caps"], "caps")["run"])
+    options = caps_args[caps_args.index("--") + 1 :]
+    upload = uses(jobs["caps"], "actions/upload-artifact")["with"]
+    assert upload["name"] == "caps" and options == ["--measured", upload["path"]]
+    finish(
+        start(
+            f"looplab caps --check --docs {ROOT / 'docs'} --runner handrolled --measured {into / upload['path']}\n",
+            desk,
+            environment(jobs["caps"], {}),
+            tmp_path,
+        ),
+        "the caps session's command",
+    )
+    assert "all.json" in uses(jobs["report"], "actions/upload-artifact")["with"]["path"]
+    finish(
+        start(
+            f"looplab eval --runner handrolled --case vip-compound --json {into / 'all.json'}\n",
+            desk,
+            environment(jobs["report"], {}),
+            tmp_path,
+        ),
+        "an eval",
+    )
+
+    out = run_step(job, "record", desk, tmp_path)
+    assert "new version: handrolled anthropic" in out and "(after anthropic 0.0.1)" in out
+    [drift] = (desk / "drift").iterdir()
+    text = drift.read_text(encoding="utf-8")
+    assert "| case vip-compound | model_calls |" in text and ON_GITHUB["github.repository"] in text
+
+    run_step(job, "commit", desk, tmp_path)
+    pushed = git(remote, "log", "--name-only", "--format=%s", "-1", "main")
+    assert pushed.startswith("Kept measurements of ") and f"history/handrolled/{path.name}" in pushed
+    assert "nothing new measured" in run_step(job, "commit", desk, tmp_path)  # a second time: nothing to commit
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "gh").write_text(FAKE_GH, encoding="utf-8")
+    (tools / "gh").chmod(0o755)
+    path_first = f"{tools}{os.pathsep}{environment(job, {})['PATH']}"
+    log = tmp_path / "gh.log"
+    title = text.splitlines()[0]
+    run_step(job, "drift", desk, tmp_path, PATH=path_first, GH_LOG=str(log))
+    assert log.read_text(encoding="utf-8").splitlines()[-1] == f"issue create --title {title} --body-file body.md"
+    assert (desk / "body.md").read_text(encoding="utf-8") == text.split("\n", 2)[2]
+    run_step(job, "drift", desk, tmp_path, PATH=path_first, GH_LOG=str(log), GH_OPEN_ISSUE="12")
+    assert log.read_text(encoding="utf-8").splitlines()[-1] == "issue comment 12 --body-file body.md"
+
+
+def test_the_site_job_builds_the_kept_data_with_the_runs_report_and_the_deploy_job_publishes_it() -> None:
+    jobs = workflow()["jobs"]
+    site, deploy = jobs["site"], jobs["deploy"]
+    assert step(site, "build")["env"]["LOOPLAB_SITE_REPORT"].startswith(
+        uses(site, "actions/download-artifact")["with"]["path"]
+    )
+    assert shlex.split(step(site, "build")["run"]) == ["mkdocs", "build", "--strict", "--site-dir", "site"]
+    assert uses(site, "actions/upload-pages-artifact")["with"]["path"] == "site"
+    assert deploy["needs"] == "site" and deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["environment"]["name"] == "github-pages"
+    # tests/test_docs.py builds the site as this step does, the report given, and reads the kept data's pages.
 
 
 def test_triggers_pins_and_secrets() -> None:
@@ -244,12 +369,13 @@ def check_schema(path: Path, schema: str) -> subprocess.CompletedProcess[str]:
 
 @needs_schema
 @pytest.mark.parametrize("schema", ["vendor.github-workflows", "custom.github-workflows-require-timeout"])
-def test_the_workflow_validates_against_githubs_schema(schema: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", sorted(WORKFLOW.parent.glob("*.yml")), ids=lambda p: p.name)
+def test_every_workflow_validates_against_githubs_schema(path: Path, schema: str, tmp_path: Path) -> None:
     """SchemaStore's github-workflow schema, vendored in check-jsonschema; the second requires every job's timeout."""
-    result = check_schema(WORKFLOW, schema)
+    result = check_schema(path, schema)
     assert result.returncode == 0, result.stdout + result.stderr
     # The same check on a workflow that has lost what the schema asks for fails: it is not a check that always passes.
     broken = tmp_path / "broken.yml"
     key = "runs-on" if schema == "vendor.github-workflows" else "timeout-minutes"
-    broken.write_text(WORKFLOW.read_text(encoding="utf-8").replace(f"    {key}:", f"    no-{key}:"), encoding="utf-8")
+    broken.write_text(path.read_text(encoding="utf-8").replace(f"    {key}:", f"    no-{key}:"), encoding="utf-8")
     assert check_schema(broken, schema).returncode != 0

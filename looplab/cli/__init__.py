@@ -1,7 +1,7 @@
 """The `looplab` command: its parser, assembled from the command groups, and `main`, which runs one command.
 
-Each group's parser and commands live in a module of their own (`running`, `measuring`, `catalog`,
-`reporting`, `serving`); the options several share in `_options`, the input checks in `_inputs`. Building the
+Each group's parser and commands live in a module of their own (`running`, `measuring`, `history`,
+`catalog`, `reporting`, `serving`); the options several share in `_options`, the input checks in `_inputs`. Building the
 parser imports only the standard library: the commands import what they run with, so `--help` loads no
 framework and no pydantic.
 """
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from looplab.cli import catalog, measuring, reporting, running, serving
+from looplab.cli import catalog, history, measuring, reporting, running, serving
 from looplab.cli._inputs import did_you_mean, fit, shown, unknown
 from looplab.cli._options import API_CHOICES
 from looplab.cli.running import exit_code
@@ -32,11 +32,12 @@ _COMMAND_ORDER = (
     "report",
     "merge",
     "bench",
+    "history",
     "serve-model",
     "serve-tools",
     "new-suite",
 )
-_GROUPS = (running, measuring, catalog, reporting, serving)
+_GROUPS = (running, measuring, history, catalog, reporting, serving)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -39,9 +39,24 @@ def _add_caps(sub: argparse._SubParsersAction) -> None:
         "--docs", default="docs", metavar="DIR", help="where iteration-caps.json and .md live (default: docs)"
     )
     caps.add_argument(
+        "--measured",
+        metavar="PATH",
+        help="write what was measured to PATH (as iteration-caps.json holds it) instead of the docs; with --check, "
+        "as well as comparing: what `looplab history record --caps` keeps",
+    )
+    caps.add_argument(
         "--isolate",
         action="store_true",
         help="measure every runner in its own runner environment (those that cannot share this one always are)",
+    )
+    caps.add_argument(
+        "--versions",
+        action="append",
+        default=[],
+        metavar="RUNNER=SPEC",
+        help="measure RUNNER on that version of its framework (e.g. langgraph=1.0.10), in an environment of its own; "
+        "one a runner. With --measured PATH, an older release is measured without touching the docs, for "
+        "`looplab history record` to keep",
     )
 
 
@@ -92,6 +107,12 @@ def _caps(args: argparse.Namespace) -> int:
     args.case = ["vip-compound"]
     if args.api and not args.check:
         raise LooplabError("--api needs --check: the docs are measured on each runner's first wire API")
+    from looplab.run.environments import parse_pins
+
+    pins = parse_pins(args.versions)
+    if twice := [r for r, specs in pins.items() if len(specs) > 1]:
+        raise LooplabError(f"--versions names {', '.join(twice)} more than once: caps measures one version a runner")
+    args.runner = [*(args.runner or []), *(r for r in pins if r not in (args.runner or []))] if pins else args.runner
     runners, _ = select(args, None, own_environments=True)
     if args.api:
         silent = [r for r in args.runner or [] if args.api not in RUNNERS[r].apis]
@@ -100,11 +121,12 @@ def _caps(args: argparse.Namespace) -> int:
         runners = [r for r in runners if args.api in RUNNERS[r].apis]
     docs = Path(args.docs)
     json_path, md_path = docs / "iteration-caps.json", docs / "iteration-caps.md"
-    if not args.check:
+    if not args.check and not args.measured:
         for path in (json_path, md_path):
             ready_to_write("--docs", str(path))
     # Read before measuring: a FIFO or folder there is one line now, not a wait or a traceback after the runs.
     committed_md = files.read_text(md_path) if md_path.exists() else ""
+    ready_to_write("--measured", args.measured)
     if args.check and not json_path.exists():
         raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")
     # Read too when writing after `--runner`: the runners not measured keep their sections.
@@ -115,7 +137,13 @@ def _caps(args: argparse.Namespace) -> int:
         on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"),
         isolate=args.isolate or None,
         api=args.api,
+        versions={r: specs[0] for r, specs in pins.items()},
     )
+    if args.measured:
+        files.write_text(args.measured, caps.to_json(doc))
+        if not args.check:
+            out.print(f"wrote {args.measured}")
+            return 0
     if args.check:
         changes = caps.drift(doc, committed_json, across_apis=args.api is not None)
         fresh_md = caps.to_markdown(measurements.CapsDoc.model_validate_json(committed_json), committed_md)

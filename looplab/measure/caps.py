@@ -16,7 +16,7 @@ import json
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,8 @@ from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import Adapter
 from looplab.measure import caps_budgets
-from looplab.measure.caps_budgets import cell, ending_text
+from looplab.records import caps_changes
+from looplab.records.caps_changes import Change
 from looplab.records.measurements import (
     SAFETY_STOP,
     CapsDoc,
@@ -48,6 +49,7 @@ from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.probes import AnswersOnCall, DelegatesToOneThatNeverStops, NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
+from looplab.views.markdown import cell, ending_text
 
 __all__ = [
     "ANSWER_ON",
@@ -181,14 +183,17 @@ def measure(
     on_runner: Callable[[str], None] | None = None,
     isolate: bool | None = None,
     api: Api | None = None,
+    versions: Mapping[str, str] | None = None,
 ) -> CapsDoc:
     """Probe every runner in `runners`, on `api` (None: each runner's first wire API, as the docs are measured); the
     probe servers live for the whole measurement.
 
     `isolate` measures each in its runner environment (`measure_in_environment`); None (the default) does
     so for a runner whose framework cannot share this environment (`RunnerInfo.in_all` false) and is not
-    installed here; False measures every one here.
+    installed here; False measures every one here. A runner in `versions` is measured in an environment with that
+    version of its framework (`spec_for`'s pin: `1.0.10`, `>=1.0,<1.1`), whatever `isolate` says.
     """
+    pins = versions or {}
     with ExitStack() as stack:
         servers = {
             "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
@@ -201,18 +206,18 @@ def measure(
             if on_runner:
                 on_runner(name)
             info = registry.RUNNERS[name]
-            elsewhere = isolate if isolate is not None else info.elsewhere()
-            reports.append(measure_in_environment(name, api) if elsewhere else prober.runner(name))
+            elsewhere = name in pins or (isolate if isolate is not None else info.elsewhere())
+            reports.append(measure_in_environment(name, api, pins.get(name)) if elsewhere else prober.runner(name))
     return CapsDoc(runners=reports)
 
 
-def measure_in_environment(runner: str, api: Api | None = None) -> RunnerReport:
+def measure_in_environment(runner: str, api: Api | None = None, pin: str | None = None) -> RunnerReport:
     """`runner` measured by `python -m looplab.measure.caps RUNNER OUT [API]` in its runner environment (created if
-    missing)."""
+    missing), with `pin`'s version of its framework when given."""
     from looplab.adapters.boundary.processes import run_bounded
     from looplab.run.environments import ensure, source_root, spec_for
 
-    env = ensure(spec_for(runner))
+    env = ensure(spec_for(runner, pin))
     with tempfile.TemporaryDirectory(prefix="looplab-caps-") as folder:
         out = Path(folder) / "report.json"
         command = [str(env.python), "-m", "looplab.measure.caps", runner, str(out), *([api] if api else [])]
@@ -347,25 +352,6 @@ class VersionMove:
 
 
 @dataclass(frozen=True)
-class Change:
-    """One measured difference: the runner, the knob (or the runner's own field), the knob value, what moved."""
-
-    runner: str
-    #: The knob the difference is under; `None` for a field of the runner's own (its mapping, its cap code).
-    knob: str | None
-    #: The knob value of the row (`unset` for the run without one); `None` for a field of the knob or runner.
-    value: str | None
-    #: The field that differs (`model_calls`, `ending.how`, `default`), or what is missing.
-    field: str
-    committed: Any
-    measured: Any
-
-    def __str__(self) -> str:
-        where = self.runner + (f", {self.knob}" if self.knob else "") + (f" = {self.value}" if self.value else "")
-        return f"{where}: {self.field} {_shown(self.committed)} -> {_shown(self.measured)}"
-
-
-@dataclass(frozen=True)
 class Drift:
     """What `looplab caps --check` found: versions that moved (news, not a failure) and measured changes.
 
@@ -389,68 +375,6 @@ class Drift:
     def moved_lines(self) -> list[str]:
         """One line for each version that moved, for the passing check to print."""
         return [f"version moved, measured behaviour unchanged: {m}" for m in self.moved] if not self else []
-
-
-def _shown(value: Any) -> str:
-    text = "missing" if value is _MISSING else json.dumps(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-_MISSING = object()
-
-
-def _leaves(value: Any, path: tuple[str | int, ...] = ()) -> dict[tuple[str | int, ...], Any]:
-    """Every scalar in a dumped document, by its path of keys and list indices."""
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _leaves(item, (*path, key)).items()}
-    if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, (*path, i)).items()}
-    return {path: value}
-
-
-def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str | None, str | None, str]:
-    """(knob, value, field) for a path in a runner report's dump: where a person looks for it in the docs."""
-    head, rest = path[0], path[1:]
-    if head == "mapping_rows" and rest:
-        rows = report["mapping_rows"]
-        value = rows[rest[0]]["value"] if rest[0] < len(rows) else f"row {rest[0] + 1}"
-        return f"max_steps (onto {report['mapping']})", f"{value}", _field(rest[1:]) or "row"
-    if head == "knobs" and rest:
-        knobs = report["knobs"]
-        knob = knobs[rest[0]]["knob"] if rest[0] < len(knobs) else f"knob {rest[0] + 1}"
-        inner = rest[1:]
-        if inner[:1] == ("rows",) and len(inner) > 1:
-            rows = knobs[rest[0]]["rows"] if rest[0] < len(knobs) else []
-            value = rows[inner[1]]["value"] if inner[1] < len(rows) else f"row {inner[1] + 1}"
-            return knob, f"{value}", _field(inner[2:]) or "row"
-        if inner[:1] == ("unset",):
-            return knob, "unset", _field(inner[1:]) or "row"
-        return knob, None, _field(inner) or "knob"
-    if head in ("delegation", "token_budget") and rest[:1] == ("rows",) and len(rest) > 1:
-        section = report[head]
-        value = section["rows"][rest[1]]["value"] if rest[1] < len(section["rows"]) else f"row {rest[1] + 1}"
-        where = "under delegation" if head == "delegation" else "token budget"
-        return f"{where} ({section['knob']})", "unset" if value is None else f"{value}", _field(rest[2:]) or "row"
-    return None, None, _field(path)
-
-
-def _field(path: tuple[str | int, ...]) -> str:
-    return ".".join(str(p) for p in path)
-
-
-def _changes(committed: RunnerReport, fresh: RunnerReport) -> list[Change]:
-    """The fields in which `fresh` differs from `committed`, the version left out, grouped per row."""
-    before = committed.model_dump(exclude={"version"})
-    after = fresh.model_dump(exclude={"version"})
-    old, new = _leaves(before), _leaves(after)
-    found: list[Change] = []
-    for path in sorted(old.keys() | new.keys(), key=lambda p: [str(x) for x in p]):
-        was, now = old.get(path, _MISSING), new.get(path, _MISSING)
-        if was == now:
-            continue
-        knob, value, field = _located(path, after if path in new else before)
-        found.append(Change(committed.runner, knob, value, field, was, now))
-    return found
 
 
 def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> Drift:
@@ -478,7 +402,7 @@ def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> 
             continue
         if before.version != report.version:
             moved.append(VersionMove(report.runner, report.distribution, before.version, report.version))
-        changes += _changes(before, report)
+        changes += caps_changes.changes(before, report)
         comparable.append(report.model_copy(update={"version": before.version}))
     for field in ("generated_by", "safety_stop"):
         if getattr(committed, field) != getattr(fresh, field):

@@ -20,6 +20,7 @@ from looplab.adapters.contract.runner import KnobDefault, Probe
 from looplab.records.measurements import CapsDoc, DelegationReport, DelegationRow, Ending, TokenReport, TokenRow
 from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.probes import PARENT_SAW
+from looplab.views.markdown import cell, ending_text
 
 if TYPE_CHECKING:
     from looplab.adapters.contract.result import RunResult
@@ -34,9 +35,7 @@ __all__ = [
     "DELEGATION_VALUES",
     "TOKEN_VALUES",
     "delegation",
-    "cell",
     "delegation_cell",
-    "ending_text",
     "markdown",
     "sizeless",
     "token_budget",
@@ -162,18 +161,6 @@ def delegation_cell(report: DelegationReport | None) -> str:
 def token_cell(report: TokenReport | None) -> str:
     """The summary table's cell: the framework's own token budget, if any."""
     return "none" if report is None else f"`{report.knob}`"
-
-
-def cell(text: object) -> str:
-    """Text as one Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def ending_text(e: Ending) -> str:
-    """How a probe ended, in a line."""
-    if e.exception:
-        return f"raises `{e.exception}`: {cell(e.message)}"
-    return e.how + (f": “{cell(e.message)}”" if e.message else "")
 
 
 def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> list[str]:

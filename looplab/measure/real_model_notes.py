@@ -32,6 +32,7 @@ from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.trace import Attempt, ModelCall
 from looplab.records.results import read as read_results
 from looplab.shared_tools.records import ToolCallRecord
+from looplab.views.markdown import cell
 from looplab.views.report import RunView, runs_from
 
 __all__ = [
@@ -85,11 +86,6 @@ def quote(text: str | None, limit: int = QUOTE_CHARS) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """'1 call', '2 calls'."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
-
-
-def _cell(text: str) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _args(call: ToolCallRecord) -> str:
@@ -455,7 +451,7 @@ def overview_table(views: Sequence[RunView]) -> list[str]:
             continue
         tools = r.trace.tool_calls
         rows.append(
-            f"| {v.runner} | {_cell(r.runner_version)} | {v.case} | {r.stop_reason} | {checks} | "
+            f"| {v.runner} | {cell(r.runner_version)} | {v.case} | {r.stop_reason} | {checks} | "
             f"{r.totals.model_calls} | {r.totals.failed_model_calls} | "
             f"{len(tools)} ({sum(c.is_error for c in tools)}) | {r.totals.wall_s:.1f} |"
         )
@@ -504,7 +500,7 @@ def header(info: dict[str, Any] | None, views: Sequence[RunView], source: str) -
         lines += [f"This page describes the runs in {source or 'a results file'} on {', '.join(models) or '?'}.", ""]
     runner_versions = {v.runner: v.result.runner_version for v in views if v.result}
     if runner_versions:
-        lines += ["Runner versions: " + ", ".join(f"{k} {_cell(v)}" for k, v in runner_versions.items()) + ".", ""]
+        lines += ["Runner versions: " + ", ".join(f"{k} {cell(v)}" for k, v in runner_versions.items()) + ".", ""]
     lines += [
         "For each run: **Sent** is what the model boundary saw go out (answered requests and attempts "
         "that got no answer); **Server** what the server answered to them; **Model** what the model's "
@@ -535,7 +531,7 @@ def shapes_table(views: Sequence[RunView], aligned: dict[int, list[Exchange]]) -
         answers = [a for a, _ in exchanges if isinstance(a, ModelCall)]
         asking = sum(bool(a.tool_calls_requested) for a in answers)
         tokens = f"{statuses_median([a.input_tokens for a in answers])}" if answers else "—"
-        choice_text = "absent" if choice == '"absent"' else _cell(f"`{choice}`")
+        choice_text = "absent" if choice == '"absent"' else cell(f"`{choice}`")
         rows.append(
             f"| {runner} | {choice_text} | {tools} | {len(exchanges)} | "
             f"{', '.join(f'{s} ×{n}' for s, n in sorted(statuses.items()))} | {asking} of {len(answers)} | {tokens} |"

@@ -215,22 +215,28 @@ def prepare(
 
 def spec_for(runner: str, pin: str | None = None) -> EnvSpec:
     """The environment for `runner`; `pin` a version (`1.0.0`) or specifier (`>=1.1,<1.2`) of its framework,
-    or `DIST==VERSION` for another of its extra's distributions."""
+    or `DIST==VERSION` for another distribution. Several, separated by `;`, go into the one environment: an older
+    release with the companion it needs (`1.0.10;langgraph-prebuilt==1.0.5`, where the newest companion needs a
+    newer framework)."""
     info = registry.RUNNERS[runner]
     requirements = _requirements({info.extra})
     if pin is None:
         return EnvSpec(runner, tuple(sorted(requirements)))
     framework = _name(_extra_requirements(info.extra)[0])
-    named = _NAME.match(pin)
-    dist, rest = (named.group(0), pin[named.end() :]) if named and not pin[0].isdigit() else (framework, pin)
-    constraint = f"{dist}{rest if rest[:1] in '=<>!~' else '==' + rest}"
-    kept = [r for r in requirements if _name(r) != _normal(dist)]
-    # The extra's own requirement may carry extras of its own (`openai-agents[litellm]`): keep them.
-    extras = next(
-        (m.group(0) for r in requirements if _name(r) == _normal(dist) and (m := re.search(r"\[.*?\]", r))), ""
-    )
-    pinned = constraint.replace(dist, dist + extras, 1)
-    return EnvSpec(runner, tuple(sorted([*kept, pinned])), (constraint,))
+    constraints = []
+    for one in filter(None, (p.strip() for p in pin.split(";"))):
+        named = _NAME.match(one)
+        dist, rest = (named.group(0), one[named.end() :]) if named and not one[0].isdigit() else (framework, one)
+        constraint = f"{dist}{rest if rest[:1] in '=<>!~' else '==' + rest}"
+        # The extra's own requirement may carry extras of its own (`openai-agents[litellm]`): keep them.
+        extras = next(
+            (m.group(0) for r in requirements if _name(r) == _normal(dist) and (m := re.search(r"\[.*?\]", r))), ""
+        )
+        requirements = [r for r in requirements if _name(r) != _normal(dist)] + [
+            constraint.replace(dist, dist + extras, 1)
+        ]
+        constraints.append(constraint)
+    return EnvSpec(runner, tuple(sorted(requirements)), tuple(constraints))
 
 
 def ensure(

@@ -38,6 +38,7 @@ from looplab.records import results
 from looplab.records.measurements import BenchResult, CapsDoc, KnobReport, RunnerReport, history_of, version_label
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
+from looplab.views.markdown import cell as markdown_cell
 
 __all__ = [
     "CAPS_PATH",
@@ -576,10 +577,10 @@ def markdown(card: Scorecard, caps_doc: str = "iteration-caps.md") -> str:
         for c in card.cards:
             cells = []
             for r in rows:
-                cell = c.cells[r.key]
-                text = cell.text.replace("|", "\\|")
-                if cell.caps_section:
-                    text = f"[{text}]({caps_doc}#{cell.caps_section})"
+                found = c.cells[r.key]
+                text = markdown_cell(found.text)
+                if found.caps_section:
+                    text = f"[{text}]({caps_doc}#{found.caps_section})"
                 cells.append(text)
             out.append(f"| `{c.runner}` | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"

@@ -1,0 +1,104 @@
+"""What differs between two measurements of one runner's caps, field by field, named as the caps doc names it.
+
+`looplab caps --check` reads the installed library against the committed docs with it, and `looplab history` one
+kept framework version against the next.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from looplab.records.measurements import RunnerReport
+
+__all__ = ["Change", "changes", "shown"]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One measured difference: the runner, the knob (or the runner's own field), the knob value, what moved."""
+
+    runner: str
+    #: The knob the difference is under; `None` for a field of the runner's own (its mapping, its cap code).
+    knob: str | None
+    #: The knob value of the row (`unset` for the run without one); `None` for a field of the knob or runner.
+    value: str | None
+    #: The field that differs (`model_calls`, `ending.how`, `default`), or what is missing.
+    field: str
+    committed: Any
+    measured: Any
+
+    @property
+    def where(self) -> str:
+        """The knob and value it is under, as a person finds it in the docs (empty for the runner's own field)."""
+        return (self.knob or "") + (f" = {self.value}" if self.value else "")
+
+    def __str__(self) -> str:
+        where = self.runner + (f", {self.where}" if self.where else "")
+        return f"{where}: {self.field} {shown(self.committed)} -> {shown(self.measured)}"
+
+
+#: The value of a field one side does not have.
+MISSING: Any = object()
+
+
+def shown(value: Any) -> str:
+    """A field's value as JSON, cut to one short line."""
+    text = "missing" if value is MISSING else json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def changes(before: RunnerReport, after: RunnerReport, *, ignore: Iterable[str] = ("version",)) -> list[Change]:
+    """The fields in which `after` differs from `before`, the top-level fields in `ignore` left out, row by row."""
+    left_out = set(ignore)
+    old_doc, new_doc = before.model_dump(exclude=left_out), after.model_dump(exclude=left_out)
+    old, new = _leaves(old_doc), _leaves(new_doc)
+    found: list[Change] = []
+    for path in sorted(old.keys() | new.keys(), key=lambda p: [str(x) for x in p]):
+        was, now = old.get(path, MISSING), new.get(path, MISSING)
+        if was == now:
+            continue
+        knob, value, field = _located(path, new_doc if path in new else old_doc)
+        found.append(Change(before.runner, knob, value, field, was, now))
+    return found
+
+
+def _leaves(value: Any, path: tuple[str | int, ...] = ()) -> dict[tuple[str | int, ...], Any]:
+    """Every scalar in a dumped document, by its path of keys and list indices."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _leaves(item, (*path, key)).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, (*path, i)).items()}
+    return {path: value}
+
+
+def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str | None, str | None, str]:
+    """(knob, value, field) for a path in a runner report's dump: where a person looks for it in the docs."""
+    head, rest = path[0], path[1:]
+    if head == "mapping_rows" and rest:
+        rows = report["mapping_rows"]
+        value = rows[rest[0]]["value"] if rest[0] < len(rows) else f"row {rest[0] + 1}"
+        return f"max_steps (onto {report['mapping']})", f"{value}", _field(rest[1:]) or "row"
+    if head == "knobs" and rest:
+        knobs = report["knobs"]
+        knob = knobs[rest[0]]["knob"] if rest[0] < len(knobs) else f"knob {rest[0] + 1}"
+        inner = rest[1:]
+        if inner[:1] == ("rows",) and len(inner) > 1:
+            rows = knobs[rest[0]]["rows"] if rest[0] < len(knobs) else []
+            value = rows[inner[1]]["value"] if inner[1] < len(rows) else f"row {inner[1] + 1}"
+            return knob, f"{value}", _field(inner[2:]) or "row"
+        if inner[:1] == ("unset",):
+            return knob, "unset", _field(inner[1:]) or "row"
+        return knob, None, _field(inner) or "knob"
+    if head in ("delegation", "token_budget") and rest[:1] == ("rows",) and len(rest) > 1:
+        section = report[head]
+        value = section["rows"][rest[1]]["value"] if rest[1] < len(section["rows"]) else f"row {rest[1] + 1}"
+        where = "under delegation" if head == "delegation" else "token budget"
+        return f"{where} ({section['knob']})", "unset" if value is None else f"{value}", _field(rest[2:]) or "row"
+    return None, None, _field(path)
+
+
+def _field(path: tuple[str | int, ...]) -> str:
+    return ".".join(str(p) for p in path)

@@ -1,0 +1,323 @@
+"""Kept measurements: what looplab measured of each framework version, one small JSON file per version.
+
+`history/<runner>/<version>.json` holds one runner's caps measurement (its section of `docs/iteration-caps.json`)
+and how it did on each case of the suite against the scripted model, for the framework version it ran on. A
+version measured once can then be compared with any other without installing it again: `changes_between` names
+what moved from one kept version to the next (a default, what a knob counts, what happens at the cap, the tools of
+the last call, the size of a request, a case's outcome), and `record` says which measurements are new versions
+whose behaviour moved from the version kept before them, the news a scheduled comparison reports.
+
+Files are written with sorted keys and a trailing newline, so a version measured again unchanged rewrites nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, Field, ValidationError
+
+from looplab.adapters.contract import files
+from looplab.adapters.contract.errors import LooplabError
+from looplab.records import results
+from looplab.records.caps_changes import Change, changes
+from looplab.records.measurements import CapsDoc, RunnerReport
+
+__all__ = [
+    "HISTORY",
+    "KEPT_MODEL",
+    "LOOPLAB_FIELDS",
+    "REQUEST_SIZE_TOLERANCE",
+    "SCHEMA",
+    "CaseOutcome",
+    "HistoryError",
+    "Recorded",
+    "VersionRecord",
+    "case_changes",
+    "changes_between",
+    "file_name",
+    "read",
+    "record",
+    "records_from",
+    "runners_of",
+    "to_json",
+]
+
+#: The kept data's folder, at the repository's root.
+HISTORY = Path("history")
+#: The version of a kept file's layout.
+SCHEMA = 1
+#: The model whose runs are kept: the offline scripted one, the same for every version, so a case's outcome moves
+#: only when the framework's behaviour does.
+KEPT_MODEL = "scripted"
+#: A request's size moves by a few bytes with nothing changed (an id's length, a number's digits); less than this
+#: fraction is not a change.
+REQUEST_SIZE_TOLERANCE = 0.05
+#: What a runner's caps section holds that is looplab's own, not the framework's: left out of the comparison.
+LOOPLAB_FIELDS = ("version", "code", "code_language")
+
+
+class HistoryError(LooplabError):
+    """A kept file that cannot be read, or measurements that cannot be kept."""
+
+
+class CaseOutcome(BaseModel):
+    """How a runner did on one case against the scripted model (the first repeat's numbers)."""
+
+    runs: int
+    passed: int
+    stop_reason: str | None = None
+    failed_checks: list[str] = []
+    error: str | None = None
+    model_calls: int | None = None
+    tool_calls: int | None = None
+    #: Bytes of the first request (system prompt, tool schemas, task) and of the largest one (the context at its
+    #: longest).
+    first_request_bytes: int | None = None
+    largest_request_bytes: int | None = None
+
+
+class VersionRecord(BaseModel):
+    """What looplab measured of one runner on one version of its framework."""
+
+    looplab_history: int = SCHEMA
+    #: The folder its file is kept in, so a plain name (no path, no leading dot).
+    runner: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    distribution: str
+    version: str
+    measured_on: date
+    #: The looplab version that measured it: a difference between two versions measured by two looplabs may be
+    #: looplab's.
+    looplab: str
+    caps: RunnerReport | None = None
+    cases: dict[str, CaseOutcome] = {}
+    #: The runner's behaviour scorecard cells that were measured (row key -> text), read off the caps and cases.
+    scorecard: dict[str, str] = {}
+
+    def sort_key(self) -> tuple[int, Any, date]:
+        """Framework versions in release order where they parse, else in the order they were measured."""
+        try:
+            return (0, Version((self.version.split() or [""])[-1]), self.measured_on)
+        except InvalidVersion:
+            return (1, self.measured_on, self.measured_on)
+
+
+def file_name(version: str) -> str:
+    """The kept file of a version: its text with anything but letters, digits, `.`, `_`, `+`, `-` made `-`."""
+    return (re.sub(r"[^A-Za-z0-9._+-]+", "-", version).strip("-.") or "unnamed") + ".json"
+
+
+def read(folder: Path = HISTORY) -> dict[str, list[VersionRecord]]:
+    """Every kept version, by runner, each runner's in release order; an unreadable file is a one-line error."""
+    kept: dict[str, list[VersionRecord]] = {}
+    for path in sorted(folder.glob("*/*.json")):
+        try:
+            one = VersionRecord.model_validate_json(files.read_text(path))
+        except (OSError, ValidationError) as exc:
+            first = str(exc).splitlines()[0] if isinstance(exc, OSError) else _problem(exc)
+            raise HistoryError(f"{path}: not a kept measurement: {first}") from None
+        if one.runner != path.parent.name or file_name(one.version) != path.name:
+            raise HistoryError(f"{path}: holds {one.runner} {one.version}, which belongs in {_path_of(one, folder)}")
+        kept.setdefault(one.runner, []).append(one)
+    return {runner: sorted(versions, key=VersionRecord.sort_key) for runner, versions in sorted(kept.items())}
+
+
+def _problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in error['loc']) or 'the file'}: {error['msg']}"
+
+
+def _path_of(one: VersionRecord, folder: Path) -> Path:
+    return folder / one.runner / file_name(one.version)
+
+
+def records_from(
+    caps: CapsDoc | None,
+    document: results.Document | None,
+    *,
+    measured_on: date,
+    looplab: str,
+    scorecards: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[VersionRecord]:
+    """One record per runner measured in `caps` or run in `document` (its scripted-model cells on the runner's
+    own wire API and stream), at the version each ran on, with the runner's cells of `scorecards` (by runner).
+
+    A runner whose eval ran another version than its caps measurement (a release between the two jobs) gets a
+    record for each.
+    """
+    made: dict[tuple[str, str], VersionRecord] = {}
+    distribution = {r.runner: r.distribution for r in caps.runners} if caps else {}
+
+    def one_of(runner: str, version: str) -> VersionRecord:
+        if (runner, version) not in made:
+            try:
+                made[runner, version] = VersionRecord(
+                    runner=runner,
+                    distribution=distribution.get(runner, ""),
+                    version=version,
+                    measured_on=measured_on,
+                    looplab=looplab,
+                )
+            except ValidationError:
+                raise HistoryError(f"a runner named {runner!r} cannot be kept: its name is its folder's") from None
+        return made[runner, version]
+
+    for report in caps.runners if caps else ():
+        one_of(report.runner, report.version).caps = report
+    for (runner, version, case), cells in _kept_cells(document).items():
+        one = one_of(runner, version)
+        one.cases[case] = _outcome(document, cells)  # type: ignore[arg-type]  # cells come from a document
+    for one in made.values():
+        one.scorecard = dict((scorecards or {}).get(one.runner, {}))
+    return sorted(made.values(), key=lambda r: (r.runner, r.sort_key()))
+
+
+def _kept_cells(document: results.Document | None) -> dict[tuple[str, str, str], list[results.CellRecord]]:
+    by_cell: dict[tuple[str, str, str], list[results.CellRecord]] = {}
+    for cell in document.cells if document else ():
+        if cell.model != KEPT_MODEL or cell.api is not None or cell.stream is not None or not cell.runner_version:
+            continue
+        # A pinned version's cells are labelled `langgraph@1.0.0`; the version it ran is the cell's runner_version.
+        by_cell.setdefault((cell.runner.partition("@")[0], cell.runner_version, cell.case), []).append(cell)
+    return {key: sorted(cells, key=lambda c: c.repeat) for key, cells in sorted(by_cell.items())}
+
+
+def _outcome(document: results.Document, cells: list[results.CellRecord]) -> CaseOutcome:
+    first = cells[0]
+    outcome = CaseOutcome(
+        runs=len(cells),
+        passed=sum(bool(c.passed) for c in cells),
+        stop_reason=first.stop_reason,
+        failed_checks=first.failed_checks,
+        error=first.error.splitlines()[0][:200] if first.error else None,
+    )
+    run = document.result_of(first)
+    if run is not None:
+        sizes = [s.model_call.request_bytes for s in run.trace.steps]
+        outcome.model_calls = run.totals.model_calls
+        outcome.tool_calls = run.totals.tool_calls
+        outcome.first_request_bytes = sizes[0] if sizes else None
+        outcome.largest_request_bytes = max(sizes, default=None)
+    return outcome
+
+
+def case_changes(runner: str, before: dict[str, CaseOutcome], after: dict[str, CaseOutcome]) -> list[Change]:
+    """How each case kept in both moved: its outcome, its counts, and its request sizes beyond the tolerance.
+
+    A case kept on one side only is not a change of the framework's (the suite grew or shrank) and is left out.
+    """
+    found: list[Change] = []
+    for case in sorted(before.keys() & after.keys()):
+        was, now = before[case], after[case]
+        for name in ("passed", "stop_reason", "failed_checks", "error", "model_calls", "tool_calls"):
+            old, new = getattr(was, name), getattr(now, name)
+            if name == "passed":
+                old, new = f"{was.passed}/{was.runs}", f"{now.passed}/{now.runs}"
+            if old != new:
+                found.append(Change(runner, f"case {case}", None, name, old, new))
+        for name in ("first_request_bytes", "largest_request_bytes"):
+            old, new = getattr(was, name), getattr(now, name)
+            if _moved(old, new):
+                found.append(Change(runner, f"case {case}", None, name, old, new))
+    return found
+
+
+def _moved(old: int | None, new: int | None) -> bool:
+    if old is None or new is None:
+        return old != new
+    return abs(new - old) > REQUEST_SIZE_TOLERANCE * max(old, 1)
+
+
+def changes_between(before: VersionRecord, after: VersionRecord) -> list[Change]:
+    """What moved from one kept version of a runner to another: its caps (looplab's own fields left out), its cases
+    and its scorecard cells. A part one side did not measure compares as nothing changed."""
+    found = []
+    if before.caps is not None and after.caps is not None:
+        found += changes(before.caps, after.caps, ignore=LOOPLAB_FIELDS)
+    found += case_changes(after.runner, before.cases, after.cases)
+    for key in sorted(before.scorecard.keys() & after.scorecard.keys()):
+        if before.scorecard[key] != after.scorecard[key]:
+            found.append(Change(after.runner, "scorecard", None, key, before.scorecard[key], after.scorecard[key]))
+    return found
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What `record` did with one measurement: its file, whether it was new, and how it moved from the version
+    kept before it (the newest older one)."""
+
+    record: VersionRecord
+    path: Path
+    status: Literal["new version", "measured again", "unchanged"]
+    previous: VersionRecord | None = None
+    moved: tuple[Change, ...] = field(default=())
+
+    @property
+    def news(self) -> bool:
+        """A new framework version whose measured behaviour moved from the version before it."""
+        return self.status == "new version" and bool(self.moved)
+
+
+def record(measured: Sequence[VersionRecord], folder: Path = HISTORY) -> list[Recorded]:
+    """Keep each measurement in its version's file (the kept one of that version replaced) and say how each moved.
+
+    A version kept already is measured again: its file takes the new measurement, and `moved` is against the old one
+    (a looplab change, or a flaky framework). A new version is compared with the newest kept version older than it.
+    A measurement lacking a part the kept one has (caps, or cases) keeps that part from the kept file: a run of
+    only the eval does not drop the caps.
+    """
+    kept = read(folder) if folder.exists() else {}
+    done: list[Recorded] = []
+    for one in measured:
+        versions = kept.get(one.runner, [])
+        same = next((v for v in versions if v.version == one.version), None)
+        if same is not None:
+            one = _filled(one, same)
+            status = "unchanged" if _same_measurement(same, one) else "measured again"
+            moved = changes_between(same, one)
+            previous = same
+        else:
+            older = [v for v in versions if v.sort_key() < one.sort_key()]
+            previous = older[-1] if older else None
+            status, moved = "new version", changes_between(previous, one) if previous else []
+        path = _path_of(one, folder)
+        if status != "unchanged":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            files.write_text(path, to_json(one))
+        kept[one.runner] = sorted([v for v in versions if v.version != one.version] + [one], key=VersionRecord.sort_key)
+        done.append(Recorded(one, path, status, previous, tuple(moved)))
+    return done
+
+
+def _filled(one: VersionRecord, kept: VersionRecord) -> VersionRecord:
+    return one.model_copy(
+        update={
+            "caps": one.caps or kept.caps,
+            "cases": {**kept.cases, **one.cases},
+            "scorecard": {**kept.scorecard, **one.scorecard},
+        }
+    )
+
+
+def _same_measurement(a: VersionRecord, b: VersionRecord) -> bool:
+    # The date and the measuring looplab alone moving is not worth a commit.
+    return a.model_dump(exclude={"measured_on", "looplab"}) == b.model_dump(exclude={"measured_on", "looplab"})
+
+
+def to_json(one: VersionRecord) -> str:
+    """A kept file's text: small, sorted, stable, so two versions diff line by line."""
+    return json.dumps(one.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def runners_of(kept: dict[str, list[VersionRecord]], runners: Iterable[str]) -> dict[str, list[VersionRecord]]:
+    """The kept versions of the named runners; an unknown name is a one-line error listing what is kept."""
+    wanted = list(runners)
+    if missing := [r for r in wanted if r not in kept]:
+        raise HistoryError(f"nothing kept for {', '.join(missing)}; kept: {', '.join(kept) or 'nothing'}")
+    return {r: kept[r] for r in wanted} if wanted else kept

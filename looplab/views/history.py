@@ -1,0 +1,237 @@
+"""The kept measurements shown: `looplab history` in the terminal, the site's pages, and the text of a drift issue.
+
+Every line is read off the kept files (`looplab.records.history`); nothing here measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from looplab.records import results
+from looplab.records.caps_changes import Change, shown
+from looplab.records.history import Recorded, VersionRecord, changes_between
+from looplab.records.measurements import CapsDoc, KnobReport
+from looplab.views import scorecard
+from looplab.views.markdown import cell, ending_text
+
+__all__ = [
+    "KEPT_ROWS",
+    "drift_issue",
+    "drift_title",
+    "markdown",
+    "results_markdown",
+    "scorecard_cells",
+    "scorecard_markdown",
+    "terminal",
+]
+
+
+def _summary(one: VersionRecord) -> str:
+    parts = ["caps"] if one.caps else []
+    if one.cases:
+        passed = sum(c.passed == c.runs for c in one.cases.values())
+        parts.append(f"{passed}/{len(one.cases)} cases passed")
+    return f"measured {one.measured_on} by looplab {one.looplab}: " + (", ".join(parts) or "nothing")
+
+
+def _pairs(versions: Sequence[VersionRecord]) -> list[tuple[VersionRecord, VersionRecord, list[Change]]]:
+    return [(a, b, changes_between(a, b)) for a, b in zip(versions, versions[1:], strict=False)]
+
+
+def _caveat(a: VersionRecord, b: VersionRecord) -> str:
+    """Two versions measured by two looplab releases: a difference may be looplab's, and the reader is told so.
+    (Builds between two releases count as the release they lead to: each commit is a version of its own.)"""
+    if _release(a.looplab) == _release(b.looplab):
+        return ""
+    return f" (measured by looplab {a.looplab} and {b.looplab}: a change may be looplab's)"
+
+
+def _release(version: str) -> str:
+    try:
+        return Version(version).base_version
+    except InvalidVersion:
+        return version
+
+
+def terminal(kept: dict[str, list[VersionRecord]]) -> str:
+    """Per runner, each version kept, and what changed from the one before it."""
+    out: list[str] = []
+    for runner, versions in kept.items():
+        out.append(f"{runner} ({versions[0].distribution or 'its framework'})")
+        width = max(len(v.version) for v in versions)
+        out.append(f"  {versions[0].version:<{width}}  {_summary(versions[0])}")
+        for a, b, moved in _pairs(versions):
+            out.append(f"  {b.version:<{width}}  {_summary(b)}")
+            if not moved:
+                out.append(f"  {'':<{width}}  nothing measured changed from {a.version}")
+                continue
+            out.append(f"  {'':<{width}}  changed from {a.version}{_caveat(a, b)}:")
+            out += [
+                f"  {'':<{width}}    {_where(c)}: {c.field} {shown(c.committed)} -> {shown(c.measured)}" for c in moved
+            ]
+        out.append("")
+    return "\n".join(out)
+
+
+def _where(change: Change) -> str:
+    return change.where or "the runner"
+
+
+def _first_knob(one: VersionRecord) -> KnobReport | None:
+    return one.caps.knobs[0] if one.caps and one.caps.knobs else None
+
+
+def _versions_table(versions: Sequence[VersionRecord]) -> list[str]:
+    out = [
+        "| version | measured | knob | default | counts | at the cap | unset, a runaway made | cases passed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for one in reversed(versions):  # the newest first
+        knob = _first_knob(one)
+        caps = (
+            [
+                f"`{cell(knob.knob)}`",
+                "none" if knob.default is None else str(knob.default),
+                cell(knob.counts),
+                ending_text(knob.rows[0].ending) if knob.rows else "not measured",
+                f"{knob.unset.model_calls} model calls",
+            ]
+            if knob
+            else ["not measured"] * 5
+        )
+        passed = sum(c.passed == c.runs for c in one.cases.values())
+        cases = f"{passed}/{len(one.cases)}" if one.cases else "not run"
+        looplab = one.looplab.split("+")[0]  # a local version's commit and date say nothing to a reader
+        out.append(
+            f"| {cell(one.version)} | {one.measured_on} (looplab {looplab}) | " + " | ".join(caps) + f" | {cases} |"
+        )
+    return out
+
+
+def _changes_table(moved: Sequence[Change], before: str, after: str) -> list[str]:
+    out = [f"| where | field | {cell(before)} | {cell(after)} |", "|---|---|---|---|"]
+    out += [
+        f"| {cell(_where(c))} | {cell(c.field)} | {cell(shown(c.committed))} | {cell(shown(c.measured))} |"
+        for c in moved
+    ]
+    return out
+
+
+def markdown(kept: dict[str, list[VersionRecord]]) -> str:
+    """The site's change history: a summary, then per runner every version measured and what moved between them."""
+    out = [
+        "# Measured versions and what changed",
+        "",
+        "Every framework version looplab has measured, read from the kept data (`history/<runner>/<version>.json`),",
+        "and what changed from one to the next: a cap's default, what it counts, what happens at the cap, the tools",
+        "of the last call, the size of a request, a case's outcome. `looplab history` prints the same.",
+        "",
+        "| runner | versions measured | newest | changed at the newest |",
+        "|---|---|---|---|",
+    ]
+    for runner, versions in kept.items():
+        pairs = _pairs(versions)
+        last = f"{len(pairs[-1][2])} fields" if pairs and pairs[-1][2] else ("nothing" if pairs else "first measured")
+        out.append(f"| [`{runner}`](#{runner}) | {len(versions)} | {cell(versions[-1].version)} | {last} |")
+    for runner, versions in kept.items():
+        out += ["", f"## {runner}", "", f"Framework: `{versions[0].distribution or 'its own'}`.", ""]
+        out += _versions_table(versions)
+        for a, b, moved in reversed(_pairs(versions)):
+            out += ["", f"### {cell(a.version)} → {cell(b.version)}", ""]
+            if not moved:
+                out.append("Nothing measured changed.")
+                continue
+            if caveat := _caveat(a, b):
+                out += [f"Measured{caveat}.", ""]
+            out += _changes_table(moved, a.version, b.version)
+    return "\n".join(out) + "\n"
+
+
+def results_markdown(kept: dict[str, list[VersionRecord]]) -> str:
+    """The site's latest results: each runner's newest kept version, case by case."""
+    newest = {runner: versions[-1] for runner, versions in kept.items() if versions[-1].cases}
+    cases = sorted({case for one in newest.values() for case in one.cases})
+    out = [
+        "# Latest results",
+        "",
+        "Each runner's newest measured version on every case of the built-in suite, against the offline scripted",
+        "model: whether the case's checks passed (and how many of its runs, where it ran more than once) and its",
+        "model calls. Read from the kept data; [the change history](history.md) shows how each moved between versions.",
+        "",
+        "| runner | version | passed | " + " | ".join(f"`{case}`" for case in cases) + " |",
+        "|---" * (len(cases) + 3) + "|",
+    ]
+    for runner, one in newest.items():
+        passed = sum(c.passed == c.runs for c in one.cases.values())
+        row = [f"`{runner}`", cell(one.version), f"{passed}/{len(one.cases)}"]
+        for case in cases:
+            outcome = one.cases.get(case)
+            if outcome is None:
+                row.append("not run")
+                continue
+            mark = "pass" if outcome.passed == outcome.runs else f"**fail** {outcome.passed}/{outcome.runs}"
+            row.append(f"{mark}, {outcome.model_calls if outcome.model_calls is not None else 'no'} calls")
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
+
+
+def drift_title(runner: str) -> str:
+    """The title of a runner's drift issue: one per runner, so a later release updates the open one."""
+    return f"Measured behaviour changed: {runner}"
+
+
+def drift_issue(news: Recorded, run_url: str | None = None) -> str:
+    """The body of the issue saying a new release changed what looplab measures, with every field that moved."""
+    before, after = news.previous, news.record
+    assert before is not None  # news has a version before it
+    label = after.distribution or after.runner
+    out = [
+        f"`{after.runner}` on {label} {after.version} measures otherwise than on {before.version}, the version "
+        f"measured before it{_caveat(before, after)}.",
+        "",
+        f"Measured {after.measured_on} by looplab {after.looplab}"
+        + (f" in [this run]({run_url})." if run_url else "."),
+        "",
+        *_changes_table(news.moved, before.version, after.version),
+        "",
+        f"The kept measurements are `history/{after.runner}/`; `looplab history --runner {after.runner}` shows every "
+        "version. When the change is the framework's, regenerate the caps doc (`looplab caps --runner "
+        f"{after.runner}`) and say in the runner's prose what moved; when a case's outcome moved, the runner's "
+        "adapter or the case needs a look.",
+    ]
+    return "\n".join(out) + "\n"
+
+
+#: The scorecard's rows worth keeping per framework version: what the framework does, not what this machine
+#: measured (the bench's timings), a team's cases, or a size relative to another runner's (each case's request
+#: sizes are kept on their own).
+KEPT_ROWS = tuple(r.key for r in scorecard.ROWS if r.group in ("the cap", "bad calls", "budgets") or r.key == "apis")
+
+
+def scorecard_cells(caps: CapsDoc | None, document: results.Document | None) -> dict[str, dict[str, str]]:
+    """Each runner's measured scorecard cells (`KEPT_ROWS`), by runner, for `history.records_from` to keep."""
+    runners = sorted({r.runner for r in caps.runners} if caps else set())
+    runners += sorted({c.runner for c in document.cells} - set(runners)) if document else []
+    card = scorecard.build(runners, scorecard.observed(document) if document else (), caps)
+    return {c.runner: {k: c.cells[k].text for k in KEPT_ROWS if c.cells[k].measured} for c in card.cards}
+
+
+def scorecard_markdown(kept: dict[str, list[VersionRecord]]) -> str:
+    """The scorecard of each runner's newest kept version, as `looplab scorecard --markdown` lays it out."""
+    cards = [
+        scorecard.RunnerCard(
+            runner=runner,
+            version=versions[-1].version,
+            cells={
+                row.key: scorecard.Cell(text=versions[-1].scorecard[row.key], evidence="kept")
+                if row.key in versions[-1].scorecard
+                else scorecard.Cell(text="not measured")
+                for row in scorecard.ROWS
+            },
+        )
+        for runner, versions in kept.items()
+    ]
+    sources = {"kept data": "each runner's newest version in history/ (its caps and its cases)"}
+    return scorecard.markdown(scorecard.Scorecard(cards=cards, sources=sources))
