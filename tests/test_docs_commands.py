@@ -3,8 +3,9 @@
 Each page's commands run in the order the page shows them, in one fresh folder, so a command that reads what
 an earlier one wrote (`merge shard-1.json shard-2.json`, `caps --check` after `caps`) finds it. The folder holds what
 the pages' examples name: for each `new-suite --repo R --target T`, a small project at R with a failing test T (a
-Python one, or looplab's Node fixture for a `.js` test), looplab's `examples/`, and a results document at
-`eval.json` or `results.json` where a page reads one before it writes it. `PATH` starts with this interpreter's
+Python one, or looplab's Node fixture for a `.js` test), looplab's `examples/` and kept measurements (`history/`),
+and a results document (or a caps measurement, for `history record --caps`) where a page reads one before it
+writes it. `PATH` starts with this interpreter's
 folder, as after `. .venv/bin/activate`.
 
 What changes, so that about sixty commands take minutes rather than hours, and no key or provider is needed:
@@ -58,7 +59,10 @@ LOCAL_SERVER = "http://localhost:8000/v1"
 NODE_PROJECT = REPO / "tests" / "fixtures" / "node_project"
 #: The results document a page may read before it writes one.
 READS = re.compile(r"(?:--results|--resume|report|merge)\s+(\S+\.json)")
+#: The caps measurement a page may read before it writes one (`history record --caps`).
+READS_CAPS = re.compile(r"--caps\s+(\S+\.json)")
 WRITES = re.compile(r"(?:--json|-o)\s+(\S+\.json)")
+MEASURES = re.compile(r"--measured\s+(\S+\.json)")
 
 
 def _narrowed(words: list[str], server: ScriptedModelServer) -> list[str]:
@@ -90,6 +94,7 @@ def _folder(tmp_path: Path, page: Path, commands: list[str]) -> Path:
     here = tmp_path / "work"
     here.mkdir()
     shutil.copytree(REPO / "examples", here / "examples")
+    shutil.copytree(REPO / "history", here / "history")  # the kept measurements, as in a checkout
     for command in commands:
         words = shlex.split(command)[1:]
         if words[0] == "new-suite":
@@ -100,7 +105,10 @@ def _folder(tmp_path: Path, page: Path, commands: list[str]) -> Path:
         for name in READS.findall(command):
             if name not in written and not (here / name).exists():
                 _seed_results(here / name)
-        written.update(WRITES.findall(command))
+        for name in READS_CAPS.findall(command):
+            if name not in written and not (here / name).exists():
+                _seed_caps(here / name)
+        written.update(WRITES.findall(command) + MEASURES.findall(command))
     return here
 
 
@@ -124,7 +132,14 @@ def _project(root: Path, target: str) -> None:
 
 
 def _seed_results(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     done = _looplab(["eval", "--runner", "handrolled", "--case", "vip-compound", "--json", str(path)], path.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _seed_caps(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = _looplab(["caps", "--runner", "handrolled", "--measured", str(path)], path.parent)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
