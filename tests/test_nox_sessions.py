@@ -28,13 +28,23 @@ from looplab.run import environments
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def load_noxfile() -> Any:
+    """noxfile.py as a module, its sessions the only ones nox's registry holds (a second load in one process would
+    register each again, which nox is to refuse)."""
+    import nox.registry
+
+    spec = importlib.util.spec_from_file_location("looplab_noxfile", ROOT / "noxfile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    nox.registry.reset()
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def noxfile() -> Any:
-    spec = importlib.util.spec_from_file_location("looplab_noxfile", ROOT / "noxfile.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_noxfile()
 
 
 class Recorder:

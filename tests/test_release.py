@@ -13,11 +13,9 @@ against all three; then the same step with a tag the tree does not name fails.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import zipfile
@@ -28,7 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_workflow import check_schema, needs_schema, triggers
+from tests.test_nox_sessions import load_noxfile
+from tests.test_workflow import check_schema, finish, needs_schema, start, triggers
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
@@ -43,18 +42,9 @@ GIT_TIMEOUT = 120
 PUBLISH_ACTION = "pypa/gh-action-pypi-publish@release/v1"
 
 
-def _noxfile() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("looplab_noxfile_release", ROOT / "noxfile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def noxfile() -> ModuleType:
-    return _noxfile()
+    return load_noxfile()
 
 
 def workflow() -> dict[str, Any]:
@@ -313,21 +303,8 @@ def _run_step(script: str, clone: Path, tag: str) -> subprocess.CompletedProcess
     interpreter's bin first on PATH (its nox), in a process group ended whole on a timeout."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(GITHUB_REF_NAME=tag, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
-    process = subprocess.Popen(
-        ["bash", "-e", "-c", script],
-        cwd=clone,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=RELEASE_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"the release step ran longer than {RELEASE_TIMEOUT} s:\n{output[-4000:]}")
+    process = start(script, clone, env, clone.parent)
+    output = finish(process, "the release step", timeout=RELEASE_TIMEOUT, check=False)
     return subprocess.CompletedProcess(script, process.returncode, output, "")
 
 
