@@ -196,9 +196,11 @@ def test_each_runners_caps_measure_the_same_on_gemini(runner: str, capsys) -> No
     assert code == 1 and changed and set(changed) <= {"ending.exception", "ending.message", "parent_saw"}, out
 
 
-def test_versions_names_one_version_a_runner(capsys) -> None:
+def test_versions_names_one_version_a_runner_and_never_writes_the_docs(capsys) -> None:
     assert main(["caps", "--versions", "langgraph=1.0.5", "--versions", "langgraph=1.0.6", "--measured", "x.json"]) == 2
     assert "--versions names langgraph more than once" in capsys.readouterr().err
+    assert main(["caps", "--versions", "langgraph=1.0.5"]) == 2
+    assert "--versions needs --measured PATH" in capsys.readouterr().err
 
 
 @pytest.mark.full  # builds an environment holding LangGraph 1.0.6 (about half a minute, once)

@@ -55,8 +55,8 @@ def _add_caps(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="RUNNER=SPEC",
         help="measure RUNNER on that version of its framework (e.g. langgraph=1.0.10), in an environment of its own; "
-        "one a runner. With --measured PATH, an older release is measured without touching the docs, for "
-        "`looplab history record` to keep",
+        "one a runner. Needs --measured PATH (or --check): an older release is measured without touching the docs, "
+        "for `looplab history record` to keep",
     )
 
 
@@ -112,6 +112,8 @@ def _caps(args: argparse.Namespace) -> int:
     pins = parse_pins(args.versions)
     if twice := [r for r, specs in pins.items() if len(specs) > 1]:
         raise LooplabError(f"--versions names {', '.join(twice)} more than once: caps measures one version a runner")
+    if pins and not (args.measured or args.check):
+        raise LooplabError("--versions needs --measured PATH (or --check): the docs are of the versions installed here")
     args.runner = [*(args.runner or []), *(r for r in pins if r not in (args.runner or []))] if pins else args.runner
     runners, _ = select(args, None, own_environments=True)
     if args.api:

@@ -6,6 +6,7 @@ Every line is read off the kept files (`looplab.records.history`); nothing here 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from packaging.version import InvalidVersion, Version
 
@@ -33,11 +34,11 @@ def _summary(one: VersionRecord) -> str:
     if one.cases:
         passed = sum(c.passed == c.runs for c in one.cases.values())
         parts.append(f"{passed}/{len(one.cases)} cases passed")
-    return f"measured {one.measured_on} by looplab {one.looplab}: " + (", ".join(parts) or "nothing")
+    return f"measured {one.measured_on} by looplab {_public(one.looplab)}: " + (", ".join(parts) or "nothing")
 
 
 def _pairs(versions: Sequence[VersionRecord]) -> list[tuple[VersionRecord, VersionRecord, list[Change]]]:
-    return [(a, b, changes_between(a, b)) for a, b in zip(versions, versions[1:], strict=False)]
+    return [(a, b, changes_between(a, b)) for a, b in pairwise(versions)]
 
 
 def _caveat(a: VersionRecord, b: VersionRecord) -> str:
@@ -46,6 +47,11 @@ def _caveat(a: VersionRecord, b: VersionRecord) -> str:
     if _release(a.looplab) == _release(b.looplab):
         return ""
     return f" (measured by looplab {a.looplab} and {b.looplab}: a change may be looplab's)"
+
+
+def _public(version: str) -> str:
+    """A looplab version without its local part: a dev build's commit and date say nothing to a reader."""
+    return version.split("+")[0]
 
 
 def _release(version: str) -> str:
@@ -103,7 +109,7 @@ def _versions_table(versions: Sequence[VersionRecord]) -> list[str]:
         )
         passed = sum(c.passed == c.runs for c in one.cases.values())
         cases = f"{passed}/{len(one.cases)}" if one.cases else "not run"
-        looplab = one.looplab.split("+")[0]  # a local version's commit and date say nothing to a reader
+        looplab = _public(one.looplab)
         out.append(
             f"| {cell(one.version)} | {one.measured_on} (looplab {looplab}) | " + " | ".join(caps) + f" | {cases} |"
         )
