@@ -170,6 +170,8 @@ def test_a_kept_file_in_another_runners_folder_is_refused(kept, tmp_path: Path) 
         (["history", "record"], "needs --caps PATH, --results PATH or both"),
         (["history", "record", "--caps", str(CAPS), "--date", "5/12/2026"], "--date takes YYYY-MM-DD"),
         (["history", "--dir", str(KEPT), "--runner", "nobody"], "nothing kept for nobody"),
+        (["history", "record", "--caps", "missing.json"], "--caps missing.json: no such file"),
+        (["history", "record", "--caps", str(ROOT / "pyproject.toml")], "not a looplab caps measurement"),
     ],
 )
 def test_bad_history_input_is_one_line(argv: list[str], says: str, capsys, tmp_path: Path, monkeypatch) -> None:

@@ -68,8 +68,8 @@ def _record(args: argparse.Namespace, folder: Path) -> int:
     from looplab.adapters.contract import files
     from looplab.adapters.contract.errors import LooplabError
     from looplab.records import history, results
-    from looplab.records.measurements import CapsDoc
     from looplab.views import history as shown
+    from looplab.views import scorecard
 
     if not (args.caps or args.results):
         raise LooplabError("history record needs --caps PATH, --results PATH or both: what to keep")
@@ -77,7 +77,9 @@ def _record(args: argparse.Namespace, folder: Path) -> int:
         day = date.fromisoformat(args.date) if args.date else datetime.now(UTC).date()
     except ValueError:
         raise LooplabError(f"--date takes YYYY-MM-DD, not {args.date!r}") from None
-    caps = CapsDoc.model_validate_json(files.read_text(args.caps)) if args.caps else None
+    if args.caps and not Path(args.caps).is_file():
+        raise LooplabError(f"--caps {args.caps}: no such file")
+    caps = scorecard.load_caps(Path(args.caps)) if args.caps else None
     document = results.read(Path(args.results)) if args.results else None
     cards = shown.scorecard_cells(caps, document)
     measured = history.records_from(caps, document, measured_on=day, looplab=__version__, scorecards=cards)
