@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import site
 import subprocess
 import sys
@@ -42,15 +41,11 @@ import looplab
 from looplab import cli
 from tests.team_suite import CASES as TEAM_CASES
 from tests.team_suite import write_team_suite
+from tests.test_nox_sessions import load_noxfile
 
 REPO = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-#: Installed package -> the repository folder the build places there (`looplab.adapters` -> `adapters`).
-PACKAGE_DIRS: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
-#: The repository folders whose every file (caches aside) the wheel ships: the `looplab` package and the
-#: folders the build places under it (their modules, and the data the cases read at run time).
-SHIPPED_ROOTS = ("looplab", *PACKAGE_DIRS.values())
-#: Files the installed package reads at run time, by wheel path: a sample the shipped-roots rule must cover.
+#: Files the installed package reads at run time, by wheel path: a sample the expected contents must cover.
 RUNTIME_DATA = (
     "looplab/py.typed",
     "looplab/views/templates/report.html.j2",
@@ -270,35 +265,6 @@ def _is_cache(path: str) -> bool:
     return any(p in CACHE_PARTS for p in parts) or path.endswith(CACHE_SUFFIXES)
 
 
-def _in_wheel(path: str) -> str:
-    """A repository path's place in the wheel: `adapters/x.py` -> `looplab/adapters/x.py`."""
-    for package, folder in PACKAGE_DIRS.items():
-        if path.startswith(f"{folder}/"):
-            return package.replace(".", "/") + path[len(folder) :]
-    return path
-
-
-def _expected_files() -> set[str]:
-    """Every file under SHIPPED_ROOTS that git tracks (and that exists), caches aside, as wheel paths."""
-    found: set[str] = set()
-    if shutil.which("git") is not None:
-        proc = subprocess.run(
-            ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--", *SHIPPED_ROOTS],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if proc.returncode == 0 and proc.stdout:
-            found = {p for p in proc.stdout.split("\0") if p and not _is_cache(p) and (REPO / p).is_file()}
-    if not found:  # not a git checkout (or no git): every file on disk under the roots, caches aside
-        for root in SHIPPED_ROOTS:
-            for path in (REPO / root).rglob("*"):
-                rel = path.relative_to(REPO).as_posix()
-                if path.is_file() and not _is_cache(rel):
-                    found.add(rel)
-    return {_in_wheel(p) for p in found}
-
-
 @dataclass(frozen=True)
 class Build:
     wheel: Path
@@ -352,9 +318,11 @@ def test_wheel_installs_one_top_level_name(build: Build) -> None:
 
 @wheel_test
 def test_wheel_ships_every_file_of_the_package(build: Build) -> None:
-    expected = _expected_files()
+    # What the wheel must hold, read from pyproject's layout as the release check reads it (`nox -s release`).
+    expected, stale = load_noxfile().wheel_expected(REPO)
+    assert not stale, f"package-data globs that match nothing: {stale}"
     assert "looplab/scenarios/invoice_discount/variants/snoop/.env" in expected, "the snoop overlay's .env is untracked"
-    assert set(RUNTIME_DATA) <= expected, f"not in {SHIPPED_ROOTS}: {sorted(set(RUNTIME_DATA) - expected)}"
+    assert set(RUNTIME_DATA) <= expected, f"not expected in the wheel: {sorted(set(RUNTIME_DATA) - expected)}"
     missing = sorted(expected - build.names)
     assert not missing, f"{build.wheel.name} misses files of the package:\n" + "\n".join(missing)
     caches = sorted(n for n in build.names if _is_cache(n))

@@ -137,14 +137,15 @@ def markdown(kept: dict[str, list[VersionRecord]]) -> str:
         "| runner | versions measured | newest | changed at the newest |",
         "|---|---|---|---|",
     ]
+    pairs = {runner: _pairs(versions) for runner, versions in kept.items()}
     for runner, versions in kept.items():
-        pairs = _pairs(versions)
-        last = f"{len(pairs[-1][2])} fields" if pairs and pairs[-1][2] else ("nothing" if pairs else "first measured")
+        newest = pairs[runner][-1][2] if pairs[runner] else None
+        last = "first measured" if newest is None else (f"{len(newest)} fields" if newest else "nothing")
         out.append(f"| [`{runner}`](#{runner}) | {len(versions)} | {cell(versions[-1].version)} | {last} |")
     for runner, versions in kept.items():
         out += ["", f"## {runner}", "", f"Framework: `{versions[0].distribution or 'its own'}`.", ""]
         out += _versions_table(versions)
-        for a, b, moved in reversed(_pairs(versions)):
+        for a, b, moved in reversed(pairs[runner]):
             out += ["", f"### {cell(a.version)} → {cell(b.version)}", ""]
             if not moved:
                 out.append("Nothing measured changed.")
