@@ -187,8 +187,10 @@ class ModelRecorder:
         # What the model sent is text from outside: it must still serialize (no lone surrogates).
         info.tool_calls_requested = [clean(str(name)) for name in info.tool_calls_requested]
         info.finish_reason = clean(str(info.finish_reason)) if info.finish_reason is not None else None
-        if not info.input_tokens and not info.output_tokens:
-            # No usage reported (e.g. a stream without include_usage): estimate, and say so.
+        if info.usage_unusable or (not info.input_tokens and not info.output_tokens):
+            # No usage reported (e.g. a stream without include_usage), or a count no budget can trust (negative,
+            # not an integer): estimate, and say so.
+            info.cached_input_tokens = info.cache_write_tokens = 0
             info.input_tokens, info.output_tokens = (
                 forecast_input_tokens(len(request_body)),
                 -(-len(response_body) // 8),
@@ -618,6 +620,8 @@ class ExchangeInfo:
     finish_reason: str | None = None
     tool_calls_requested: list[str] = field(default_factory=list)
     usage_estimated: bool = False
+    #: A count in the reply's usage was not a non-negative integer (negative, a float, text): none of it is used.
+    usage_unusable: bool = False
     #: The reply's text (Chat Completions, Messages and Gemini): where a text protocol names its tool.
     text: str = ""
 
@@ -650,9 +654,31 @@ def parse_exchange(
     return info
 
 
-def _count(value: Any) -> int:
-    """A token count from a usage field: a non-negative int, else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+#: The most tokens one reply may report in one count: far past any model's context and output, and far short of
+#: what turns a cost into an overflow. A count above it is not a count.
+MAX_REPORTED_TOKENS = 10**12
+
+
+def _count(info: ExchangeInfo, usage: Any, key: str) -> int:
+    """The token count `usage[key]`: 0 when absent or null; one that is not a non-negative integer up to
+    `MAX_REPORTED_TOKENS` (negative, a float, a string, true) counts 0 and marks the reply's usage unusable, so
+    the recorder estimates the call's tokens from its bytes as for a reply without usage: no count a reply
+    reports can lower what a budget has spent."""
+    value = usage.get(key) if isinstance(usage, dict) else None
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_REPORTED_TOKENS:
+        return value
+    info.usage_unusable = True
+    return 0
+
+
+def _usage(info: ExchangeInfo, holder: Any, key: str) -> dict[str, Any]:
+    """`holder[key]` when it is an object; anything else there (a list, a number) marks the usage unusable."""
+    value = holder.get(key) if isinstance(holder, dict) else None
+    if value is not None and not isinstance(value, dict):
+        info.usage_unusable = True
+    return value if isinstance(value, dict) else {}
 
 
 def read_json(body: bytes) -> Any:
@@ -679,10 +705,10 @@ def _sse_events(body: bytes) -> Iterator[Any]:
 
 
 def _read_chat(event: dict[str, Any], info: ExchangeInfo) -> None:
-    if usage := event.get("usage"):
-        info.input_tokens = usage.get("prompt_tokens") or 0
-        info.output_tokens = usage.get("completion_tokens") or 0
-        info.cached_input_tokens = _count((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
+    if usage := _usage(info, event, "usage"):
+        info.input_tokens = _count(info, usage, "prompt_tokens")
+        info.output_tokens = _count(info, usage, "completion_tokens")
+        info.cached_input_tokens = _count(info, _usage(info, usage, "prompt_tokens_details"), "cached_tokens")
     for choice in event.get("choices") or []:
         message = choice.get("message") or choice.get("delta") or {}
         if isinstance(content := message.get("content"), str):
@@ -700,10 +726,10 @@ def _read_responses(event: dict[str, Any], info: ExchangeInfo) -> None:
         response = event.get("response") or {}
     else:  # streamed deltas: the closing event repeats everything
         return
-    usage = response.get("usage") or {}
-    info.input_tokens = usage.get("input_tokens") or 0
-    info.output_tokens = usage.get("output_tokens") or 0
-    info.cached_input_tokens = _count((usage.get("input_tokens_details") or {}).get("cached_tokens"))
+    usage = _usage(info, response, "usage")
+    info.input_tokens = _count(info, usage, "input_tokens")
+    info.output_tokens = _count(info, usage, "output_tokens")
+    info.cached_input_tokens = _count(info, _usage(info, usage, "input_tokens_details"), "cached_tokens")
     calls = [item.get("name") for item in response.get("output") or [] if item.get("type") == "function_call"]
     info.tool_calls_requested = calls
     info.finish_reason = "tool_calls" if calls else response.get("status")
@@ -713,12 +739,12 @@ def _read_messages(event: dict[str, Any], info: ExchangeInfo) -> None:
     kind = event.get("type")
     message = event.get("message") if kind == "message_start" else event if kind == "message" else None
     if message:
-        usage = message.get("usage") or {}
+        usage = _usage(info, message, "usage")
         # Anthropic's input_tokens leaves out the cached ones; looplab's input counts every input token.
-        info.cached_input_tokens = _count(usage.get("cache_read_input_tokens"))
-        info.cache_write_tokens = _count(usage.get("cache_creation_input_tokens"))
-        info.input_tokens = _count(usage.get("input_tokens")) + info.cached_input_tokens + info.cache_write_tokens
-        info.output_tokens = usage.get("output_tokens") or 0
+        info.cached_input_tokens = _count(info, usage, "cache_read_input_tokens")
+        info.cache_write_tokens = _count(info, usage, "cache_creation_input_tokens")
+        info.input_tokens = _count(info, usage, "input_tokens") + info.cached_input_tokens + info.cache_write_tokens
+        info.output_tokens = _count(info, usage, "output_tokens")
         info.finish_reason = message.get("stop_reason")
         for block in message.get("content") or []:
             if block.get("type") == "tool_use":
@@ -731,16 +757,16 @@ def _read_messages(event: dict[str, Any], info: ExchangeInfo) -> None:
         info.text += text
     elif kind == "message_delta":
         info.finish_reason = (event.get("delta") or {}).get("stop_reason") or info.finish_reason
-        info.output_tokens = (event.get("usage") or {}).get("output_tokens") or info.output_tokens
+        info.output_tokens = _count(info, _usage(info, event, "usage"), "output_tokens") or info.output_tokens
 
 
 def _read_gemini(event: dict[str, Any], info: ExchangeInfo) -> None:
     """One `GenerateContentResponse` (a whole reply or one streamed chunk: each chunk's usage is the reply's so far)."""
-    if isinstance(usage := event.get("usageMetadata"), dict):
+    if usage := _usage(info, event, "usageMetadata"):
         # promptTokenCount includes the cached tokens; thoughts are billed as output, beside the candidates.
-        info.input_tokens = _count(usage.get("promptTokenCount")) + _count(usage.get("toolUsePromptTokenCount"))
-        info.output_tokens = _count(usage.get("candidatesTokenCount")) + _count(usage.get("thoughtsTokenCount"))
-        info.cached_input_tokens = _count(usage.get("cachedContentTokenCount"))
+        info.input_tokens = _count(info, usage, "promptTokenCount") + _count(info, usage, "toolUsePromptTokenCount")
+        info.output_tokens = _count(info, usage, "candidatesTokenCount") + _count(info, usage, "thoughtsTokenCount")
+        info.cached_input_tokens = _count(info, usage, "cachedContentTokenCount")
     candidates = event.get("candidates")
     for candidate in candidates[:1] if isinstance(candidates, list) else []:  # looplab asks for one candidate
         if not isinstance(candidate, dict):

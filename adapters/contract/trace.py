@@ -57,7 +57,11 @@ class ModelCall(BaseModel):
     output_tokens: int
     cached_input_tokens: int = Field(0, description="Input tokens read from the provider's prompt cache.")
     cache_write_tokens: int = Field(0, description="Input tokens written to the provider's prompt cache (Anthropic).")
-    usage_estimated: bool = Field(False, description="The response carried no usage; tokens estimated from bytes.")
+    usage_estimated: bool = Field(
+        False,
+        description="The response carried no usable usage (none, or a count that was negative, not an integer or "
+        "past 10^12); tokens estimated from bytes.",
+    )
     finish_reason: str | None
     tool_calls_requested: list[str]
     started_at: float = Field(description="Seconds on the run's clock when the request was sent.")
