@@ -99,7 +99,8 @@ class RunSession:
             agents={delegate.name: delegate.marker} if delegate is not None else {},
             main_agent=MAIN_AGENT if delegate is not None else None,
         )
-        self.started = self.clock()
+        # The run may have begun before its session (its workspace copied on its clock): `max_seconds` counts from then.
+        self.started = self.clock() if guard.began is None else guard.began
         self.guard.deadline = self.started + limits.max_seconds
         self.guard.cutoff = self.steps_spent
         self.stop: StopRun | None = None

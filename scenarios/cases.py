@@ -7,12 +7,13 @@ suite, the invoice-discount investigation, is what every command runs when no ot
 (`--cases PATH`, or `cases` in a `looplab.toml`). Adding a case, a variant or a repo needs no code change.
 
 A case file is read strictly: an unknown key, a wrong type or a missing field is one line naming the file, the
-table and the key, before anything runs.
+table and the key, before anything runs. It is read under the files rule (a regular file, never blocking, at most
+`MAX_CASE_BYTES`) and its nesting is bounded before it is parsed (`strict.read_toml`).
 """
 
 from __future__ import annotations
 
-import tomllib
+import os
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -27,7 +28,8 @@ from looplab.adapters.contract.result import RunResult
 from looplab.scenarios import strict
 from looplab.scenarios.scripted.conversation import PERSONA_HEADER, Persona
 from looplab.scenarios.suite import Suite, default_system_prompt, suite_at, suite_of
-from looplab.shared_tools import BUILTIN_TOOLS, Fault, Tool, builtin_tool, tool_from_function, with_faults
+from looplab.shared_tools import BUILTIN_TOOLS, Fault, Tool, builtin_tool, with_faults
+from looplab.shared_tools.repo_copy import check_repo
 
 if TYPE_CHECKING:
     from looplab.adapters.contract.declaration import Declaration
@@ -40,6 +42,7 @@ __all__ = [
     "CheckResult",
     "Checks",
     "DEFAULT_TOOLS",
+    "MAX_CASE_BYTES",
     "ObservationCheck",
     "SCENARIOS_DIR",
     "ScriptedModel",
@@ -57,6 +60,9 @@ SCENARIOS_DIR = Path(__file__).resolve().parent
 BUILTIN_SUITE = SCENARIOS_DIR / "invoice_discount"
 #: The tools a case offers when it lists none (`write_file` too when it allows writes).
 DEFAULT_TOOLS = ("run_tests", "read_file", "search_code")
+#: The most looplab reads of one case file: looplab's own are about 600 bytes and a task of a few pages is some
+#: 10 KB, so 256 KiB holds any written by hand, while parsing it stays in milliseconds.
+MAX_CASE_BYTES = 256 * 1024
 
 
 class _Strict(BaseModel):
@@ -218,8 +224,8 @@ class Case(_Strict):
         for name in self.tools:
             if name in BUILTIN_TOOLS:
                 tools.append(builtin_tool(name, test_command=self.test_command))
-            elif name in functions:
-                tools.append(tool_from_function(functions[name], effect=name in self.effects))
+            elif name in functions:  # run by the run's tool host, not in this process
+                tools.append(functions[name].tool(effect=name in self.effects))
             else:
                 raise LooplabError(f"case {self.id!r}: no tool named {name!r}")
         return with_faults(tools, self.faults)
@@ -244,34 +250,41 @@ class CheckResult(BaseModel):
 CASE_KEYS = tuple(Case.model_fields)
 
 
-def load_case(path: Path) -> Case:
-    """One case file; a bad one is a one-line `LooplabError` naming the file, the table and the key."""
+def load_case(path: Path, *, import_tools: bool = True) -> Case:
+    """One case file; a bad one is a one-line `LooplabError` naming the file, the table and the key.
+
+    `import_tools=False` reads the suite's `tools.py` without running it: the tools a case lists are checked
+    against the names its source defines (what `looplab cases` needs). Otherwise it is imported now, so a run's
+    tools that do not import, or are no tools, are refused before anything runs.
+    """
     path = Path(path)
-    try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise LooplabError(f"{path}: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LooplabError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    data = strict.read_toml(path, limit=MAX_CASE_BYTES)
     try:
         suite = suite_at(suite_of(path))
+        if import_tools:
+            list(suite.functions)  # imports tools.py (once a process)
     except LooplabError as exc:
         raise LooplabError(f"{path}: its suite cannot load: {exc}") from None
     shared = {"system_prompt": suite.system_prompt, **suite.defaults.model_dump(exclude_defaults=True)}
     case = strict.validate(Case, {**shared, **data}, path).attach(path, suite)
-    _check_tools(case, suite, path)
-    for folder in (case.repo_path, case.overlay_path):
-        if folder is not None and not folder.is_dir():
+    _check_tools(case, suite, path, import_tools=import_tools)
+    for folder in filter(None, (case.repo_path, case.overlay_path)):
+        if not folder.is_dir():
             raise LooplabError(f"{path}: folder {folder} does not exist")
+        try:  # what a run would refuse to copy (the file system's root, a folder holding the temporary folder)
+            check_repo(folder)
+        except (OSError, ValueError) as exc:
+            raise LooplabError(f"{path}: {exc}") from None
     return case
 
 
-def _check_tools(case: Case, suite: Suite, path: Path) -> None:
-    """Every tool the case lists exists, its effects are its own tools, and its faults name tools it offers."""
-    known = [*BUILTIN_TOOLS, *suite.functions]
+def _check_tools(case: Case, suite: Suite, path: Path, *, import_tools: bool) -> None:
+    """Every tool the case lists exists, its effects are its own tools, and its faults name tools it offers;
+    with `import_tools`, its own tools are made too (a function that cannot be a tool is refused)."""
+    known = [*BUILTIN_TOOLS, *suite.tool_names]
     for name in case.tools:
         if name not in known:
-            own = f" (its suite's tools.py defines {', '.join(suite.functions)})" if suite.functions else ""
+            own = f" (its suite's tools.py defines {', '.join(suite.tool_names)})" if suite.tool_names else ""
             raise LooplabError(f"{path}: tools: no tool named {name!r}{strict.nearest(name, known)}{own}")
     for name in case.effects:
         if name not in case.own_tools:
@@ -286,39 +299,47 @@ def _check_tools(case: Case, suite: Suite, path: Path) -> None:
             where = strict.place(("faults", i, "tool"))
             raise LooplabError(f"{path}: {where}: {fault.tool!r} is not a tool the case offers")
     try:
-        case.tool_set()
+        if import_tools:
+            case.tool_set()
     except (TypeError, ValueError) as exc:  # a tools.py function that cannot be a tool
         raise LooplabError(f"{path}: {suite.folder / 'tools.py'}: {exc}") from None
 
 
 def case_files(source: Path) -> list[Path]:
-    """The case files a source names: the file itself, or a suite folder's `cases/*.toml`."""
-    if source.is_file():
-        return [source]
+    """The case files a source names: the file itself, or a suite folder's `cases/*.toml`.
+
+    Anything else at a case file's path (a FIFO, a folder named `x.toml`, a link to nothing) is a case file that
+    the files rule refuses when it is read, in one line naming it; listing a folder opens none of its files.
+    """
     if source.is_dir():
         found = sorted((source / "cases").glob("*.toml"))
         if not found:
             raise LooplabError(f"{source}: not a suite: no cases/*.toml in it")
         return found
+    if os.path.lexists(source):
+        return [source]
     raise LooplabError(f"{source}: no such case file or suite folder")
 
 
 @cache
-def _load(sources: tuple[Path, ...]) -> dict[str, Case]:
+def _load(sources: tuple[Path, ...], import_tools: bool) -> dict[str, Case]:
     cases: dict[str, Case] = {}
     for source in sources:
         for path in case_files(source):
-            case = load_case(path)
+            case = load_case(path, import_tools=import_tools)
             if case.id in cases:
                 raise LooplabError(f"{path}: duplicate case id {case.id!r} (also in {cases[case.id].file})")
             cases[case.id] = case
     return cases
 
 
-def load_cases(sources: Iterable[Path | str] = ()) -> dict[str, Case]:
-    """The cases of `sources` (case files or suite folders) by id, in order; looplab's own suite when none."""
+def load_cases(sources: Iterable[Path | str] = (), *, import_tools: bool = True) -> dict[str, Case]:
+    """The cases of `sources` (case files or suite folders) by id, in order; looplab's own suite when none.
+
+    `import_tools=False`: the suites' `tools.py` files are read, not run (see `load_case`).
+    """
     named = tuple(dict.fromkeys(Path(s).resolve() for s in sources)) or (BUILTIN_SUITE,)
-    return dict(_load(named))
+    return dict(_load(named, import_tools))
 
 
 def case_to_wire(case: Case) -> dict[str, Any]:

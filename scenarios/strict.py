@@ -4,12 +4,19 @@ A case file is written by hand, so a typo must not pass as a default: `max_step 
 (with `max_steps` suggested), not ignored. Unknown keys are found by walking the data beside the model's fields,
 before validation, so each gets the nearest valid key; type errors and missing keys come from pydantic's own
 errors, reworded to one line.
+
+Every TOML file looplab reads (a case, `suite.toml`, `looplab.toml`) is read by `read_toml`: through the files rule
+(a regular file only, never blocking, at most the caller's bound of bytes), then scanned for nesting before it is
+parsed, so a file nested thousands of levels deep (arrays, inline tables, the parts of a dotted key) is one line
+at once instead of a recursion error or seconds of parsing.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
+import tomllib
 import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,11 +25,30 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 
-__all__ = ["nearest", "place", "unknown_keys", "validate"]
+__all__ = ["MAX_TOML_DEPTH", "nearest", "parse_toml", "place", "read_toml", "toml_too_deep", "unknown_keys", "validate"]
 
 M = TypeVar("M", bound=BaseModel)
+
+#: The deepest a TOML file looplab reads may nest, each part of a key and each array or inline table one level.
+#: A case file goes 4 deep (`[checks]`, `observation_contains = [{ tool = ... }]`), so 32 is far past any file
+#: written by hand, and far below where tomllib fails: its parser recurses once a level (Python's recursion
+#: ends near 400 nested arrays) and its dotted keys cost the square of their parts (4,000 parts: 0.2 s).
+MAX_TOML_DEPTH = 32
+
+#: What the nesting scan looks at: strings and comments (skipped whole, so a bracket or dot in them counts for
+#: nothing), and the characters that open, close or separate keys and values. Everything else (bare keys,
+#: numbers, dates) sits between the matches.
+_TOML_TOKEN = re.compile(
+    r'"""(?:[^\\]|\\[\s\S])*?"""(?!")'  # a multi-line basic string (it may end in up to two more quotes)
+    r"|'''[\s\S]*?'''(?!')"  # a multi-line literal string
+    r'|"(?:[^"\\\n]|\\.)*"'  # a basic string
+    r"|'[^'\n]*'"  # a literal string
+    r"|#[^\n]*"  # a comment
+    r"|[\[\]{}=,.\n]"
+)
 
 
 def nearest(word: str, choices: Sequence[str]) -> str:
@@ -118,3 +144,81 @@ def validate(model: type[M], data: dict[str, Any], path: Path, *, allowed: Seque
             raise LooplabError(f"{path}: {where}: missing (a required key)") from None
         got = f", got {_shown(err['input'])}" if err["type"] not in ("value_error", "assertion_error") else ""
         raise LooplabError(f"{path}: {where}: {err['msg']}{got}") from None
+
+
+def toml_too_deep(text: str, limit: int = MAX_TOML_DEPTH) -> int | None:
+    """The offset in TOML `text` where its nesting first goes past `limit` levels, or None when it never does.
+
+    A level is a part of a key (`a.b.c = 1` puts its value 3 deep; `[a.b]` puts the table's keys under 2), an
+    array or an inline table. A cheap scan without parsing: strings and comments are skipped whole, and text that
+    is not TOML at all is left for the parser to refuse; valid TOML within `limit` is never reported.
+    """
+    stack: list[tuple[str, int]] = []  # the open arrays and inline tables: their bracket and their level
+    table = 0  # the level of the current [table] (a key of it sits one below)
+    base, parts = 0, 1  # the key being read: the level it hangs from, its parts so far
+    reading_key, header, line_done, level = True, 0, False, 0
+    for match in _TOML_TOKEN.finditer(text):
+        token, at = match.group(), match.start()
+        if token == "\n":
+            if not stack:  # a new line at the top: a key, a [table] or nothing comes next
+                base, parts, reading_key, header, line_done = table, 1, True, 0, False
+        elif token[0] in "\"'#" or line_done:
+            continue
+        elif token == "." and reading_key:
+            parts += 1
+            if base + parts + max(header - 1, 0) > limit:
+                return at
+        elif token == "=" and reading_key and not header:
+            level, reading_key = base + parts, False
+            if level > limit:
+                return at
+        elif token == "[" and reading_key and not stack:  # `[table]` or `[[array of tables]]`
+            adjacent = header == 1 and text[at - 1] == "["
+            if header == 0 or adjacent:
+                header, base, parts = header + 1, 0, 1
+        elif token == "]" and header:
+            table, line_done = parts + header - 1, True
+            if table > limit:
+                return at
+        elif token in "[{" and not reading_key:
+            stack.append((token, level))
+            level += 1
+            if level > limit:
+                return at
+            if token == "{":
+                base, parts, reading_key = stack[-1][1], 1, True
+        elif token == "," and stack:
+            if stack[-1][0] == "[":
+                level = stack[-1][1] + 1
+            else:
+                base, parts, reading_key = stack[-1][1], 1, True
+        elif token in "]}" and stack:
+            level = stack.pop()[1]
+            reading_key = False
+    return None
+
+
+def read_toml(path: Path, *, limit: int) -> dict[str, Any]:
+    """The TOML file at `path` as data, read under the files rule with at most `limit` bytes.
+
+    Raises `LooplabError` (one line naming the file) for a file the rule refuses, text that is not UTF-8, nesting
+    past `MAX_TOML_DEPTH`, or TOML that does not parse.
+    """
+    return parse_toml(files.read_text(path, limit=limit), path)
+
+
+def parse_toml(text: str, path: Path) -> dict[str, Any]:
+    """TOML `text` (read from `path`) as data: its nesting scanned first, then parsed; a `LooplabError` naming `path`
+    for nesting past `MAX_TOML_DEPTH` or TOML that does not parse."""
+    if (at := toml_too_deep(text)) is not None:
+        line = text.count("\n", 0, at) + 1
+        raise LooplabError(
+            f"{path}: line {line}: nested more than {MAX_TOML_DEPTH} levels deep (keys, arrays, tables): "
+            "no looplab file needs that"
+        )
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LooplabError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # the scan above bounds nesting; this keeps any other deep path one line too
+        raise LooplabError(f"{path}: not valid TOML: nested too deep to parse") from None

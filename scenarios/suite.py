@@ -8,29 +8,37 @@
 
 A case file given on its own belongs to the suite of the folder it sits in (the folder above, when it sits in a
 `cases/` folder).
+
+Every file of a suite is read under the files rule (`looplab.adapters.contract.files`: a regular file only, opened
+without blocking, at most a bound of bytes set here for each), `tools.py` included. Reading a suite runs none of
+its code: the names of its tools come from `tools.py`'s source (`tool_names_in`); the module is imported, from the
+bytes read, only when its functions are first asked for (a run's tool set, `serve-tools`).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
-import importlib.util
-import inspect
-import sys
-import tomllib
-import traceback
-from collections.abc import Callable, Mapping
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 from looplab.scenarios import strict
+from looplab.shared_tools import tool_host
+from looplab.shared_tools.tool_host import ToolSpec
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT_PATH",
+    "MAX_PROMPT_BYTES",
+    "MAX_SUITE_TOML_BYTES",
+    "MAX_TOOLS_BYTES",
     "SUITE_FILE",
     "SYSTEM_PROMPT_FILE",
     "Suite",
@@ -39,6 +47,7 @@ __all__ = [
     "default_system_prompt",
     "suite_at",
     "suite_of",
+    "tool_names_in",
 ]
 
 #: looplab's default investigator prompt: what a suite without its own `system_prompt.txt` says first.
@@ -46,6 +55,16 @@ DEFAULT_SYSTEM_PROMPT_PATH = Path(__file__).resolve().parent / "system_prompt.tx
 SYSTEM_PROMPT_FILE = "system_prompt.txt"
 TOOLS_FILE = "tools.py"
 SUITE_FILE = "suite.toml"
+
+#: The most looplab reads of a system prompt: 512 KiB is some 130,000 tokens, a whole context window of most
+#: models (the prompt goes with every model call), while looplab's own prompt is 246 bytes.
+MAX_PROMPT_BYTES = 512 * 1024
+#: The most looplab reads of a `suite.toml`: it sets three keys, a few hundred bytes; 64 KiB is room for any
+#: written by hand.
+MAX_SUITE_TOML_BYTES = 64 * 1024
+#: The most looplab reads of a `tools.py`: a module of plain functions; 1 MiB is over eight times the standard
+#: library's `typing.py` (120 KB), so a tools file past it is something else named so by mistake.
+MAX_TOOLS_BYTES = 1024 * 1024
 
 
 class SuiteDefaults(BaseModel):
@@ -62,18 +81,19 @@ class SuiteDefaults(BaseModel):
 
 @dataclass(frozen=True, eq=False)
 class Suite:
-    """A suite folder as loaded: its prompt, its own tool functions by name, its defaults.
+    """A suite folder as loaded: its prompt, its own tools by name (as its tool host described them), its defaults.
 
-    It pickles as its folder (a worker process loads the suite again), since its tools come from a module that
-    only this loader can import.
+    It pickles as its folder (a worker process loads the suite again, describing its tools again).
     """
 
     folder: Path
     system_prompt: str
-    functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    functions: Mapping[str, ToolSpec] = field(default_factory=dict)
     defaults: SuiteDefaults = field(default_factory=SuiteDefaults)
     #: sha256 of tools.py and suite.toml, for a results document's case hash (the tools change what a run sees).
     fingerprint: str = ""
+    #: The tools tools.py defines, read from its source without running it (`tool_names_in`): what a case may list.
+    tool_names: tuple[str, ...] = ()
 
     def __reduce__(self) -> tuple[Callable[[Path], Suite], tuple[Path]]:
         return suite_at, (self.folder,)
@@ -85,11 +105,8 @@ def default_system_prompt() -> str:
 
 
 def _read_prompt(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8").rstrip("\n")  # the file's last newline is not the prompt's
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise LooplabError(f"{path}: the suite's system prompt cannot be read: {why}") from None
+    # The file's last newline is not the prompt's; a file the rule refuses is its one line, naming the file.
+    return files.read_text(path, limit=MAX_PROMPT_BYTES).rstrip("\n")
 
 
 def suite_of(case_file: Path) -> Path:
@@ -103,55 +120,69 @@ def suite_at(folder: Path) -> Suite:
     """The suite in `folder`, loaded once a process; a bad prompt, tools.py or suite.toml is a one-line error."""
     folder = folder.resolve()
     prompt_path = folder / SYSTEM_PROMPT_FILE
-    prompt = _read_prompt(prompt_path if prompt_path.exists() else DEFAULT_SYSTEM_PROMPT_PATH)
+    # lexists: a link to nothing is there, and refused by the files rule, not taken for an absent file.
+    prompt = _read_prompt(prompt_path if os.path.lexists(prompt_path) else DEFAULT_SYSTEM_PROMPT_PATH)
     digest = hashlib.sha256()
     defaults = SuiteDefaults()
-    if (suite_file := folder / SUITE_FILE).exists():
-        data = _read_toml(suite_file)
-        digest.update(suite_file.read_bytes())
-        defaults = strict.validate(SuiteDefaults, data, suite_file)
-    functions: dict[str, Callable[..., Any]] = {}
-    if (tools_file := folder / TOOLS_FILE).exists():
-        digest.update(tools_file.read_bytes())
-        functions = _functions_in(tools_file)
-    fingerprint = f"sha256:{digest.hexdigest()}" if functions or defaults != SuiteDefaults() else ""
-    return Suite(folder, prompt, functions, defaults, fingerprint)
+    if os.path.lexists(suite_file := folder / SUITE_FILE):
+        text = files.read_text(suite_file, limit=MAX_SUITE_TOML_BYTES)
+        digest.update(text.encode("utf-8"))  # the file's bytes: they decoded as UTF-8
+        defaults = strict.validate(SuiteDefaults, strict.parse_toml(text, suite_file), suite_file)
+    functions: Mapping[str, ToolSpec] = {}
+    names: tuple[str, ...] = ()
+    if os.path.lexists(tools_file := folder / TOOLS_FILE):
+        source = files.read_bytes(tools_file, limit=MAX_TOOLS_BYTES)
+        digest.update(source)
+        try:
+            names = tuple(tool_names_in(source))
+        except (SyntaxError, ValueError) as exc:  # ValueError: a null byte in the source
+            line = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+            raise LooplabError(f"{tools_file}{line}: not valid Python: {getattr(exc, 'msg', None) or exc}") from None
+        functions = _ImportedOnUse(tools_file)
+    fingerprint = f"sha256:{digest.hexdigest()}" if names or defaults != SuiteDefaults() else ""
+    return Suite(folder, prompt, functions, defaults, fingerprint, names)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def tool_names_in(source: str | bytes) -> list[str]:
+    """The tools a `tools.py` source defines, without running it: its public top-level functions, in order.
+
+    Public: not starting with `_`. An `async def` is among them, as the import finds it, so a case that lists one
+    is told, when its tools are made, that a tool is a plain function (not that there is no such tool). A
+    function made some other way (a decorator's wrapper, an assignment) is found only when the module is
+    imported. Raises `SyntaxError` for source that is not Python.
+    """
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return [node.name for node in ast.parse(source).body if isinstance(node, functions) and node.name[0] != "_"]
+
+
+class _ImportedOnUse(Mapping[str, ToolSpec]):
+    """`tools.py`'s functions by name, imported the first time any is asked for (once, whatever the threads)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._functions: Mapping[str, ToolSpec] | None = None
+
+    def _loaded(self) -> Mapping[str, ToolSpec]:
+        with self._lock:
+            if self._functions is None:
+                self._functions = _functions_in(self._path)
+            return self._functions
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
+def _functions_in(path: Path) -> dict[str, ToolSpec]:
+    """The public functions `tools.py` defines (not those it imports), by name, as a tool host described them: its
+    code runs in that host's process, never in looplab's."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise LooplabError(f"{path}: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LooplabError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-
-
-def _functions_in(path: Path) -> dict[str, Callable[..., Any]]:
-    """The public functions `tools.py` defines (not those it imports), by name."""
-    # A name of its own per file, so two suites' tools.py never share a module.
-    name = "looplab_suite_tools_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise LooplabError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # typing.get_type_hints resolves the functions' annotations through it
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # the suite's own code: whatever it raises is its author's to read, in one line
-        sys.modules.pop(name, None)
-        line = f" (line {n})" if (n := _line_in(exc, path)) else ""
-        raise LooplabError(f"{path}{line}: importing it failed: {type(exc).__name__}: {exc}") from None
-    return {
-        fn_name: fn
-        for fn_name, fn in vars(module).items()
-        if inspect.isfunction(fn) and fn.__module__ == name and not fn_name.startswith("_")
-    }
-
-
-def _line_in(exc: BaseException, path: Path) -> int | None:
-    """The line of `path` where `exc` was raised (a SyntaxError carries its own)."""
-    if isinstance(exc, SyntaxError):
-        return exc.lineno
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
-    return frames[-1].lineno if frames else None
+        return tool_host.describe(path, files.read_bytes(path, limit=MAX_TOOLS_BYTES))
+    except tool_host.ToolHostError as exc:  # one line naming the file, and the line where its import failed
+        raise LooplabError(str(exc)) from None

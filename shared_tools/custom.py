@@ -4,10 +4,15 @@ The function's name is the tool's name, its docstring the description the model 
 parameters the argument schema (`Annotated[int, Field(description=...)]` describes one). A first
 parameter annotated `Workspace` receives the run's workspace, so the tool can read the repo copy through
 `ws.text_file` / `ws.resolve` (the Guard's one path rule); any other parameter is the model's to fill in.
-What it returns is the observation: text as it is, anything else as JSON.
+What it returns is the observation: text as it is, anything else as JSON, cut at `SUITE_TOOL_MAX_CHARS` with the
+cut said in the text (as `read_file` cuts a file).
 
 Parameters take JSON's types only (str, int, float, bool, None, Literal, list[...], dict[str, ...], and
 unions or optionals of those), so what the Guard validates and records is what the model sent.
+
+A suite's `tools.py` is never run in looplab's process: its tool host (`tool_host`) builds its tools with
+`tool_from_function` there. A function given to `tool_from_function` directly (the Python API) runs in the
+caller's process.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from pydantic import BaseModel, ConfigDict, create_model
 from looplab.shared_tools.guard import BUILTIN_TOOLS, Tool
 from looplab.shared_tools.workspace import Workspace
 
-__all__ = ["TOOL_NAME", "tool_from_function"]
+__all__ = ["SUITE_TOOL_MAX_CHARS", "TOOL_NAME", "cut", "tool_from_function"]
+
+#: The most of a suite tool's result (and of its error message) the model reads, as `read_file`'s bound.
+SUITE_TOOL_MAX_CHARS = 20_000
 
 #: What providers take as a tool's name (letters, digits, `_`; at most 64), for a Python function's name.
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -74,13 +82,24 @@ def _built(fn: Callable[..., Any], effect: bool) -> Tool:
 
     def call(ws: Workspace, /, **kwargs: Any) -> str:
         value = fn(ws, **kwargs) if takes_workspace else fn(**kwargs)
-        return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+        # Cut where the value is made: in a tool host, a huge result never leaves the host's process.
+        return cut(value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False))
 
     # Not functools.wraps: the Guard reads the signature (a `timeout_s` there would mean a tool that bounds itself),
     # and a team's tool is always run on a worker the run's deadline bounds.
     call.__name__ = call.__qualname__ = name
     call.__doc__, call.__module__ = fn.__doc__, fn.__module__
     return Tool(name, call, inspect.cleandoc(fn.__doc__ or ""), _args_model(name, fields), effect)
+
+
+def cut(text: str, limit: int = SUITE_TOOL_MAX_CHARS) -> str:
+    """`text`'s first `limit` characters, the cut said in the text with how much was cut and why."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + (
+        f"\n[... truncated: {len(text) - limit} more characters not shown; "
+        f"a suite tool's result is cut at {limit} characters ...]"
+    )
 
 
 def _field(name: str, param: inspect.Parameter, hints: dict[str, Any]) -> tuple[Any, Any]:
@@ -97,6 +116,8 @@ def _field(name: str, param: inspect.Parameter, hints: dict[str, Any]) -> tuple[
         raise TypeError(f"{where}: only the first parameter may take the Workspace")
     if param.name.startswith("_"):
         raise TypeError(f"{where}: a name starting with '_' cannot be an argument; rename it")
+    if param.name == "timeout_s":  # a tool host's call takes the run's remaining time under that name
+        raise TypeError(f"{where}: the name looplab passes a tool's time bound as; rename it")
     if problem := _unsupported(hint):
         raise TypeError(f"{where}: {problem}")
     default = ... if param.default is inspect.Parameter.empty else param.default

@@ -35,8 +35,10 @@ __all__ = [
     "RECORDED_ARGS_CHARS",
     "RECORDED_ARGS_DEPTH",
     "Tool",
+    "ToolFailed",
     "builtin_tool",
     "default_tools",
+    "failure_text",
     "run_clock",
 ]
 
@@ -63,6 +65,9 @@ class Tool:
     effect: bool = False
     #: False for a wrapper that may outlast the `timeout_s` it passes on (a fault that sleeps first).
     honours_timeout: bool = True
+    #: The arguments' JSON Schema when another process validates them (a suite's tool host): `args_model` then
+    #: takes any object, and the model is offered this.
+    schema: dict[str, Any] | None = field(default=None, hash=False)
 
     @classmethod
     def from_function(cls, fn: Callable[..., str], *, effect: bool = False) -> Tool:
@@ -96,8 +101,33 @@ class Tool:
     @property
     def parameters(self) -> dict[str, Any]:
         """JSON Schema of the arguments, as the providers' tool definitions take it (built once per argument model,
-        so a copy of the tool with another function, as a fault makes, shares it)."""
-        return _schema(self.args_model)
+        so a copy of the tool with another function, as a fault makes, shares it); `schema` when it is set."""
+        return self.schema if self.schema is not None else _schema(self.args_model)
+
+
+class ToolFailed(Exception):
+    """A tool's failure already worded as the model reads it (`SystemExit: 3`): the Guard shows its message as it is.
+
+    For a failure that cannot reach the Guard as itself: an exception raised in a tool host, a BaseException a tool
+    raised on a worker thread.
+    """
+
+
+def failure_text(exc: BaseException) -> str:
+    """`Type: message`, what the model reads of a tool's exception (a message that cannot be made, said so)."""
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ is the tool's, not the Guard's
+        message = "<its message could not be read>"
+    return f"{type(exc).__name__}: {message}"
+
+
+def _signal_of(exc: BaseException) -> bool:
+    """Whether `exc` may have come from a signal rather than from a tool: Python raises a signal handler's exception
+    (Ctrl-C's KeyboardInterrupt, looplab's `Interrupted`) on the main thread, never SystemExit or GeneratorExit
+    unless code asks; such an exception is passed on, so Ctrl-C still stops a program that calls the Guard there."""
+    tool_only = (Exception, SystemExit, GeneratorExit)
+    return not isinstance(exc, tool_only) and threading.current_thread() is threading.main_thread()
 
 
 @functools.cache
@@ -186,7 +216,9 @@ class Guard:
     the run ended, have no effect that no model sees. It is not kept in `records` (the model call's
     requested tools show it).
     `clock` reads seconds since the run started and `deadline` is on that
-    clock; the model boundary shares it, so both logs interleave.
+    clock; the model boundary shares it, so both logs interleave. `began`, when set, is when the run began on
+    `clock`, before its session did (the harness starts the clock before it copies the workspace, so that the
+    copy counts against `max_seconds`); None: the run began with its session.
     Thread-safe, since some frameworks run parallel tool calls on threads.
     """
 
@@ -199,6 +231,7 @@ class Guard:
     records: list[ToolCallRecord] = field(default_factory=list)
     stop: StopSignal | None = None
     cutoff: Callable[[], str | None] | None = None
+    began: float | None = None
 
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.tools}
@@ -322,8 +355,12 @@ class Guard:
                 self.stop = self.stop or StopSignal(reason="timeout", detail=f"run deadline reached inside {name}")
                 return "timeout", f"TimeoutError: {exc}"
             return "error", f"TimeoutError: {exc}"
-        except Exception as exc:  # a tool failure is an observation, never a crash
-            return "error", f"{type(exc).__name__}: {exc}"
+        except BaseException as exc:  # a tool failure is an observation, never a crash: SystemExit included
+            if _signal_of(exc):
+                raise
+            if self._halted.is_set():  # what the cancel did to it (its processes killed), not what it did
+                return "cancelled", f"Cancelled: the run was cancelled while {name} ran"
+            return "error", str(exc) if isinstance(exc, ToolFailed) else failure_text(exc)
 
     def _bounded(self, name: str, run: Callable[[], str], remaining: float | None, *, inline: bool) -> str:
         """`run()`, waited for until the run's deadline at most.
@@ -345,6 +382,8 @@ class Guard:
             if time.monotonic() >= ends:
                 raise TimeoutError(f"{name} was still running at the run's deadline; its result is not awaited")
         if job.error is not None:
+            if not isinstance(job.error, Exception):  # a worker gets no signal: the tool's own SystemExit and kin
+                raise ToolFailed(failure_text(job.error)) from None
             raise job.error
         return job.value
 

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["WAIT_SLICE_S", "Live", "kill_process_group"]
+__all__ = ["LEADER_WAIT_S", "WAIT_SLICE_S", "Live", "end_group", "hang_up", "kill_process_group"]
 
 #: The longest a run's wait (a model exchange's read, a tool, a runner process) goes before it looks again at
 #: whether the run was cancelled: what makes a cancelled run stop within a second.
 WAIT_SLICE_S = 0.2
+#: Seconds a reaper leading a process group may take, once hung up, to kill what its command started and exit
+#: (its kill rounds are bounded at 0.2 s); then the group is killed whole.
+LEADER_WAIT_S = 0.5
+#: Where a confined process group is led by a reaper (`shared_tools/reaper.py`), which SIGHUP tells to end.
+_REAPED = sys.platform.startswith("linux")
 
 T = TypeVar("T")
 
@@ -69,3 +76,36 @@ def kill_process_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def hang_up(pgid: int) -> None:
+    """Tell the group `pgid` to end at once: SIGHUP to its leader, a reaper that SIGKILLs everything its command
+    started, in whatever session, and exits (where no reaper leads it: SIGKILL to the group).
+
+    The first half of ending a confined process (`Live(hang_up, end_group)`): told first, every group ends at once.
+    """
+    if not _REAPED:
+        kill_process_group(pgid)
+        return
+    try:
+        os.kill(pgid, signal.SIGHUP)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_group(pgid: int) -> None:
+    """Once the leader of group `pgid` has ended (or `LEADER_WAIT_S` has passed), SIGKILL what is left in the group."""
+    ends = time.monotonic() + LEADER_WAIT_S
+    while _REAPED and not _ended(pgid) and time.monotonic() < ends:
+        time.sleep(0.005)
+    kill_process_group(pgid)
+
+
+def _ended(pid: int) -> bool:
+    """Whether `pid` has exited (reaped, or a zombie until its parent reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True
+    return state in ([b"Z"], [b"X"])

@@ -6,15 +6,17 @@ the docstring become the schema and description the model sees. A tool
 reports a failure by raising; the `Guard` turns it into an observation.
 
 `run_tests` runs pytest by default, or a suite's own test command (a list of
-arguments, never a shell string) with the same confinement.
+arguments, never a shell string) with the same confinement (`confine`: the
+workspace root, the environment allowlist, the reaper, the sandbox), on a
+target that holds nothing a shell would act on (`check_target`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -24,7 +26,16 @@ from typing import Annotated
 import regex
 from pydantic import AfterValidator, Field
 
-from looplab.shared_tools.live import Live, kill_process_group
+from looplab.shared_tools.confine import (
+    TEST_ENV_ALLOWED,
+    OutputTail,
+    child_environment,
+    live_tests,
+    start,
+    stop,
+    wait,
+)
+from looplab.shared_tools.reaper import NOT_STARTED
 from looplab.shared_tools.records import preview
 from looplab.shared_tools.workspace import TEXT_SUFFIXES, PathRefused, ToolError, Workspace
 
@@ -35,14 +46,18 @@ __all__ = [
     "READ_FILE_MAX_CHARS",
     "READ_FILE_TIMEOUT_S",
     "RUN_TESTS_MAX_CHARS",
+    "RUN_TESTS_READ_BYTES",
     "RUN_TESTS_TIMEOUT_S",
     "RepoPath",
     "SEARCH_MAX_FILE_BYTES",
     "SEARCH_MAX_HITS",
     "SEARCH_MAX_QUERY_CHARS",
     "SEARCH_TIMEOUT_S",
+    "TARGET_FORBIDDEN",
     "TARGET_PLACEHOLDER",
+    "TARGET_RULE",
     "TEST_ENV_ALLOWED",
+    "check_target",
     "check_test_command",
     "child_environment",
     "command_for_target",
@@ -56,6 +71,8 @@ __all__ = [
 
 RUN_TESTS_TIMEOUT_S = 60.0
 RUN_TESTS_MAX_CHARS = 8_000
+#: Bytes of a test run's output held while it runs (its tail); what the model reads is cut to `max_chars` of them.
+RUN_TESTS_READ_BYTES = 1 << 20
 READ_FILE_MAX_CHARS = 20_000
 #: read_file's own bound: counting what is cut from a huge file stops there.
 READ_FILE_TIMEOUT_S = 5.0
@@ -66,10 +83,6 @@ SEARCH_TIMEOUT_S = 5.0
 SEARCH_MAX_QUERY_CHARS = 1_000
 SEARCH_MAX_FILE_BYTES = 2_000_000
 
-#: What a test process inherits from looplab's environment: enough to run Python, nothing secret.
-#: Provider keys, tokens and any other variable stay out (a failing test would print them).
-TEST_ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
-
 #: Config files pytest reads, in the order it looks for them; the first one in the workspace is pinned.
 PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
@@ -77,6 +90,17 @@ PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "set
 TARGET_PLACEHOLDER = "{target}"
 #: A test command's first word that means the interpreter looplab runs under.
 _PYTHON_NAMES = ("python", "python3")
+#: Characters a target never holds: a shell's operators, substitutions, redirections, quotes and escape.
+TARGET_FORBIDDEN = frozenset(";&|$`()<>'\"\\")
+#: What a target may be, as the model is told when one is refused.
+TARGET_RULE = (
+    "a path relative to the repository root, optionally with a test id "
+    "(path, path::name, path::Class::name, path::name[param-id]); "
+    "without ; & | $ ` ( ) < > ' \" \\, a newline, a tab or another control character"
+)
+#: A target's shape: a path (no ':' or brackets), optionally '::' names (letters, digits, '_', '.') and, last, one
+#: bracketed parameter id; `check_target` also refuses `TARGET_FORBIDDEN` and unprintable characters.
+_TARGET_SHAPE = re.compile(r"[^:\[\]]+(?:(?:::[\w.]+)+(?:\[.*\])?)?", re.DOTALL)
 
 
 def _tidy(path: str) -> str:
@@ -88,37 +112,23 @@ def _tidy(path: str) -> str:
 RepoPath = AfterValidator(_tidy)
 
 
-#: The process groups of test runs still going, so an interrupted looplab can kill them all.
-live_tests: Live[int] = Live(kill_process_group)
-
-
-def tail_truncate(text: str, limit: int) -> str:
-    """Keep the last `limit` characters (where test failures are), marking the cut."""
-    if len(text) <= limit:
+def tail_truncate(text: str, limit: int, *, cut: int = 0) -> str:
+    """Keep the last `limit` characters (where test failures are), marking the cut (`cut`: characters already
+    dropped before `text`)."""
+    dropped = cut + max(0, len(text) - limit)
+    if not dropped:
         return text
-    return f"[... {len(text) - limit} earlier characters truncated ...]\n" + text[-limit:]
-
-
-def child_environment() -> dict[str, str]:
-    """The environment of a test process: an allowlist of looplab's, plus what makes runs quiet and repeatable."""
-    env = {k: v for k, v in os.environ.items() if k in TEST_ENV_ALLOWED}
-    # No plugin autoload: the fixture repo needs plain pytest, and the host's plugins cost seconds per run.
-    # COLUMNS: pytest cuts its one-line failure summary to the terminal width; keep the assertion whole.
-    env |= {
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "PYTHONNOUSERSITE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "COLUMNS": "200",
-    }
-    return env
+    return f"[... {dropped} earlier characters truncated ...]\n" + text[max(0, len(text) - limit) :]
 
 
 def run_tests(
     ws: Workspace,
     target: Annotated[
         str,
-        Field(description="A test file or test id relative to the repo root, e.g. 'tests/test_x.py::test_y'."),
+        Field(
+            description="A test file or test id relative to the repo root, e.g. 'tests/test_x.py::test_y' "
+            "or 'tests/test_x.py::test_y[case-1]'; no shell characters."
+        ),
         RepoPath,
     ],
     *,
@@ -131,10 +141,11 @@ def run_tests(
     Use it first, to see whether a test fails and with which assertion, and
     again after a change to confirm a fix.
     """
+    # A target is a path and at most a test id (`check_target`), whichever command runs it.
     if command is not None:  # a suite's own test command (bound by `guard.builtin_tool`)
         line = command_for_target(ws, command, target)
         return _run_confined(ws, line, f"{PurePath(command[0]).name} {target}", timeout_s, max_chars)
-    file_part = target.split("::", 1)[0]
+    file_part = check_target(target).split("::", 1)[0]
     ws.text_file(file_part)
     # Root, config and conftest search pinned to the workspace: pytest otherwise walks up the
     # directories above it and loads whatever pytest.ini or conftest.py it finds there.
@@ -170,21 +181,38 @@ def check_test_command(command: object) -> tuple[str, ...]:
     return words
 
 
+def check_target(target: str) -> str:
+    """`target` if it is a test target, else `PathRefused` with one line saying what a target may be.
+
+    A target is `path`, `path::name`, `path::Class::name` or `path::name[param-id]`: the path has no `:` or
+    brackets and does not start with `-` (an option); a name is letters, digits, `_` and `.`; the parameter id,
+    last, may hold `=`, `,`, `:`, brackets and other printable characters. Spaces are printable; no part holds
+    one of `TARGET_FORBIDDEN` (a backtick, a backslash, `; & | $ ( ) < > ' "`) or an unprintable character (a
+    newline, a tab, another control character): so a test command that passes it through a shell
+    (`sh -c '... {target}'`) runs no other command, redirects nothing and leaves no quote open.
+    """
+    shown = repr(preview(target, 120))
+    if target.startswith("-"):
+        raise PathRefused(
+            f"{shown}: a target starting with '-' would be read as an option; "
+            "give a test file relative to the repository root"
+        )
+    if not target.isprintable() or not TARGET_FORBIDDEN.isdisjoint(target) or not _TARGET_SHAPE.fullmatch(target):
+        raise PathRefused(f"{shown}: not a test target; a target is {TARGET_RULE}")
+    return target
+
+
 def command_for_target(ws: Workspace, command: Sequence[str], target: str) -> list[str]:
     """The argument list that runs `command` on `target` in `ws`.
 
-    The target is one argument: it replaces `{target}` in every argument holding it, or is appended. A target
-    starting with `-` (an option) is refused, and its file part (before any `::`) must stay inside the workspace.
-    `python`/`python3` as the program is looplab's own interpreter; another program is looked up on PATH (or in
-    the workspace when it holds a `/`); one not found is a `ToolError` saying so.
+    The target is one argument: it replaces `{target}` in every argument holding it, or is appended. It must
+    be a test target (`check_target`: a path and at most a test id, nothing a shell acts on), and its file part
+    (before any `::`) must stay inside the workspace. `python`/`python3` as the program is looplab's own
+    interpreter; another program is looked up on PATH (or in the workspace when it holds a `/`); one not found
+    is a `ToolError` saying so.
     """
     program, *args = check_test_command(command)
-    if target.startswith("-"):
-        raise PathRefused(
-            f"{preview(target, 120)}: a target starting with '-' would be read as an option; "
-            "give a test file relative to the repository root"
-        )
-    ws.resolve(target.split("::", 1)[0])
+    ws.resolve(check_target(target).split("::", 1)[0])
     if any(TARGET_PLACEHOLDER in a for a in args):
         args = [a.replace(TARGET_PLACEHOLDER, target) for a in args]
     else:
@@ -208,57 +236,49 @@ def _program(ws: Workspace, program: str) -> str:
     return located
 
 
-#: After the kill, how long the output may take to end: a process that left the group can hold the pipe open.
-DRAIN_S = 2.0
-
-
-def _drain(proc: subprocess.Popen[str]) -> str:
-    """What is left of a killed run's output, read for at most DRAIN_S."""
-    try:
-        output, _ = proc.communicate(timeout=DRAIN_S)
-        return output or ""
-    except subprocess.TimeoutExpired as exc:
-        if proc.stdout is not None:
-            proc.stdout.close()  # stop reading a pipe that a process outside the group still holds
-        proc.wait(timeout=DRAIN_S)  # the group was killed: its leader ends at once
-        partial = exc.output or b""
-        return partial.decode("utf-8", "replace") if isinstance(partial, bytes) else partial
+#: The longest the output is read once the command has ended or was killed, and never past the time the run has
+#: left (but for `_DRAIN_MIN_S`): it ends with everything it started, so the pipe's end is at most a read away.
+DRAIN_S = 0.5
+#: What is left of the output after a kill at the deadline is still read for this long.
+_DRAIN_MIN_S = 0.05
+#: How the reaper says it could not start the command (then it exits with `NOT_STARTED`).
+_NOT_STARTED_PREFIX = "looplab: cannot start "
 
 
 def _run_confined(ws: Workspace, cmd: list[str], label: str, timeout_s: float, max_chars: int) -> str:
-    """Run `cmd` in the workspace root with the allowlisted environment, in its own process group, killed at
-    `timeout_s` and after it ends; `exit code N` and the tail of its output."""
-    # Its own session (process group) so a timeout kills the tests and everything they spawned.
+    """Run `cmd` confined (`confine.start`: the workspace root, the allowlisted environment, the reaper, the
+    sandbox), ended with everything it started at `timeout_s` and when it ends; `exit code N` and the tail of
+    its output.
+
+    Returns within `timeout_s` plus the time to end it (the reaper's, about 50 ms) and `_DRAIN_MIN_S`.
+    """
+    ends = time.monotonic() + timeout_s
+    reading, writing = os.pipe()
     try:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=ws.root,
-            env=child_environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            encoding="utf-8",
-            errors="replace",
-            start_new_session=True,
-        )
-    except OSError as exc:  # not executable, a bad interpreter line: the model reads why
-        raise ToolError(f"the test command could not start {PurePath(cmd[0]).name}: {exc.strerror or exc}") from None
-    live_tests.add(proc.pid)  # killed at once if looplab is already ending
-    ws.processes.add(proc.pid)  # killed at once if the run is already cancelled
+        proc = start(ws, cmd, stdout=writing, stderr=writing)
+    except BaseException:
+        os.close(reading)
+        raise
+    finally:
+        os.close(writing)
+    tail = OutputTail(reading, RUN_TESTS_READ_BYTES)
+    finished = False
     try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_process_group(proc.pid)
-        output = _drain(proc)
+        finished = wait(proc, timeout_s) is not None
+    finally:
+        code = stop(ws, proc)  # whatever the tests left running, in any session, goes too
+        kept = tail.close(min(DRAIN_S, max(ends - time.monotonic(), _DRAIN_MIN_S)))
+    # Text as a pipe in text mode reads it: undecodable bytes replaced, newlines as `\n`.
+    output = kept.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    if not finished:
         raise TimeoutError(
             f"{label} did not finish within {timeout_s:g}s and was killed; "
-            f"run a narrower target. Last output:\n{tail_truncate(output or '', 2_000)}"
-        ) from None
-    finally:
-        kill_process_group(proc.pid)  # whatever the tests left running in the background goes too
-        live_tests.discard(proc.pid)
-        ws.processes.discard(proc.pid)
-    return f"exit code {proc.returncode}\n{tail_truncate(output, max_chars)}"
+            f"run a narrower target. Last output:\n{tail_truncate(output, 2_000, cut=tail.dropped)}"
+        )
+    if code == NOT_STARTED and output.startswith(_NOT_STARTED_PREFIX):
+        why = output.rpartition(": ")[2].strip()
+        raise ToolError(f"the test command could not start {label.partition(' ')[0]}: {why}")
+    return f"exit code {code}\n{tail_truncate(output, max_chars, cut=tail.dropped)}"
 
 
 def read_file(
@@ -274,7 +294,7 @@ def read_file(
     Use it to read a test body or the module a search hit points to.
     """
     deadline = time.monotonic() + timeout_s
-    with ws.text_file(path).open(encoding="utf-8", errors="replace") as fh:
+    with ws.text_file(path, deadline=deadline).open(encoding="utf-8", errors="replace") as fh:
         text = fh.read(READ_FILE_MAX_CHARS + 1)
         if len(text) > READ_FILE_MAX_CHARS:
             rest = 0
@@ -306,6 +326,8 @@ def search_code(
 
     Use it to find where a function or name is defined or used.
     """
+    # At its deadline the search returns what it found, saying after which file it stopped: the model keeps the
+    # hits (in a repository too large to search whole, the same search again would stop at the same place).
     if not query.strip():
         raise ToolError("empty query; search for a name, e.g. 'def apply_discount'")
     # `regex` speaks Python's syntax and takes a timeout: a pattern that backtracks without end
@@ -318,22 +340,47 @@ def search_code(
     deadline = time.monotonic() + bound
     hits: list[str] = []
     searched = skipped = 0
-    for path in ws.text_files():
-        if path.stat().st_size > SEARCH_MAX_FILE_BYTES:
+    last: str | None = None  # the last file searched in full
+    files = ws.text_files(deadline=deadline)  # the walk too stops at the deadline, however many files there are
+    stopped = False
+    while not stopped:
+        try:
+            path = next(files)
+            too_big = path.stat().st_size > SEARCH_MAX_FILE_BYTES
+            text = "" if too_big else path.read_text(encoding="utf-8", errors="replace")
+        except StopIteration:
+            break
+        except TimeoutError:
+            stopped = True
+            break
+        except OSError:  # gone, or unreadable, since the walk met it
+            continue
+        if too_big:
             skipped += 1
             continue
-        searched += 1
-        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        for number, line in enumerate(text.splitlines(), 1):
+            started = time.monotonic()
+            if started >= deadline:
+                stopped = True
+                break
             try:
-                found = pattern.search(line, timeout=max(0.0, deadline - time.monotonic()))
+                found = pattern.search(line, timeout=deadline - started)
             except TimeoutError:
-                raise TimeoutError(
-                    f"search_code stopped after {bound:g}s: the pattern backtracks "
-                    "too much (nested quantifiers?); search for plain text or a simpler pattern"
-                ) from None
+                if time.monotonic() - started >= bound / 2:  # this one line took the time: the pattern did
+                    raise TimeoutError(
+                        f"search_code stopped after {bound:g}s: the pattern backtracks "
+                        "too much (nested quantifiers?); search for plain text or a simpler pattern"
+                    ) from None
+                stopped = True
+                break
             if found:
                 hits.append(f"{ws.relative(path)}:{number}: {line.strip()[:200]}")
+        else:
+            searched, last = searched + 1, ws.relative(path)
     note = f" ({skipped} files over {SEARCH_MAX_FILE_BYTES // 1_000_000} MB not searched)" if skipped else ""
+    if stopped:
+        rest = f"; the files after {last} were not searched" if last else ""
+        note += f" (the search stopped at its {bound:g}s deadline after {searched} files{rest})"
     if not hits:
         return f"no matches for {preview(query, 120)!r} in {searched} files{note}"
     shown = hits[:SEARCH_MAX_HITS]

@@ -6,25 +6,45 @@ import atexit
 import difflib
 import fnmatch
 import hashlib
+import itertools
 import os
+import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
-from looplab.shared_tools.live import Live, kill_process_group
+from looplab.shared_tools.live import Live, end_group, hang_up
 from looplab.shared_tools.records import clean, preview
+from looplab.shared_tools.repo_copy import (
+    MAX_REPO_BYTES,
+    MAX_REPO_ENTRIES,
+    MAX_REPO_FILE_BYTES,
+    BoundedCopy,
+    RepoRefused,
+    check_repo,
+    open_regular,
+    walk,
+)
 
 __all__ = [
     "MAX_PATH_CHARS",
+    "MAX_REPO_BYTES",
+    "MAX_REPO_ENTRIES",
+    "MAX_REPO_FILE_BYTES",
     "PathRefused",
+    "RepoRefused",
     "SECRET_PATTERNS",
     "SKIPPED_DIRS",
+    "SUGGEST_MAX_CANDIDATES",
+    "SUGGEST_TIMEOUT_S",
     "TEXT_SUFFIXES",
     "ToolError",
     "Workspace",
+    "check_repo",
     "is_secret",
     "tree_fingerprint",
 ]
@@ -70,6 +90,16 @@ MAX_PATH_CHARS = 1024
 #: Folders that are tool noise rather than project content.
 SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".pytest_cache", ".venv", "node_modules"})
 
+#: "Did you mean" compares a mistyped path with this many files at most (its folder's first, then the repository's),
+#: and looks for no longer than `SUGGEST_TIMEOUT_S`: about 0.2 s of matching, in a repository of any size.
+SUGGEST_MAX_CANDIDATES = 5_000
+SUGGEST_TIMEOUT_S = 1.0
+#: At most this many files are named when a tool is given a folder.
+_LISTED_FILES = 30
+
+#: `SECRET_PATTERNS` as one expression: a walk tests every name it meets.
+_SECRET = re.compile("|".join(fnmatch.translate(pattern) for pattern in SECRET_PATTERNS))
+
 
 class PathRefused(PermissionError):
     """A path the model passed leaves the workspace or names a secret."""
@@ -81,7 +111,7 @@ class ToolError(Exception):
 
 def is_secret(name: str) -> bool:
     """True when a file name looks like credentials (`.env`, keys, ...)."""
-    return any(fnmatch.fnmatch(name.lower(), pattern) for pattern in SECRET_PATTERNS)
+    return _SECRET.match(name.lower()) is not None
 
 
 class Workspace:
@@ -94,26 +124,49 @@ class Workspace:
     Every open workspace is registered until closed, and `close_all()` (run at
     interpreter exit, and by an interrupted command) removes the ones left: a
     run abandoned as hung, or cut short by Ctrl-C, leaves no copy behind.
+
+    The copy is bounded (`looplab.shared_tools.repo_copy`): regular files, folders and links only, within
+    `MAX_REPO_ENTRIES`, `MAX_REPO_BYTES` and `deadline_s`; a copy that fails for any reason leaves nothing behind.
     """
 
     #: Every workspace not yet closed.
     live: Live[Workspace] = Live(lambda ws: ws.close())
 
-    def __init__(self, source: Path | str, *, overlay: Path | str | None = None, prefix: str = "looplab-ws-") -> None:
-        self.source = Path(source).resolve()
-        for folder in (self.source, overlay):
-            if folder is not None and not Path(folder).is_dir():
-                raise FileNotFoundError(f"fixture repo not found: {Path(folder).resolve()}")
-        #: The process groups of the tests running in it: a cancelled run ends them (`Guard.halt`).
-        self.processes: Live[int] = Live(kill_process_group)
+    def __init__(
+        self,
+        source: Path | str,
+        *,
+        overlay: Path | str | None = None,
+        prefix: str = "looplab-ws-",
+        sandbox: bool = False,
+        deadline_s: float | None = None,
+    ) -> None:
+        """`deadline_s`: the seconds the copy may take (a run passes its `max_seconds`); past them it stops with a
+        `TimeoutError`. A repository the copy refuses raises `FileNotFoundError` or `RepoRefused`."""
+        started = time.monotonic()
+        self.source = check_repo(source, prefix=prefix)
+        #: Whether the team's code run in it (test commands, a suite's own tools) runs in a sandbox (`--sandbox`).
+        self.sandbox = sandbox
+        overlay = None if overlay is None else check_repo(overlay, prefix=prefix)
+        #: The process groups of the team's code running in it (`confine.start`): a cancelled run ends them
+        #: (`Guard.halt`), each with everything it started.
+        self.processes: Live[int] = Live(hang_up, end_group)
         self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
         if not Workspace.live.add(self):
             raise RuntimeError("looplab is shutting down: no new workspace")
         self.root = (self._tmp / self.source.name).resolve()
-        ignore = shutil.ignore_patterns(*SKIPPED_DIRS)
-        shutil.copytree(self.source, self.root, symlinks=True, ignore=ignore)
-        if overlay is not None:  # a variant of the repo: its files replace or join the base's
-            shutil.copytree(overlay, self.root, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+        copy = BoundedCopy(skip=SKIPPED_DIRS, deadline_s=deadline_s)
+        try:
+            copy.copy(self.source, self.root)
+            if overlay is not None:  # a variant of the repo: its files replace or join the base's
+                copy.copy(overlay, self.root)
+        except BaseException:  # a refusal, the deadline, a full disk, Ctrl-C: no partial copy stays
+            self.close()
+            raise
+        #: What the copy left out, each as `path: why` (a FIFO, socket or device; a file over `MAX_REPO_FILE_BYTES`).
+        self.left_out = copy.left_out
+        #: Seconds the copy took; a run counts them against its `max_seconds` (its clock starts before the copy).
+        self.copy_s = time.monotonic() - started
 
     def __enter__(self) -> Workspace:
         return self
@@ -124,8 +177,9 @@ class Workspace:
         self.close()
 
     def close(self) -> None:
-        """Delete the copy. Safe to call twice."""
+        """End what the team's code still runs in it (a suite's tool host), delete the copy. Safe to call twice."""
         Workspace.live.discard(self)
+        self.processes.end_all(for_good=True)  # the run is over: nothing of it outlives the folder
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     @classmethod
@@ -160,19 +214,20 @@ class Workspace:
             raise PathRefused(f"{shown}: secret-looking files are never read")
         return resolved
 
-    def text_file(self, path: str) -> Path:
+    def text_file(self, path: str, *, deadline: float | None = None) -> Path:
         """The one rule for what a tool may read: `path` resolved, and a regular source or text file.
 
         Raises `PathRefused` (outside, or a secret, also through a symlink), `IsADirectoryError`,
         `FileNotFoundError` (with the closest existing file as a hint; a FIFO or socket is not a
-        file) or `ToolError` (not a source or text file).
+        file) or `ToolError` (not a source or text file). The folder's listing and the hint look no
+        longer than `SUGGEST_TIMEOUT_S`, nor past `deadline` (on `time.monotonic()`).
         """
         resolved = self.resolve(path)
         if resolved.is_dir():
-            listing = sorted(self.relative(p) for p in self.text_files() if p.is_relative_to(resolved))
-            raise IsADirectoryError(f"{path} is a directory; files in it: {', '.join(listing[:30]) or 'none'}")
+            listing = self._first_files(resolved, _sooner(deadline, SUGGEST_TIMEOUT_S))
+            raise IsADirectoryError(f"{path} is a directory; files in it: {', '.join(listing) or 'none'}")
         if not _is_regular(resolved):
-            hint = self.suggest(path)
+            hint = self.suggest(path, deadline=deadline)
             tail = f" — did you mean {hint}?" if hint else " — use search_code to find the right path"
             raise FileNotFoundError(f"{path}{tail}")
         if resolved.suffix not in TEXT_SUFFIXES:
@@ -184,22 +239,51 @@ class Workspace:
         """The workspace-relative POSIX spelling of `path`."""
         return path.relative_to(self.root).as_posix()
 
-    def text_files(self) -> Iterator[Path]:
-        """The files `text_file` lets a tool read, sorted, caches skipped: what `search_code` may search."""
-        for path in sorted(self.root.rglob("*")):
-            rel = path.relative_to(self.root)
-            if any(part in SKIPPED_DIRS for part in rel.parts):
-                continue
-            try:
-                resolved = self.resolve(rel.as_posix())
-            except PathRefused:
-                continue
-            if resolved.suffix in TEXT_SUFFIXES and _is_regular(resolved):
-                yield path
+    def text_files(self, *, under: Path | None = None, deadline: float | None = None) -> Iterator[Path]:
+        """The files `text_file` lets a tool read, sorted, caches skipped: what `search_code` may search.
 
-    def suggest(self, path: str) -> str | None:
-        """The closest existing file to a mistyped `path`, if one is close."""
-        candidates = [self.relative(p) for p in self.text_files()]
+        `under`: only those in that folder of the workspace. Raises `TimeoutError` once `deadline` (on
+        `time.monotonic()`) has passed, however many files are still to walk.
+        """
+        top = self.root if under is None else under
+        above = top.relative_to(self.root).parts
+        if any(part in SKIPPED_DIRS or is_secret(part) for part in above):
+            return
+        prefix = "".join(f"{part}/" for part in above)
+        # Only a link needs resolving: anything else the walk meets is inside the root, under names it checked.
+        for entry, rel in walk(top, skip=SKIPPED_DIRS, deadline=deadline, enter=lambda name: not is_secret(name)):
+            rel = prefix + rel
+            if is_secret(entry.name) or len(rel) > MAX_PATH_CHARS:
+                continue
+            if entry.is_symlink():
+                try:
+                    resolved = self.resolve(rel)
+                except PathRefused:
+                    continue
+                if resolved.suffix in TEXT_SUFFIXES and _is_regular(resolved):
+                    yield self.root / rel
+            elif entry.is_file(follow_symlinks=False) and os.path.splitext(entry.name)[1] in TEXT_SUFFIXES:
+                yield self.root / rel
+
+    def suggest(self, path: str, *, deadline: float | None = None) -> str | None:
+        """The closest existing file to a mistyped `path`, if one is close.
+
+        It compares at most `SUGGEST_MAX_CANDIDATES` files, those under the nearest existing folder on `path`
+        first, and walks for them no longer than `SUGGEST_TIMEOUT_S`, nor past `deadline`.
+        """
+        ends = _sooner(deadline, SUGGEST_TIMEOUT_S)
+        found: dict[str, None] = {}  # in walk order, once each
+        for top in dict.fromkeys((self._nearest_folder(path), self.root)):
+            try:
+                for file in self.text_files(under=top, deadline=ends):
+                    found.setdefault(self.relative(file))
+                    if len(found) >= SUGGEST_MAX_CANDIDATES:
+                        break
+            except TimeoutError:
+                break
+            if len(found) >= SUGGEST_MAX_CANDIDATES:
+                break
+        candidates = list(found)
         by_name = {PurePosixPath(c).name: c for c in candidates}
         close = difflib.get_close_matches(path, candidates, n=1, cutoff=0.6)
         if close:
@@ -208,11 +292,47 @@ class Workspace:
         return by_name[name[0]] if name else None
 
     def fingerprint(self) -> str:
-        """A hash of every file's path and bytes: equal before and after means unchanged."""
+        """A hash of every file's path and bytes: equal before and after means unchanged (`tree_fingerprint`)."""
         return tree_fingerprint(self.root)
+
+    def _nearest_folder(self, path: str) -> Path:
+        """The deepest folder of the workspace that `path`'s folders name, a link or a skipped folder not followed."""
+        folder = self.root
+        for part in PurePosixPath(path.strip()).parts[:-1]:
+            below = folder / part
+            if part in ("/", ".", "..") or part in SKIPPED_DIRS or is_secret(part) or not _is_folder(below):
+                break
+            folder = below
+        return folder
+
+    def _first_files(self, folder: Path, deadline: float) -> list[str]:
+        """Up to `_LISTED_FILES` files `text_file` would read in `folder`, sorted, those found before `deadline`."""
+        names: list[str] = []
+        try:
+            names.extend(
+                self.relative(p)
+                for p in itertools.islice(self.text_files(under=folder, deadline=deadline), _LISTED_FILES)
+            )
+        except TimeoutError:
+            pass
+        return sorted(names)
 
 
 atexit.register(Workspace.close_all)
+
+
+def _sooner(deadline: float | None, within_s: float) -> float:
+    """`deadline`, or `within_s` from now if that comes first (on `time.monotonic()`)."""
+    ends = time.monotonic() + within_s
+    return ends if deadline is None else min(deadline, ends)
+
+
+def _is_folder(path: Path) -> bool:
+    """A folder, not a link to one."""
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _is_regular(path: Path) -> bool:
@@ -224,23 +344,37 @@ def _is_regular(path: Path) -> bool:
 
 
 def tree_fingerprint(root: Path) -> str:
-    """SHA-256 over the relative paths and contents of all files under `root`, caches skipped.
+    """SHA-256 over the relative paths and contents of the files under `root` that a copy takes, caches skipped.
 
-    A symlink counts by its target's name and a FIFO, socket or device by its kind, never by
-    opening it (reading a FIFO nobody writes to would block).
+    What a copy leaves out is left out here too, never opened: a FIFO, socket or device (reading a FIFO nobody
+    writes to would block), a file over `MAX_REPO_FILE_BYTES`, a file that cannot be read; so a repository and its
+    copy have the same fingerprint. A symlink counts by its target's name. Bounded as a copy is: past
+    `MAX_REPO_ENTRIES` entries the rest counts as one mark, and once `MAX_REPO_BYTES` were read a file counts by its
+    size and modification time; a tree within the bounds is read whole.
     """
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        mode = path.lstat().st_mode
-        if any(part in SKIPPED_DIRS for part in rel.parts) or stat.S_ISDIR(mode):
+    read = 0
+    for count, (entry, rel) in enumerate(walk(root, skip=SKIPPED_DIRS), 1):
+        if count > MAX_REPO_ENTRIES:
+            digest.update(b"\0more entries than a copy takes\0")
+            break
+        try:
+            st = entry.stat(follow_symlinks=False)
+            target = os.readlink(entry.path) if stat.S_ISLNK(st.st_mode) else None
+        except OSError:  # gone since the walk listed it
             continue
-        digest.update(rel.as_posix().encode("utf-8", "surrogateescape") + b"\0")
-        if stat.S_ISREG(mode):
-            digest.update(path.read_bytes())
-        elif stat.S_ISLNK(mode):
-            digest.update(b"symlink:" + os.fsencode(os.readlink(path)))
-        else:
-            digest.update(f"special:{stat.S_IFMT(mode):o}".encode())
-        digest.update(b"\0")
+        name = rel.encode("utf-8", "surrogateescape") + b"\0"
+        if target is not None:
+            digest.update(name + b"symlink:" + os.fsencode(target) + b"\0")
+        elif not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REPO_FILE_BYTES:
+            continue
+        elif read + st.st_size > MAX_REPO_BYTES:
+            digest.update(name + f"size:{st.st_size}:mtime:{st.st_mtime_ns}".encode() + b"\0")
+        elif (fd := open_regular(entry.path)) is not None:
+            digest.update(name)
+            with open(fd, "rb", buffering=0) as fh:  # no more than a copy would take, however the file grows
+                while read <= MAX_REPO_BYTES and (chunk := fh.read(min(1 << 20, MAX_REPO_FILE_BYTES))):
+                    digest.update(chunk)
+                    read += len(chunk)
+            digest.update(b"\0")
     return digest.hexdigest()

@@ -128,7 +128,7 @@ def test_slow_tests_without_the_deadline_overruns(where: Endpoint, monkeypatch) 
 
 
 def test_huge_log_without_truncation_floods_the_observation(where: Endpoint, monkeypatch) -> None:
-    monkeypatch.setattr(tools, "tail_truncate", lambda text, limit: text)
+    monkeypatch.setattr(tools, "tail_truncate", lambda text, limit, **_: text)
     outcome = run_one("handrolled", CASES["huge-log"], where)
     assert "run_tests observation contains 'earlier characters truncated'" in [
         c.name for c in outcome.checks if not c.passed

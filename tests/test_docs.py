@@ -139,15 +139,13 @@ def test_the_readmes_offline_commands_run(command: str, tmp_path: Path) -> None:
         assert (tmp_path / "results.json").is_file()
 
 
-def test_the_site_builds_strict(tmp_path: Path) -> None:
-    """As the workflow's site job builds it: the docs, the pages read off the kept data, and a run's report."""
+def build_site(source: Path, site: Path, report: Path) -> None:
+    """`mkdocs build --strict` of the checkout at `source`, as the workflow's site job runs it, into `site`."""
     pytest.importorskip("mkdocs", reason="the site needs the [docs] extra: pip install -e '.[docs]'")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or "mkdocs"
-    report = tmp_path / "report.html"
-    report.write_text("<html><body>the run's report</body></html>", encoding="utf-8")
     done = subprocess.run(
-        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=REPO,
+        [mkdocs, "build", "--strict", "--site-dir", str(site)],
+        cwd=source,
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT,
@@ -155,7 +153,14 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_the_site_builds_strict(tmp_path: Path) -> None:
+    """As the workflow's site job builds it: the docs, the pages read off the kept data, and a run's report."""
+    report = tmp_path / "report.html"
+    report.write_text("<html><body>the run's report</body></html>", encoding="utf-8")
     site = tmp_path / "site"
+    build_site(REPO, site, report)
     assert (site / "index.html").is_file() and (site / "iteration-caps.html").is_file()
     assert (site / "report.html").read_text(encoding="utf-8") == report.read_text(encoding="utf-8")
     assert 'href="report.html"' in (site / "latest-results.html").read_text(encoding="utf-8")
@@ -165,3 +170,40 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert all(f"<code>{runner}</code>" in (site / "scorecard.html").read_text(encoding="utf-8") for runner in kept)
     api = (site / "api.html").read_text(encoding="utf-8")
     assert "run_one" in api and "Limits" in api  # the reference was read from the docstrings
+
+
+@pytest.mark.full
+def test_the_site_built_from_hostile_kept_data_shows_it_as_text(tmp_path: Path) -> None:
+    """The whole site built by mkdocs, as the site job builds it, from kept data whose every free string is hostile
+    (tests/test_history_safety.py renders the same pages through the hook and Python-Markdown, for any such data):
+    no element or attribute of the pages comes from it, and each page shows it as text."""
+    from tests.test_history_safety import PAYLOADS, Elements, hostile_record, keep
+
+    # A checkout beside this one: the docs and the site's hooks copied, the sources linked, the kept data hostile.
+    source = tmp_path / "checkout"
+    source.mkdir()
+    shutil.copytree(DOCS, source / "docs")
+    shutil.copy(REPO / "mkdocs.yml", source / "mkdocs.yml")
+    for name in ("pyproject.toml", "looplab", "adapters", "scenarios", "shared_tools"):
+        (source / name).symlink_to(REPO / name)
+    pools = {"1.0": list(PAYLOADS), "2.0": list(reversed(PAYLOADS))}  # every field moves from one to the next
+    keep(
+        source / "history",
+        [hostile_record(r, v, "0.1.0", p) for r in ("langgraph", "pydantic_ai") for v, p in pools.items()],
+    )
+    report = tmp_path / "report.html"
+    report.write_text("<html><body>the run's report</body></html>", encoding="utf-8")
+    site = tmp_path / "site"
+    build_site(source, site, report)
+
+    for page in generated_pages():
+        html = (site / page.replace(".md", ".html")).read_text(encoding="utf-8")
+        parsed = Elements(html)
+        for tag, attrs in parsed.elements:
+            for name, value in attrs:
+                assert "alert(" not in f"{name}={value}", (page, tag, name, value)
+                assert "javascript:" not in (value or ""), (page, tag, name, value)
+        assert "alert(" not in "".join(parsed.scripts), f"{page}: a script holds kept text"
+        assert "<script>alert(1)</script>" in " ".join(parsed.text), f"{page} does not show the kept text as text"
+    index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
+    assert "<img src=x onerror" not in index and "<script>alert" not in index, "the search index holds markup"

@@ -38,8 +38,8 @@ BIN = Path(sys.executable).parent
 #: Seconds the release step may take here (a build, two installs and a run: about 30 s on the 2-core machine).
 RELEASE_TIMEOUT = 1200
 GIT_TIMEOUT = 120
-#: The action that publishes, pinned as PyPA documents it (a branch, not a major tag).
-PUBLISH_ACTION = "pypa/gh-action-pypi-publish@release/v1"
+#: The action that publishes (pinned to a commit, as every action is: tests/test_workflow.py checks the pins).
+PUBLISH_ACTION = "pypa/gh-action-pypi-publish"
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +77,6 @@ def test_only_the_publish_job_gets_a_token_and_only_the_github_release_may_write
     assert writers in ({}, {"github-release": {"contents": "write"}}), writers
     for name, job in doc["jobs"].items():
         assert isinstance(job.get("timeout-minutes"), int), f"{name} has no timeout"
-        for step in job["steps"]:
-            if "uses" in step and step["uses"] != PUBLISH_ACTION:  # a major version: fixes arrive, breaking ones not
-                assert re.fullmatch(r"[\w-]+/[\w-]+@v\d+", step["uses"]), f"{name}: {step['uses']}"
 
 
 def test_the_publish_job_uses_trusted_publishing_and_no_secret() -> None:
@@ -89,7 +86,7 @@ def test_the_publish_job_uses_trusted_publishing_and_no_secret() -> None:
     environment = publish["environment"]
     assert (environment["name"] if isinstance(environment, dict) else environment) == "pypi"
     (step,) = [s for s in publish["steps"] if s.get("uses", "").startswith("pypa/gh-action-pypi-publish@")]
-    assert step["uses"] == PUBLISH_ACTION
+    assert step["uses"].partition("@")[0] == PUBLISH_ACTION
     # Trusted publishing is the action's way when it is handed no password: a token here would bypass it.
     assert not {"password", "user", "repository-url"} & set(step.get("with") or {})
     assert "secrets." not in WORKFLOW.read_text(encoding="utf-8"), "the release needs no secret"

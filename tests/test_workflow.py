@@ -7,6 +7,11 @@ merge step on them; the merged document must equal one unsharded `looplab eval` 
 The eval is narrowed through `LOOPLAB_EVAL_ARGS`, the variable the workflow's eval job passes its
 `workflow_dispatch` input `eval-args` through: what runs is a manual run with that input, without provider keys.
 The adapter matrix is checked against the noxfile's sessions, and the YAML against GitHub's workflow schema.
+
+Every workflow (the release's too) is read for what its jobs may do with a token: every action pinned to a full
+commit with its version named, no checkout that leaves a token in `.git/config`, and no job that can write
+(contents, issues, pages, an OIDC token) installing or running anything but the actions it pins, git and gh. These
+read the files only and run in the fast tier; the ones that run the workflow's commands are the full tier's.
 """
 
 from __future__ import annotations
@@ -30,11 +35,10 @@ import yaml
 from tests.test_nox_sessions import load_noxfile
 from tests.test_shards_and_resume import minus_timings
 
-#: The workflow's own commands, nox and a schema check: the full tier's.
-pytestmark = pytest.mark.full
-
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "compare.yml"
+#: Every workflow of the repository.
+WORKFLOWS = sorted(WORKFLOW.parent.glob("*.yml"))
 #: The interpreter's own bin folder (the .venv's, run as .venv/bin/pytest): its `looplab` and `nox` go first on PATH.
 BIN = Path(sys.executable).parent
 #: A small matrix that still splits into two non-empty shards: two Python runners (and a Node one where Node is),
@@ -126,6 +130,7 @@ def noxfile() -> tuple[Any, set[str]]:
     return module, set(nox.registry.get())
 
 
+@pytest.mark.full
 def test_two_shards_run_and_merged_as_the_workflow_does_equal_one_unsharded_eval(tmp_path: Path) -> None:
     jobs = workflow()["jobs"]
     ev, report = jobs["eval"], jobs["report"]
@@ -177,6 +182,7 @@ def test_two_shards_run_and_merged_as_the_workflow_does_equal_one_unsharded_eval
     assert "<html" in (desk / "report.html").read_text(encoding="utf-8").lower()
 
 
+@pytest.mark.full
 def test_the_adapter_matrix_is_the_noxfile_adapter_sessions(tmp_path: Path) -> None:
     """The sessions job's step, run here, lists exactly the noxfile's version sessions, each with the Node.js it
     needs: every runner's oldest and latest, and for a runner in node its oldest and each npm line's latest."""
@@ -214,7 +220,9 @@ def test_the_adapter_matrix_is_the_noxfile_adapter_sessions(tmp_path: Path) -> N
     assert shlex.split(step(jobs["caps"], "caps")["run"])[:3] == ["nox", "-s", "caps"] and "caps" in sessions
 
 
-#: What the history job's expressions are on a scheduled run on GitHub.
+#: The run's URL on GitHub, as the keep job names it to the drift text.
+RUN_URL = "https://github.com/looplab-dev/looplab/actions/runs/7"
+#: What the history jobs' expressions are on a scheduled run on GitHub.
 ON_GITHUB = {
     "github.server_url": "https://github.com",
     "github.repository": "looplab-dev/looplab",
@@ -241,39 +249,45 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout
 
 
-def test_the_history_job_keeps_the_runs_measurements_commits_them_and_files_the_drift_as_the_workflow_does(
+@pytest.mark.full
+def test_the_history_jobs_keep_the_runs_measurements_commit_them_and_file_the_drift_as_the_workflow_does(
     tmp_path: Path,
 ) -> None:
-    """The caps job's measurement and the report job's document, downloaded as the history job names them, kept by
-    its record step, committed and pushed by its commit step, and its drift step's issue filed through a stand-in
-    for `gh`: created when none is open for the runner, commented on when one is."""
+    """The caps job's measurement and the report job's document, downloaded as the keep job names them, kept by its
+    record step and uploaded; then the history job, which alone may write, takes the kept files and the issue texts
+    from that upload, commits and pushes them (its commit step) and files the drift through a stand-in for `gh` (its
+    drift step): created when no issue is open for the runner, commented on when one is."""
     from looplab.records import history
 
     jobs = workflow()["jobs"]
-    job = jobs["history"]
-    assert set(job["needs"]) == {"caps", "report"} and job["permissions"] == {"contents": "write", "issues": "write"}
+    keeper, writer = jobs["keep"], jobs["history"]
+    assert set(keeper["needs"]) == {"caps", "report"} and "permissions" not in keeper  # the workflow's: read
+    assert writer["needs"] == "keep" and writer["permissions"] == {"contents": "write", "issues": "write"}
 
-    # The job's checkout: the kept data as committed, with handrolled's newest measurement made a release older,
-    # one whose vip-compound took a model call more. The measurement made below is then the next release, and moved.
-    remote, desk = tmp_path / "origin.git", tmp_path / "history-job"
-    shutil.copytree(ROOT / "history", desk / "history")
+    # The checkout both jobs make: the kept data as committed, with handrolled's newest measurement made a release
+    # older, one whose vip-compound took a model call more. The measurement made below is then the next release.
+    remote, origin = tmp_path / "origin.git", tmp_path / "origin"
+    shutil.copytree(ROOT / "history", origin / "history")
     [(path, newest)] = [
         (p, history.VersionRecord.model_validate_json(p.read_text(encoding="utf-8")))
-        for p in sorted((desk / "history" / "handrolled").glob("*.json"))[-1:]
+        for p in sorted((origin / "history" / "handrolled").glob("*.json"))[-1:]
     ]
     older = newest.model_copy(update={"version": "anthropic 0.0.1"}, deep=True)
     older.cases["vip-compound"].model_calls = (older.cases["vip-compound"].model_calls or 0) + 1
     path.unlink()
     (path.parent / history.file_name(older.version)).write_text(history.to_json(older), encoding="utf-8")
     git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(tmp_path, "init", "-q", "-b", "main", str(desk))
-    git(desk, "add", "-A")
-    git(desk, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "kept")
-    git(desk, "remote", "add", "origin", str(remote))
-    git(desk, "push", "-q", "-u", "origin", "main")
+    git(tmp_path, "init", "-q", "-b", "main", str(origin))
+    git(origin, "add", "-A")
+    git(origin, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "kept")
+    git(origin, "remote", "add", "origin", str(remote))
+    git(origin, "push", "-q", "-u", "origin", "main")
+    desk, writing = tmp_path / "keep-job", tmp_path / "history-job"
+    for checkout in (desk, writing):
+        git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(checkout))
 
     # The artifacts: the caps session's command with the caps step's options, and one eval as the report's document.
-    downloads = [s["with"] for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    downloads = [s["with"] for s in keeper["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
     assert {d["name"] for d in downloads} == {"caps", "report"} and len({d["path"] for d in downloads}) == 1
     into = desk / downloads[0]["path"]
     into.mkdir()
@@ -301,29 +315,61 @@ def test_the_history_job_keeps_the_runs_measurements_commits_them_and_files_the_
         "an eval",
     )
 
-    out = run_step(job, "record", desk, tmp_path)
+    out = run_step(keeper, "record", desk, tmp_path)
     assert "new version: handrolled anthropic" in out and "(after anthropic 0.0.1)" in out
     [drift] = (desk / "drift").iterdir()
     text = drift.read_text(encoding="utf-8")
-    assert "| case vip-compound | model_calls |" in text and ON_GITHUB["github.repository"] in text
+    assert "| case vip-compound | model\\_calls |" in text and RUN_URL in text
 
-    run_step(job, "commit", desk, tmp_path)
-    pushed = git(remote, "log", "--name-only", "--format=%s", "-1", "main")
+    # The keep job's upload, as the history job downloads it: each path named, under the folder both share.
+    kept = uses(keeper, "actions/upload-artifact")["with"]
+    taken = uses(writer, "actions/download-artifact")["with"]
+    assert kept["name"] == taken["name"] and kept["if-no-files-found"] == "error"
+    for named in kept["path"].split():
+        shutil.copytree(desk / named, writing / taken["path"] / named)
+    # Anything else in the upload stays out of the commit and the issues: it came from a job that ran the frameworks.
+    (writing / taken["path"] / "history" / "handrolled" / "notes.txt").write_text("not a kept file", encoding="utf-8")
+
+    run_step(writer, "take", writing, tmp_path)
+    # A push to main while the jobs ran: the commit step rebases onto it, as the bot, with no git identity configured.
+    (origin / "README.md").write_text("pushed meanwhile\n", encoding="utf-8")
+    git(origin, "add", "README.md")
+    git(origin, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "meanwhile")
+    git(origin, "push", "-q")
+    home = tmp_path / "home"
+    home.mkdir()
+    bare = {"HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    run_step(writer, "commit", writing, tmp_path, **bare)
+    pushed = git(remote, "log", "--name-only", "--format=%s %an", "-2", "main")
     assert pushed.startswith("Kept measurements of ") and f"history/handrolled/{path.name}" in pushed
-    assert "nothing new measured" in run_step(job, "commit", desk, tmp_path)  # a second time: nothing to commit
+    assert "github-actions[bot]" in pushed.splitlines()[0] and "meanwhile" in pushed
+    assert "notes.txt" not in pushed and "kept/" not in pushed
+    assert "nothing new measured" in run_step(writer, "commit", writing, tmp_path, **bare)  # again: nothing new
+    assert "extraheader" not in (writing / ".git" / "config").read_text(encoding="utf-8")
 
     tools = tmp_path / "bin"
     tools.mkdir()
     (tools / "gh").write_text(FAKE_GH, encoding="utf-8")
     (tools / "gh").chmod(0o755)
-    path_first = f"{tools}{os.pathsep}{environment(job, {})['PATH']}"
+    path_first = f"{tools}{os.pathsep}{environment(writer, {})['PATH']}"
     log = tmp_path / "gh.log"
     title = text.splitlines()[0]
-    run_step(job, "drift", desk, tmp_path, PATH=path_first, GH_LOG=str(log))
+    run_step(writer, "drift", writing, tmp_path, PATH=path_first, GH_LOG=str(log))
     assert log.read_text(encoding="utf-8").splitlines()[-1] == f"issue create --title {title} --body-file body.md"
-    assert (desk / "body.md").read_text(encoding="utf-8") == text.split("\n", 2)[2]
-    run_step(job, "drift", desk, tmp_path, PATH=path_first, GH_LOG=str(log), GH_OPEN_ISSUE="12")
+    assert (writing / "body.md").read_text(encoding="utf-8") == text.split("\n", 2)[2]
+    run_step(writer, "drift", writing, tmp_path, PATH=path_first, GH_LOG=str(log), GH_OPEN_ISSUE="12")
     assert log.read_text(encoding="utf-8").splitlines()[-1] == "issue comment 12 --body-file body.md"
+
+
+def test_the_write_token_reaches_only_the_steps_that_push_and_file_issues() -> None:
+    """The history job holds the workflow's only write token: no checkout keeps it in `.git/config`, it installs
+    nothing, and only its commit step (git) and drift step (gh) see the token, each in its own `env:`."""
+    job = workflow()["jobs"]["history"]
+    assert "env" not in job
+    holding = [s.get("id") or s.get("uses") for s in job["steps"] if "github.token" in json.dumps(s)]
+    assert holding == ["commit", "drift"]
+    assert all("github.token" in json.dumps(step(job, name).get("env", {})) for name in holding)
+    assert "persist-credentials" in uses(job, "actions/checkout")["with"]
 
 
 def test_the_site_job_builds_the_kept_data_with_the_runs_report_and_the_deploy_job_publishes_it() -> None:
@@ -339,20 +385,92 @@ def test_the_site_job_builds_the_kept_data_with_the_runs_report_and_the_deploy_j
     # tests/test_docs.py builds the site as this step does, the report given, and reads the kept data's pages.
 
 
-def test_triggers_pins_and_secrets() -> None:
+def test_triggers_and_secrets() -> None:
     doc = workflow()
     on = triggers(doc)
     assert {"workflow_dispatch", "pull_request", "push", "schedule"} <= set(on)
     assert all(len(entry["cron"].split()) == 5 for entry in on["schedule"])
     for name, job in doc["jobs"].items():
-        for s in job["steps"]:
-            if "uses" in s:  # pinned to a major version: fixes arrive, breaking majors do not
-                assert re.fullmatch(r"[\w-]+/[\w-]+@v\d+", s["uses"]), f"{name}: {s['uses']}"
         # A secret reaches a job only on a manual run: pushes, pull requests and the schedule need none.
         for text in map(str, job.get("env", {}).values()):
             if "secrets." in text:
                 assert text.startswith("${{ github.event_name == 'workflow_dispatch' && secrets."), f"{name}: {text}"
         assert "secrets." not in json.dumps(job["steps"]), f"{name}: a step reads a secret"
+
+
+#: A `uses:` line: the action's reference, and the comment after it.
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>\S+)(?:\s+#\s*(?P<comment>.*?))?\s*$")
+#: An action pinned to a full commit: `owner/repo[/path]@<40 hex>`.
+PINNED = re.compile(r"[\w.-]+/[\w.-]+(?:/[\w./-]+)?@[0-9a-f]{40}")
+#: The version a pin's comment names: the release tag it was taken from.
+VERSION_TAG = re.compile(r"v\d+(?:\.\d+)*")
+#: What installs or runs packages from a registry (or from the checkout, which is the same code).
+INSTALLERS = re.compile(r"\b(?:pip3?|pipx|uvx?|nox|poetry|npm|npx|pnpm|yarn|bun|conda|gem|cargo|looplab|mkdocs)\b")
+#: Permissions that let a job change something: the repository, its issues, its site, an OIDC token for PyPI.
+WRITES = {"write"}
+
+
+def uses_lines(path: Path) -> list[re.Match[str]]:
+    """Every `uses:` line of a workflow, as written (the YAML parser drops the comments)."""
+    return [m for line in path.read_text(encoding="utf-8").splitlines() if (m := USES.match(line))]
+
+
+def declared_uses(path: Path) -> list[str]:
+    """Every `uses:` the workflow declares: its steps' and its jobs' (reusable workflows)."""
+    jobs = yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"].values()
+    return [s["uses"] for job in jobs for s in job.get("steps", []) if "uses" in s] + [
+        job["uses"] for job in jobs if "uses" in job
+    ]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_full_commit_with_its_version_named(path: Path) -> None:
+    """A tag or a branch (`@v4`, `@release/v1`) is whatever its owner points it at next; a commit is what was
+    reviewed. A job's own folder (`./`) and a container image (`docker://`) are not actions fetched by tag."""
+    lines = uses_lines(path)
+    written = sorted(m["ref"].strip("'\"") for m in lines)
+    assert written == sorted(declared_uses(path)), "a uses: that is not on a line of its own"
+    assert lines, f"{path.name} uses no action: nothing checked"
+    for found in lines:
+        ref = found["ref"].strip("'\"")
+        if ref.startswith(("./", "docker://")):
+            continue
+        assert PINNED.fullmatch(ref), f"{path.name}: {ref} is not pinned to a full commit SHA"
+        assert found["comment"] and VERSION_TAG.fullmatch(found["comment"]), f"{path.name}: {ref} names no version"
+
+
+def test_an_action_is_pinned_to_one_commit_and_version_in_every_workflow() -> None:
+    pins: dict[str, set[tuple[str, str]]] = {}
+    for path in WORKFLOWS:
+        for found in uses_lines(path):
+            action, _, commit = found["ref"].strip("'\"").partition("@")
+            pins.setdefault(action, set()).add((commit, found["comment"] or ""))
+    assert {a: p for a, p in pins.items() if len(p) > 1} == {}
+
+
+def job_permissions(doc: dict[str, Any], job: dict[str, Any]) -> dict[str, str]:
+    """A job's permissions: its own, else the workflow's."""
+    granted = job.get("permissions", doc.get("permissions", {}))
+    return granted if isinstance(granted, dict) else {"all": granted}
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_no_checkout_keeps_a_token_and_no_job_that_can_write_installs_anything(path: Path) -> None:
+    """Jobs that install unpinned packages run code this repository did not review: no checkout leaves its token
+    in `.git/config` for them (`persist-credentials: false`), and a job that can write installs and runs nothing
+    but pinned actions, git and gh (a write job's commands read the files a read-only job computed)."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert set(job_permissions(doc, {}).values()) <= {"read", "none"}, "the workflow's default may write"
+    for name, job in doc["jobs"].items():
+        for s in job.get("steps", []):
+            if s.get("uses", "").startswith("actions/checkout@"):
+                assert s.get("with", {}).get("persist-credentials") is False, f"{path.name}: {name} keeps a token"
+        if not WRITES & set(job_permissions(doc, job).values()):
+            continue
+        for s in job.get("steps", []):
+            commands = "\n".join(line for line in s.get("run", "").splitlines() if not line.lstrip().startswith("#"))
+            assert not INSTALLERS.search(commands), f"{path.name}: {name} can write and runs {s['run']!r}"
+            assert not s.get("uses", "").startswith(("actions/setup-", "./")), f"{path.name}: {name}: {s['uses']}"
 
 
 needs_schema = pytest.mark.skipif(
@@ -366,9 +484,10 @@ def check_schema(path: Path, schema: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.full
 @needs_schema
 @pytest.mark.parametrize("schema", ["vendor.github-workflows", "custom.github-workflows-require-timeout"])
-@pytest.mark.parametrize("path", sorted(WORKFLOW.parent.glob("*.yml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_every_workflow_validates_against_githubs_schema(path: Path, schema: str, tmp_path: Path) -> None:
     """SchemaStore's github-workflow schema, vendored in check-jsonschema; the second requires every job's timeout."""
     result = check_schema(path, schema)

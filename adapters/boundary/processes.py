@@ -5,7 +5,7 @@ What bounds a child (`run_bounded`, which also runs looplab's other helper progr
 - **Time.** At the run's deadline the child and everything it started get SIGTERM, and SIGKILL
   `TERM_GRACE_S` later; looplab waits at most `STOP_WAIT_S` for that. With the servers' close, a run
   ends within `max_seconds` + 1 s, as an in-process one does, and its stop is `timeout`.
-- **Descendants.** On Linux the child runs under a reaper of its own (`adapters/boundary/reaper.py`, a
+- **Descendants.** On Linux the child runs under a reaper of its own (`shared_tools/reaper.py`, a
   `PR_SET_CHILD_SUBREAPER` process): whatever the child starts, in any session or process group,
   is killed and reaped when the child ends, at the deadline, when looplab is interrupted, and when
   looplab dies (`PR_SET_PDEATHSIG`). It costs one small Python process a run: about 10 MB, and
@@ -26,7 +26,6 @@ import contextlib
 import ctypes
 import functools
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from looplab.adapters.contract.model import KEY_VARIABLES
+from looplab.shared_tools.confine import REAPER, OutputTail
 from looplab.shared_tools.live import WAIT_SLICE_S, Live
 
 __all__ = [
@@ -79,11 +79,7 @@ OUTCOME_MAX_BYTES = 1 << 20
 LINUX = sys.platform.startswith("linux")
 #: Whether children run under a reaper (else in a process group of their own, killed whole).
 REAPS = LINUX
-REAPER = Path(__file__).with_name("reaper.py")
 PR_SET_DUMPABLE = 4
-#: How often the output thread looks whether it was told to stop while the pipe is quiet.
-_POLL_MS = 100
-_READ_BYTES = 1 << 16
 
 
 def child_environment(**contract: str) -> dict[str, str]:
@@ -163,7 +159,7 @@ def run_bounded(
         raise
     finally:
         os.close(writing)
-    tail = OutputTail(reading)
+    tail = OutputTail(reading, TAIL_BYTES)
     live_children.add(proc)  # ended at once if looplab is already ending
     try:
         code = _wait(proc, seconds, stop)
@@ -190,41 +186,6 @@ def _wait(proc: subprocess.Popen[Any], seconds: float, stop: threading.Event | N
         except subprocess.TimeoutExpired:
             if wait >= left or (stop is not None and stop.is_set()):
                 return None
-
-
-class OutputTail:
-    """The last `limit` bytes that come down a pipe, read by a thread of its own into a buffer of that size."""
-
-    def __init__(self, fd: int, limit: int = TAIL_BYTES) -> None:
-        self._fd, self._limit = fd, limit
-        self._kept = bytearray()
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._read, name="looplab-child-output", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
-        try:
-            while not self._closing.is_set():
-                if not poller.poll(_POLL_MS):
-                    continue
-                chunk = os.read(self._fd, _READ_BYTES)
-                if not chunk:  # every writer has closed it
-                    return
-                with self._lock:
-                    self._kept += chunk
-                    del self._kept[: -self._limit]
-        finally:
-            os.close(self._fd)
-
-    def close(self, wait_s: float = 0.1) -> bytes:
-        """What was kept, once the pipe has closed or `wait_s` has passed; the thread ends soon after."""
-        self._thread.join(wait_s)  # the writers have ended, so the end of the pipe is at most a read away
-        self._closing.set()
-        with self._lock:
-            return bytes(self._kept)
 
 
 @functools.cache

@@ -15,7 +15,8 @@ Over streamable HTTP (`ToolServer`), the server listens on 127.0.0.1 only and re
 MCP sees it, a request without the run's token or with a `Host` or `Origin` not its own
 (`adapters.loopback.LoopbackGuard`); connections that never present the token are bounded in number
 and in time, so other local users cannot lock the token holder out (`adapters.serving`). Over stdio
-(`serve_stdio`) the pipe is the child's alone.
+(`serve_stdio`) the pipe is the child's alone, and stdout carries the protocol and nothing else
+(`protocol_stdout`): what a team's tools print goes to stderr.
 
 Works with `mcp` 1.x (handlers keyed by request type) and 2.x (handlers given at construction).
 """
@@ -24,17 +25,29 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import io
 import itertools
+import os
 import secrets
+import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from looplab.adapters.boundary.serving import LoopbackServer
 from looplab.adapters.contract.errors import LooplabError
 from looplab.shared_tools import Guard, ToolCallRecord
 from looplab.shared_tools.daemon import DaemonPool
 
-__all__ = ["CALL_ID_META", "MCP_PATH", "SERVER_NAME", "ToolServer", "mcp_server", "require_mcp", "serve_stdio"]
+__all__ = [
+    "CALL_ID_META",
+    "MCP_PATH",
+    "SERVER_NAME",
+    "ToolServer",
+    "mcp_server",
+    "protocol_stdout",
+    "require_mcp",
+    "serve_stdio",
+]
 
 #: Where the MCP endpoint is served.
 MCP_PATH = "/mcp"
@@ -79,13 +92,29 @@ class ToolServer:
         self._server.stop()
 
 
-def serve_stdio(guard: Guard) -> None:
-    """Serve `guard`'s tools over this process's stdin and stdout until the client closes them."""
+def protocol_stdout() -> IO[bytes]:
+    """This process's stdout, kept for the MCP protocol alone; from now on fd 1 and `sys.stdout` are stderr.
+
+    Called before a suite's tools are imported: a `print` in a team's code (at import or in a call) and whatever a
+    child process that inherits fd 1 writes land on stderr, never among the protocol's messages.
+    """
+    sys.stdout.flush()
+    protocol = os.dup(1)  # not inherited by children (Python's default for a new descriptor)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(protocol, "wb")
+
+
+def serve_stdio(guard: Guard, out: IO[bytes] | None = None) -> None:
+    """Serve `guard`'s tools over this process's stdin and stdout (or `out`, from `protocol_stdout`) until the
+    client closes them."""
     server = mcp_server(guard)
+    import anyio
     from mcp.server.stdio import stdio_server
 
     async def serve() -> None:
-        async with stdio_server() as (read, write):
+        stdout = anyio.wrap_file(io.TextIOWrapper(out, encoding="utf-8")) if out is not None else None
+        async with stdio_server(stdout=stdout) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     asyncio.run(serve())

@@ -1,7 +1,8 @@
 """The options several commands share, and the argparse types that check their values.
 
-`--model` and its company, `--isolate`/`--versions`/`--tools`, `--cases`, and `--otel` with its check and
-its writer. Only the standard library is imported here: building the parser loads no pydantic.
+`--model` and its company, `--isolate`/`--versions`/`--tools`, `--cases`, `--otel` with its check and
+its writer, and `--sandbox` with its check. Only the standard library is imported here: building the parser
+loads no pydantic.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ __all__ = [
     "otel_ready",
     "positive_int",
     "price",
+    "sandbox_option",
+    "sandbox_ready",
     "shard",
     "write_otel",
 ]
@@ -165,6 +168,27 @@ def model_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="retries of a failed model request (5xx, 429, broken connection) in every runner's SDK (default 2)",
     )
+
+
+def sandbox_option(parser: argparse.ArgumentParser) -> None:
+    """`--sandbox`: the team's code (test commands, a suite's tools) runs in a bubblewrap sandbox (`sandbox_ready`)."""
+    parser.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run the suite's test commands and its own tools in a sandbox (Linux, bubblewrap): no network, "
+        "everything outside the workspace read-only, a private /tmp; not a limit on CPU or memory",
+    )
+
+
+def sandbox_ready(wanted: bool) -> None:
+    """Before anything runs: with --sandbox, this machine can make the sandbox (else a one-line error)."""
+    if not wanted:
+        return
+    from looplab.adapters.contract.errors import LooplabError
+    from looplab.shared_tools.confine import sandbox_problem
+
+    if problem := sandbox_problem():
+        raise LooplabError(f"--sandbox: {problem}")
 
 
 def otel_option(parser: argparse.ArgumentParser) -> None:

@@ -2,7 +2,8 @@
 
 `looplab history` shows, per runner, the versions measured and what changed between consecutive ones;
 `looplab history record` keeps a caps measurement and a results document as one file per framework version, and
-with `--drift DIR` writes the text of an issue for each new version whose measured behaviour moved.
+with `--drift DIR` writes the text of an issue for each new version whose measured behaviour moved. A version that is
+not PEP 440, or a `--run-url` that is not an http(s) URL, is refused in one line before anything is kept.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def _add_history(sub: argparse._SubParsersAction) -> None:
         help="write DIR/<runner>.md, an issue's text, for each new version whose measured behaviour moved from the "
         "version kept before it (nothing for a version that changed nothing)",
     )
-    keep.add_argument("--run-url", metavar="URL", help="the run that measured it, linked from the drift text")
+    keep.add_argument(
+        "--run-url", metavar="URL", help="the run that measured it (an http or https URL), linked from the drift text"
+    )
     keep.add_argument("--date", metavar="YYYY-MM-DD", help="the measurement's date (default: today, UTC)")
 
 
@@ -69,10 +72,15 @@ def _record(args: argparse.Namespace, folder: Path) -> int:
     from looplab.adapters.contract.errors import LooplabError
     from looplab.records import history, results
     from looplab.views import history as shown
-    from looplab.views import scorecard
+    from looplab.views import markdown, scorecard
 
     if not (args.caps or args.results):
         raise LooplabError("history record needs --caps PATH, --results PATH or both: what to keep")
+    if args.run_url is not None:
+        try:
+            markdown.web_url(args.run_url)
+        except ValueError as exc:
+            raise LooplabError(f"--run-url: {exc}") from None
     try:
         day = date.fromisoformat(args.date) if args.date else datetime.now(UTC).date()
     except ValueError:
@@ -82,7 +90,15 @@ def _record(args: argparse.Namespace, folder: Path) -> int:
     caps = scorecard.load_caps(Path(args.caps)) if args.caps else None
     document = results.read(Path(args.results)) if args.results else None
     cards = shown.scorecard_cells(caps, document)
-    measured = history.records_from(caps, document, measured_on=day, looplab=__version__, scorecards=cards)
+    measured = history.records_from(
+        caps,
+        document,
+        measured_on=day,
+        looplab=__version__,
+        scorecards=cards,
+        caps_name=args.caps or "",
+        results_name=args.results or "",
+    )
     if not measured:
         raise LooplabError("nothing to keep: no runner measured, and no scripted-model cell with a runner version")
     done = history.record(measured, folder)

@@ -23,6 +23,8 @@ from looplab.cli._options import (
     otel_option,
     otel_ready,
     positive_int,
+    sandbox_option,
+    sandbox_ready,
     shard,
     write_otel,
 )
@@ -112,6 +114,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--steps", action="store_true", help="also print each run's steps and the per-case table")
     run.add_argument("--quiet", action="store_true", help="print only where the runners differ and where the files are")
     isolation_options(run)
+    sandbox_option(run)
 
 
 def _add_eval(sub: argparse._SubParsersAction) -> None:
@@ -158,6 +161,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         help="skip the cells PATH already holds with a result, run the rest and write old and new cells "
         "together (to --json, else back to PATH; a PATH that does not exist yet starts it)",
     )
+    sandbox_option(ev)
 
 
 def _add_merge(sub: argparse._SubParsersAction) -> None:
@@ -181,6 +185,7 @@ def _run(args: argparse.Namespace) -> int:
         from looplab.views import differences, render, report
 
     runners, cases = select(args, list(FIRST_CASES if args.model == harness.SCRIPTED else FIRST_CASES_REAL_MODEL))
+    sandbox_ready(args.sandbox)
     otel_ready(args.otel)
     ready_to_write("--json", args.json)
     choice = harness.ModelChoice(
@@ -220,6 +225,7 @@ def _run(args: argparse.Namespace) -> int:
 
             plan = [(runner, case) for case in cases for runner in runners if matrix.applies(runner, case)]
             options = {"max_steps": args.max_steps, "max_tokens": args.max_tokens, "tools": args.tools}
+            options |= {"sandbox": True} if args.sandbox else {}
             if isolated is None:
                 schedule.run_here(plan, where, 1, done, options)
             else:
@@ -245,6 +251,7 @@ def _eval(args: argparse.Namespace) -> int:
         from looplab.views import render, report
 
     runners, cases = select(args, None)
+    sandbox_ready(args.sandbox)
     jobs = matrix.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
     if args.estimate:
         runners, isolated = prepare_environments(args, runners)
@@ -314,6 +321,7 @@ def _eval(args: argparse.Namespace) -> int:
                 select=wanted,
                 isolated=isolated,
                 tools=args.tools,
+                **({"sandbox": True} if args.sandbox else {}),
             )
     doc = document(outcomes)
     cells = [summary.Cell.model_validate(c.model_dump()) for c in doc.cells]
@@ -346,7 +354,9 @@ def _estimate(args: argparse.Namespace, runners: list[str], cases: list, jobs: i
 
     if args.model == "scripted":
         raise LooplabError("--estimate needs --model PROVIDER:NAME: the model whose price the tokens are costed at")
-    found = estimate.estimate(cases, runners, args.model, args.price, jobs=jobs, isolated=isolated)
+    found = estimate.estimate(
+        cases, runners, args.model, args.price, jobs=jobs, isolated=isolated, sandbox=args.sandbox
+    )
     out = render.console()
     out.print(estimate.render(found, width=out.width), highlight=False, markup=False)
     return 0

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 
 from looplab.cli._inputs import case_sources, check_cases, ready_to_write
-from looplab.cli._options import cases_option
+from looplab.cli._options import cases_option, sandbox_option, sandbox_ready
 
 __all__ = ["COMMANDS", "PARSERS"]
 
@@ -38,6 +38,7 @@ def _add_serve_tools(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--stdio", action="store_true", help="over stdin and stdout instead of streamable HTTP")
     where.add_argument("--port", type=int, default=0, help="the HTTP port on 127.0.0.1 (default: a free one)")
     tools.add_argument("--records", metavar="PATH", help="write the tool records here as JSON lines (default: stderr)")
+    sandbox_option(tools)
 
 
 def _serve_model(args: argparse.Namespace) -> int:
@@ -56,7 +57,7 @@ def _serve_model(args: argparse.Namespace) -> int:
         from looplab.run.harness import ModelChoice
         from looplab.scenarios.cases import load_cases
 
-        cases = load_cases(sources)
+        cases = load_cases(sources, import_tools=False)  # the model needs their names, not the tools' code
         ModelChoice().check_drivable(cases.values())
         print(f"cases: {', '.join(cases)}", flush=True)
     url = f"http://{args.host}:{args.port}"
@@ -70,19 +71,22 @@ def _serve_tools(args: argparse.Namespace) -> int:
     """A fresh workspace of the case's repo and its Guard over MCP, until the client leaves or a signal comes."""
     import threading
 
-    from looplab.adapters.boundary.tool_server import ToolServer, serve_stdio
+    from looplab.adapters.boundary.tool_server import ToolServer, protocol_stdout, serve_stdio
     from looplab.adapters.contract import files
     from looplab.run.harness import case_guard
     from looplab.run.interrupt import keep_finished
     from looplab.scenarios.cases import load_cases
     from looplab.shared_tools import Workspace
 
+    # Over stdio, stdout is the protocol's from here on, before a suite's tools.py is imported (it may print).
+    protocol = protocol_stdout() if args.stdio else None
     sources = case_sources(args)
     cases = load_cases(sources)
     wanted = args.case or (next(iter(cases)) if sources else "vip-compound")
     check_cases([wanted], cases, args)
     case = cases[wanted]
     ready_to_write("--records", args.records)
+    sandbox_ready(args.sandbox)
 
     def save(_: object = None) -> str:
         lines = "".join(record.model_dump_json() + "\n" for record in guard.records)
@@ -92,11 +96,11 @@ def _serve_tools(args: argparse.Namespace) -> int:
             sys.stderr.write(lines)
         return f"{len(guard.records)} tool record{'s' * (len(guard.records) != 1)} in {args.records or 'stderr'}"
 
-    with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+    with Workspace(case.repo_path, overlay=case.overlay_path, sandbox=args.sandbox) as ws:
         guard = case_guard(case, ws)  # no approver: effects are denied
         with keep_finished(save):
             if args.stdio:
-                serve_stdio(guard)
+                serve_stdio(guard, protocol)
             else:
                 with ToolServer(guard, port=args.port) as server:
                     print(server.url, server.token, sep="\n", flush=True)

@@ -3,20 +3,25 @@
 
     # looplab.toml
     cases = ["suites/checkout", "suites/search/cases/slow-index.toml"]   # relative to this file
+
+`looplab.toml` is read as a case file is (`scenarios.strict.read_toml`): a regular file only, at most
+`MAX_PROJECT_BYTES`, its nesting bounded before it is parsed.
 """
 
 from __future__ import annotations
 
 import argparse
-import tomllib
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PROJECT_FILE", "Project", "case_sources", "project"]
+__all__ = ["MAX_PROJECT_BYTES", "PROJECT_FILE", "Project", "case_sources", "project"]
 
 #: The file in the working directory that names a team's cases for every command.
 PROJECT_FILE = "looplab.toml"
+#: The most looplab reads of a `looplab.toml`: one list of paths, a few hundred bytes; 64 KiB names a thousand.
+MAX_PROJECT_BYTES = 64 * 1024
 
 
 class Project(BaseModel):
@@ -29,17 +34,12 @@ class Project(BaseModel):
 
 def project(folder: Path | None = None) -> tuple[Path, Project] | None:
     """The `looplab.toml` in `folder` (the working directory), read strictly; None when there is none."""
-    from looplab.adapters.contract.errors import LooplabError
     from looplab.scenarios import strict
 
     path = (folder or Path.cwd()) / PROJECT_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):  # anything else there (a FIFO, a link to nothing) is refused in one line
         return None
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise LooplabError(f"{path}: cannot be read as TOML: {exc}") from None
-    return path, strict.validate(Project, data, path)
+    return path, strict.validate(Project, strict.read_toml(path, limit=MAX_PROJECT_BYTES), path)
 
 
 def case_sources(args: argparse.Namespace) -> list[Path]:

@@ -2,6 +2,11 @@
 
 The folder gets one case (`cases/<id>.toml`, its `repo` relative to the case file), looplab's default
 investigator prompt (`system_prompt.txt`) and a `tools.py` with no tools, whose docstring shows how to add one.
+
+It never changes what is there: if anything is already at a path it would write (a file, a FIFO, a link, even one
+to nothing), or the folder holds case files, or its `cases` is not a folder of its own (a link), it refuses in one
+line and writes nothing. Each file is written under the files rule (`files.write_text`: a temporary file renamed
+into place, so a link put there meanwhile is replaced, never written through).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
+from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.scenarios.suite import SYSTEM_PROMPT_FILE, TOOLS_FILE, default_system_prompt
@@ -66,19 +72,23 @@ def write_suite(folder: Path, repo: Path, target: str, *, case_id: str | None = 
         raise LooplabError(f"case id {ident!r}: use letters, digits, '-', '_' and '.', starting with a letter or digit")
     if folder.exists() and not folder.is_dir():
         raise LooplabError(f"{folder}: exists and is not a folder")
-    case_file = folder / CASES_FOLDER / f"{ident}.toml"
-    files = {
+    cases = folder / CASES_FOLDER
+    if cases.is_symlink() or (os.path.lexists(cases) and not cases.is_dir()):
+        raise LooplabError(f"{cases}: not a folder of the suite's own (a link or a file); name a new folder")
+    case_file = cases / f"{ident}.toml"
+    texts = {
         case_file: _case_text(ident, _relative(repo, case_file.parent), target),
         folder / SYSTEM_PROMPT_FILE: default_system_prompt() + "\n",
         folder / TOOLS_FILE: _TOOLS_PY,
     }
-    existing = sorted((folder / CASES_FOLDER).glob("*.toml")) + [p for p in files if p.exists()]
+    # lexists: a link (to nothing too) or a FIFO at a path counts as there; nothing is written through it.
+    existing = sorted(cases.glob("*.toml")) + [p for p in texts if os.path.lexists(p)]
     if existing:
         raise LooplabError(f"{folder}: already holds a suite ({existing[0]}); name a new folder")
-    case_file.parent.mkdir(parents=True, exist_ok=True)
-    for path, text in files.items():
-        path.write_text(text, encoding="utf-8")
-    return list(files)
+    files.make_folder(cases)
+    for path, text in texts.items():
+        files.write_text(path, text)
+    return list(texts)
 
 
 def case_id_of(target: str) -> str:

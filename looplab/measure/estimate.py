@@ -129,12 +129,13 @@ def estimate(
     *,
     jobs: int,
     isolated: Callable[[str], RunnerEnv] | None = None,
+    sandbox: bool = False,
 ) -> Estimate:
     """Run `runners` x `cases` against the scripted model and price each cell at `model`'s price.
 
     `model` is `provider:name`; `pricing` (`--price`) overrides the shipped table's price. Nothing is sent to
     the provider. A case the scripted model cannot play is not run: its cells carry the bound of its limits.
-    `jobs` and `isolated` are as for `looplab.run.matrix.run_matrix`.
+    `jobs` and `isolated` are as for `looplab.run.matrix.run_matrix`; `sandbox` as for `looplab.run.harness.run_one`.
     """
     provider, name = parse_model(model)
     price = pricing or price_of(provider, name)
@@ -143,7 +144,8 @@ def estimate(
     outcomes: list[RunOutcome] = []
     if playable and runners:
         with harness.endpoint(harness.ModelChoice()) as where:
-            outcomes = run_matrix(list(runners), playable, where, jobs=jobs, isolated=isolated)
+            extra = {"sandbox": True} if sandbox else {}
+            outcomes = run_matrix(list(runners), playable, where, jobs=jobs, isolated=isolated, **extra)
     by_cell = {(o.runner, o.case): o for o in outcomes}
     cells = []
     for case in cases:

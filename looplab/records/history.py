@@ -8,6 +8,10 @@ the last call, the size of a request, a case's outcome), and `record` says which
 whose behaviour moved from the version kept before them, the news a scheduled comparison reports.
 
 Files are written with sorted keys and a trailing newline, so a version measured again unchanged rewrites nothing.
+
+A kept version is PEP 440 text (`check_version`): a version read from a document that is not is refused in one
+line naming the document and the field, and a kept file holding one is refused where it is read. The measurements
+come from runs of unpinned framework releases and the site publishes them; views escape every other string.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
@@ -41,6 +45,7 @@ __all__ = [
     "VersionRecord",
     "case_changes",
     "changes_between",
+    "check_version",
     "file_name",
     "read",
     "record",
@@ -65,6 +70,34 @@ LOOPLAB_FIELDS = ("version", "code", "code_language")
 
 class HistoryError(LooplabError):
     """A kept file that cannot be read, or measurements that cannot be kept."""
+
+
+#: A package's name before its version (PEP 508's form of a name): `anthropic 2.17.0`, `litellm 1.80.0`.
+_PACKAGE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+#: The characters a PEP 440 version is written with (`packaging` alone would also take surrounding whitespace).
+_VERSION_CHARACTERS = re.compile(r"[A-Za-z0-9.+!_-]+")
+
+
+def _is_pep_440(text: str) -> bool:
+    if not _VERSION_CHARACTERS.fullmatch(text):
+        return False
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def check_version(text: str) -> str:
+    """`text` if it is a version looplab keeps: a PEP 440 version, after the name of its package where the runner's
+    version names one (`anthropic 2.17.0`), and after ` + ` each package it ran with (`1.2.0 + litellm 1.80.0`);
+    else a one-line ValueError."""
+    for part in text.split(" + "):
+        *package, version = part.split(" ")
+        if len(package) > 1 or not all(map(_PACKAGE.fullmatch, package)) or not _is_pep_440(version):
+            shown = repr(text[:80]) + ("..." if len(text) > 80 else "")
+            raise ValueError(f"{shown} is not a PEP 440 version (after its package's name, if any)")
+    return text
 
 
 class CaseOutcome(BaseModel):
@@ -99,6 +132,18 @@ class VersionRecord(BaseModel):
     cases: dict[str, CaseOutcome] = {}
     #: The runner's behaviour scorecard cells that were measured (row key -> text), read off the caps and cases.
     scorecard: dict[str, str] = {}
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, version: str) -> str:
+        return check_version(version)
+
+    @field_validator("looplab")
+    @classmethod
+    def _looplab(cls, looplab: str) -> str:
+        if not _is_pep_440(looplab):
+            raise ValueError(f"{looplab[:80]!r} is not a PEP 440 version")
+        return looplab
 
     def sort_key(self) -> tuple[int, Any, date]:
         """Framework versions in release order where they parse, else in the order they were measured."""
@@ -144,13 +189,17 @@ def records_from(
     measured_on: date,
     looplab: str,
     scorecards: Mapping[str, Mapping[str, str]] | None = None,
+    caps_name: str = "the caps measurement",
+    results_name: str = "the results document",
 ) -> list[VersionRecord]:
     """One record per runner measured in `caps` or run in `document` (its scripted-model cells on the runner's
     own wire API and stream), at the version each ran on, with the runner's cells of `scorecards` (by runner).
 
     A runner whose eval ran another version than its caps measurement (a release between the two jobs) gets a
-    record for each.
+    record for each. A version that is not PEP 440 (`check_version`) is a one-line error naming the document (as
+    `caps_name` and `results_name` call them) and the field, raised before any record is made.
     """
+    _check_versions(caps, document, caps_name, results_name)
     made: dict[tuple[str, str], VersionRecord] = {}
     distribution = {r.runner: r.distribution for r in caps.runners} if caps else {}
 
@@ -178,10 +227,30 @@ def records_from(
     return sorted(made.values(), key=lambda r: (r.runner, r.sort_key()))
 
 
+def _check_versions(caps: CapsDoc | None, document: results.Document | None, caps_name: str, results_name: str) -> None:
+    """Every version a record would be kept at is PEP 440; else a one-line error naming the document and field."""
+    named = [(f"{caps_name}: runners[{i}].version", r.version) for i, r in enumerate(caps.runners if caps else ())]
+    named += [
+        (f"{results_name}: cells[{i}].runner_version", c.runner_version or "")
+        for i, c in enumerate(document.cells if document else ())
+        if _kept(c)
+    ]
+    for where, version in named:
+        try:
+            check_version(version)
+        except ValueError as exc:
+            raise HistoryError(f"{where}: {exc}") from None
+
+
+def _kept(cell: results.CellRecord) -> bool:
+    """A cell whose run is kept: the scripted model on the runner's own wire API and stream, its version known."""
+    return cell.model == KEPT_MODEL and cell.api is None and cell.stream is None and bool(cell.runner_version)
+
+
 def _kept_cells(document: results.Document | None) -> dict[tuple[str, str, str], list[results.CellRecord]]:
     by_cell: dict[tuple[str, str, str], list[results.CellRecord]] = {}
     for cell in document.cells if document else ():
-        if cell.model != KEPT_MODEL or cell.api is not None or cell.stream is not None or not cell.runner_version:
+        if not _kept(cell):
             continue
         # A pinned version's cells are labelled `langgraph@1.0.0`; the version it ran is the cell's runner_version.
         by_cell.setdefault((cell.runner.partition("@")[0], cell.runner_version, cell.case), []).append(cell)

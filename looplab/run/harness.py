@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,7 +34,7 @@ from looplab.adapters.session import Adapter, check_priced
 from looplab.records import results
 from looplab.records.outcome import RunOutcome
 from looplab.scenarios.cases import Case, ScriptedModel, check
-from looplab.shared_tools import Approver, Guard, Workspace
+from looplab.shared_tools import Approver, Guard, Workspace, run_clock
 from looplab.shared_tools.live import WAIT_SLICE_S
 
 __all__ = [
@@ -197,9 +197,23 @@ def _serve(choice: ModelChoice) -> Iterator[Endpoint]:
         yield Endpoint(choice, server.base_urls)
 
 
-def case_guard(case: Case, ws: Workspace, limits: Limits | None = None, approver: Approver | None = None) -> Guard:
-    """The Guard a case's run gets: its tools (with its faults) over `ws`, its repetition limit."""
-    return Guard(ws, tools=case.tool_set(), max_repeats=(limits or case.limits).max_repeats, approver=approver)
+def case_guard(
+    case: Case,
+    ws: Workspace,
+    limits: Limits | None = None,
+    approver: Approver | None = None,
+    *,
+    clock: Callable[[], float] | None = None,
+) -> Guard:
+    """The Guard a case's run gets: its tools (with its faults) over `ws`, its repetition limit.
+
+    `clock`: the run's, started before `ws` was made: the run began at its zero (`Guard.began`), so the copy of the
+    workspace counts against `max_seconds`.
+    """
+    guard = Guard(ws, tools=case.tool_set(), max_repeats=(limits or case.limits).max_repeats, approver=approver)
+    if clock is not None:
+        guard.clock, guard.began = clock, 0.0
+    return guard
 
 
 def run_one(
@@ -213,11 +227,13 @@ def run_one(
     grace_s: float = 30.0,
     tools: ToolTransport = "in-process",
     cancel: Cancellation | None = None,
+    sandbox: bool = False,
 ) -> RunOutcome:
     """Run one case through one runner. Never raises: a failure is a row, not a crash.
 
     `tools="mcp"` has an in-process runner call the tools as an MCP client (`Adapter.run`). `cancel` ends the run
-    as `cancelled` when it is set, with its partial trace (`start` gives a handle that holds one).
+    as `cancelled` when it is set, with its partial trace (`start` gives a handle that holds one). `sandbox` runs the
+    team's code (its test command, its own tools) in a sandbox (`looplab.shared_tools.confine`; `--sandbox`).
 
     The run happens on a worker thread; one still going `grace_s` after its
     `max_seconds` (or `CANCEL_GRACE_S` after it was cancelled) is abandoned and recorded as hung, so one runner
@@ -232,9 +248,13 @@ def run_one(
     def work() -> None:
         try:
             adapter = registry.load(runner)
-            with Workspace(case.repo_path, overlay=case.overlay_path) as ws:
+            # The run's clock starts before its workspace is copied: a large repository's copy (and fingerprint)
+            # is spent from `max_seconds`, and a copy that outlasts it ends the run with an error.
+            clock = run_clock()
+            repo = Workspace(case.repo_path, overlay=case.overlay_path, sandbox=sandbox, deadline_s=limits.max_seconds)
+            with repo as ws:
                 before = ws.fingerprint()
-                guard = case_guard(case, ws, limits, approver)
+                guard = case_guard(case, ws, limits, approver, clock=clock)
                 # `tools` and `cancel` only when asked: an adapter (a test double, a team's) may override `run`
                 # without them
                 over: dict[str, Any] = {"tools": tools} if tools != "in-process" else {}
@@ -246,7 +266,8 @@ def run_one(
         except LooplabError as exc:
             done.error = str(exc)
             return
-        except Exception as exc:  # a crash in one runner never stops the others
+        except BaseException as exc:  # a crash in one runner never stops the others, and never goes unrecorded:
+            # a SystemExit on this thread would end it silently (no result, no error); a signal reaches the main one
             done.error = f"{type(exc).__name__}: {exc}"
             return
         result.case = case.id

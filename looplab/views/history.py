@@ -1,11 +1,13 @@
 """The kept measurements shown: `looplab history` in the terminal, the site's pages, and the text of a drift issue.
 
-Every line is read off the kept files (`looplab.records.history`); nothing here measures.
+Every line is read off the kept files (`looplab.records.history`); nothing here measures. Kept files come from runs
+of unpinned framework releases, and the site and GitHub publish these pages: every piece of a kept file that reaches
+Markdown goes through `looplab.views.markdown`'s `text` or `code` (and a run's URL through its `link`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 
 from packaging.version import InvalidVersion, Version
@@ -15,7 +17,7 @@ from looplab.records.caps_changes import Change, shown
 from looplab.records.history import Recorded, VersionRecord, changes_between
 from looplab.records.measurements import CapsDoc, KnobReport
 from looplab.views import scorecard
-from looplab.views.markdown import cell, ending_text
+from looplab.views.markdown import code, ending_text, link, text
 
 __all__ = [
     "KEPT_ROWS",
@@ -41,12 +43,13 @@ def _pairs(versions: Sequence[VersionRecord]) -> list[tuple[VersionRecord, Versi
     return [(a, b, changes_between(a, b)) for a, b in pairwise(versions)]
 
 
-def _caveat(a: VersionRecord, b: VersionRecord) -> str:
-    """Two versions measured by two looplab releases: a difference may be looplab's, and the reader is told so.
-    (Builds between two releases count as the release they lead to: each commit is a version of its own.)"""
+def _caveat(a: VersionRecord, b: VersionRecord, said: Callable[[str], str] = str) -> str:
+    """Two versions measured by two looplab releases: a difference may be looplab's, and the reader is told so, each
+    version as `said` shows it. (Builds between two releases count as the release they lead to: each commit is a
+    version of its own.)"""
     if _release(a.looplab) == _release(b.looplab):
         return ""
-    return f" (measured by looplab {a.looplab} and {b.looplab}: a change may be looplab's)"
+    return f" (measured by looplab {said(a.looplab)} and {said(b.looplab)}: a change may be looplab's)"
 
 
 def _public(version: str) -> str:
@@ -78,7 +81,8 @@ def terminal(kept: dict[str, list[VersionRecord]]) -> str:
                 f"  {'':<{width}}    {_where(c)}: {c.field} {shown(c.committed)} -> {shown(c.measured)}" for c in moved
             ]
         out.append("")
-    return "\n".join(out)
+    # Kept data is read from files a scheduled job wrote: an escape sequence in one must not reach the terminal.
+    return "\n".join("".join(ch if ch.isprintable() else "\ufffd" for ch in line) for line in out)
 
 
 def _where(change: Change) -> str:
@@ -98,10 +102,10 @@ def _versions_table(versions: Sequence[VersionRecord]) -> list[str]:
         knob = _first_knob(one)
         caps = (
             [
-                f"`{cell(knob.knob)}`",
+                code(knob.knob),
                 "none" if knob.default is None else str(knob.default),
-                cell(knob.counts),
-                ending_text(knob.rows[0].ending) if knob.rows else "not measured",
+                text(knob.counts),
+                ending_text(knob.rows[0].ending, inert=True) if knob.rows else "not measured",
                 f"{knob.unset.model_calls} model calls",
             ]
             if knob
@@ -109,17 +113,17 @@ def _versions_table(versions: Sequence[VersionRecord]) -> list[str]:
         )
         passed = sum(c.passed == c.runs for c in one.cases.values())
         cases = f"{passed}/{len(one.cases)}" if one.cases else "not run"
-        looplab = _public(one.looplab)
+        looplab = text(_public(one.looplab))
         out.append(
-            f"| {cell(one.version)} | {one.measured_on} (looplab {looplab}) | " + " | ".join(caps) + f" | {cases} |"
+            f"| {text(one.version)} | {one.measured_on} (looplab {looplab}) | " + " | ".join(caps) + f" | {cases} |"
         )
     return out
 
 
 def _changes_table(moved: Sequence[Change], before: str, after: str) -> list[str]:
-    out = [f"| where | field | {cell(before)} | {cell(after)} |", "|---|---|---|---|"]
+    out = [f"| where | field | {text(before)} | {text(after)} |", "|---|---|---|---|"]
     out += [
-        f"| {cell(_where(c))} | {cell(c.field)} | {cell(shown(c.committed))} | {cell(shown(c.measured))} |"
+        f"| {text(_where(c))} | {text(c.field)} | {text(shown(c.committed))} | {text(shown(c.measured))} |"
         for c in moved
     ]
     return out
@@ -141,16 +145,17 @@ def markdown(kept: dict[str, list[VersionRecord]]) -> str:
     for runner, versions in kept.items():
         newest = pairs[runner][-1][2] if pairs[runner] else None
         last = "first measured" if newest is None else (f"{len(newest)} fields" if newest else "nothing")
-        out.append(f"| [`{runner}`](#{runner}) | {len(versions)} | {cell(versions[-1].version)} | {last} |")
+        # A runner's name is its kept folder's (letters, digits, `_`, `.`, `-`): safe as a link's anchor.
+        out.append(f"| [{code(runner)}](#{runner}) | {len(versions)} | {text(versions[-1].version)} | {last} |")
     for runner, versions in kept.items():
-        out += ["", f"## {runner}", "", f"Framework: `{versions[0].distribution or 'its own'}`.", ""]
+        out += ["", f"## {text(runner)}", "", f"Framework: {code(versions[0].distribution or 'its own')}.", ""]
         out += _versions_table(versions)
         for a, b, moved in reversed(pairs[runner]):
-            out += ["", f"### {cell(a.version)} → {cell(b.version)}", ""]
+            out += ["", f"### {text(a.version)} → {text(b.version)}", ""]
             if not moved:
                 out.append("Nothing measured changed.")
                 continue
-            if caveat := _caveat(a, b):
+            if caveat := _caveat(a, b, text):
                 out += [f"Measured{caveat}.", ""]
             out += _changes_table(moved, a.version, b.version)
     return "\n".join(out) + "\n"
@@ -167,12 +172,12 @@ def results_markdown(kept: dict[str, list[VersionRecord]]) -> str:
         "model: whether the case's checks passed (and how many of its runs, where it ran more than once) and its",
         "model calls. Read from the kept data; [the change history](history.md) shows how each moved between versions.",
         "",
-        "| runner | version | passed | " + " | ".join(f"`{case}`" for case in cases) + " |",
+        "| runner | version | passed | " + " | ".join(code(case) for case in cases) + " |",
         "|---" * (len(cases) + 3) + "|",
     ]
     for runner, one in newest.items():
         passed = sum(c.passed == c.runs for c in one.cases.values())
-        row = [f"`{runner}`", cell(one.version), f"{passed}/{len(one.cases)}"]
+        row = [code(runner), text(one.version), f"{passed}/{len(one.cases)}"]
         for case in cases:
             outcome = one.cases.get(case)
             if outcome is None:
@@ -190,23 +195,24 @@ def drift_title(runner: str) -> str:
 
 
 def drift_issue(news: Recorded, run_url: str | None = None) -> str:
-    """The body of the issue saying a new release changed what looplab measures, with every field that moved."""
+    """The body of the issue saying a new release changed what looplab measures, with every field that moved;
+    `run_url`, the run that measured it, must be an http(s) URL (`markdown.web_url`)."""
     before, after = news.previous, news.record
     assert before is not None  # news has a version before it
-    label = after.distribution or after.runner
+    label = text(after.distribution or after.runner)
     out = [
-        f"`{after.runner}` on {label} {after.version} measures otherwise than on {before.version}, the version "
-        f"measured before it{_caveat(before, after)}.",
+        f"{code(after.runner)} on {label} {text(after.version)} measures otherwise than on {text(before.version)}, "
+        f"the version measured before it{_caveat(before, after, text)}.",
         "",
-        f"Measured {after.measured_on} by looplab {after.looplab}"
-        + (f" in [this run]({run_url})." if run_url else "."),
+        f"Measured {after.measured_on} by looplab {text(after.looplab)}"
+        + (f" in {link('this run', run_url)}." if run_url else "."),
         "",
         *_changes_table(news.moved, before.version, after.version),
         "",
-        f"The kept measurements are `history/{after.runner}/`; `looplab history --runner {after.runner}` shows every "
-        "version. When the change is the framework's, regenerate the caps doc (`looplab caps --runner "
-        f"{after.runner}`) and say in the runner's prose what moved; when a case's outcome moved, the runner's "
-        "adapter or the case needs a look.",
+        f"The kept measurements are {code(f'history/{after.runner}/')}; "
+        f"{code(f'looplab history --runner {after.runner}')} shows every version. When the change is the framework's, "
+        f"regenerate the caps doc ({code(f'looplab caps --runner {after.runner}')}) and say in the runner's prose what "
+        "moved; when a case's outcome moved, the runner's adapter or the case needs a look.",
     ]
     return "\n".join(out) + "\n"
 

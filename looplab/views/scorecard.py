@@ -38,7 +38,7 @@ from looplab.records import results
 from looplab.records.measurements import BenchResult, CapsDoc, KnobReport, RunnerReport, history_of, version_label
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
-from looplab.views.markdown import cell as markdown_cell
+from looplab.views import markdown as md
 
 __all__ = [
     "CAPS_PATH",
@@ -567,9 +567,10 @@ def caps_anchor(report: RunnerReport) -> str:
 
 
 def markdown(card: Scorecard, caps_doc: str = "iteration-caps.md") -> str:
-    """The scorecard as Markdown tables; each cap cell links to its runner's section of the caps doc."""
+    """The scorecard as Markdown tables; each cap cell links to its runner's section of the caps doc. Every cell,
+    runner and source is read from a measurement (the site shows kept ones): each is inert Markdown."""
     out = ["# Behaviour scorecard, measured", ""]
-    out += [f"- {k}: {v}" for k, v in card.sources.items()]
+    out += [f"- {md.text(k)}: {md.text(v)}" for k, v in card.sources.items()]
     for group in groups_of(card):
         rows = group_rows(group)
         out += ["", f"## {group}", "", f"From {GROUP_SOURCES[group]}.", ""]
@@ -578,9 +579,9 @@ def markdown(card: Scorecard, caps_doc: str = "iteration-caps.md") -> str:
             cells = []
             for r in rows:
                 found = c.cells[r.key]
-                text = markdown_cell(found.text)
-                if found.caps_section:
+                text = md.text(found.text)
+                if found.caps_section:  # `caps_anchor` keeps letters, digits, `-` and `_`: the anchor as it is
                     text = f"[{text}]({caps_doc}#{found.caps_section})"
                 cells.append(text)
-            out.append(f"| `{c.runner}` | " + " | ".join(cells) + " |")
+            out.append(f"| {md.code(c.runner)} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"

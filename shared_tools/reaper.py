@@ -1,10 +1,11 @@
-"""A runner process's reaper: it starts one command and, when that ends, ends everything the command started.
+"""A reaper: it starts one command and, when that ends, ends everything the command started.
 
-looplab runs it (Linux only) as `python -I -S reaper.py PARENT_PID GRACE_S -- COMMAND ...`; it uses the
-standard library only, so it starts in a few milliseconds and reads nothing of looplab's. It makes itself
-the child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`): any process the command starts that loses its
-parent, whatever session or process group it moved to (a double fork and `setsid` included), becomes
-the reaper's child instead of init's. Then:
+looplab runs each runner process, suite test command and suite tool host under one (Linux only), as
+`python -I -S reaper.py PARENT_PID GRACE_S -- COMMAND ...`; it uses the standard library only, so it starts
+in a few milliseconds and reads nothing of looplab's. It makes itself the child subreaper
+(`prctl(PR_SET_CHILD_SUBREAPER)`): any process the command starts that loses its parent, whatever session
+or process group it moved to (a double fork and `setsid` included), becomes the reaper's child instead of
+init's. Then:
 
 - the command exits: every descendant still running gets SIGKILL and is reaped, and the reaper exits
   as the command did (its exit code, or the same signal);
