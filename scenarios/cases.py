@@ -250,19 +250,20 @@ class CheckResult(BaseModel):
 CASE_KEYS = tuple(Case.model_fields)
 
 
-def load_case(path: Path, *, import_tools: bool = True) -> Case:
+def load_case(path: Path, *, import_tools: bool = True, sandbox: bool = False) -> Case:
     """One case file; a bad one is a one-line `LooplabError` naming the file, the table and the key.
 
     `import_tools=False` reads the suite's `tools.py` without running it: the tools a case lists are checked
-    against the names its source defines (what `looplab cases` needs). Otherwise it is imported now, so a run's
-    tools that do not import, or are no tools, are refused before anything runs.
+    against the names its source defines (what `looplab cases` needs). Otherwise a tool host runs it now and
+    describes its tools (never in this process), so a run's tools that do not import, or are no tools, are refused
+    before anything runs. `sandbox`: that host runs in the sandbox (`--sandbox`), as the run's own hosts will.
     """
     path = Path(path)
     data = strict.read_toml(path, limit=MAX_CASE_BYTES)
     try:
-        suite = suite_at(suite_of(path))
+        suite = suite_at(suite_of(path), sandbox)
         if import_tools:
-            list(suite.functions)  # imports tools.py (once a process)
+            list(suite.functions)  # has tools.py described by a tool host (once a process)
     except LooplabError as exc:
         raise LooplabError(f"{path}: its suite cannot load: {exc}") from None
     shared = {"system_prompt": suite.system_prompt, **suite.defaults.model_dump(exclude_defaults=True)}
@@ -322,29 +323,33 @@ def case_files(source: Path) -> list[Path]:
 
 
 @cache
-def _load(sources: tuple[Path, ...], import_tools: bool) -> dict[str, Case]:
+def _load(sources: tuple[Path, ...], import_tools: bool, sandbox: bool) -> dict[str, Case]:
     cases: dict[str, Case] = {}
     for source in sources:
         for path in case_files(source):
-            case = load_case(path, import_tools=import_tools)
+            case = load_case(path, import_tools=import_tools, sandbox=sandbox)
             if case.id in cases:
                 raise LooplabError(f"{path}: duplicate case id {case.id!r} (also in {cases[case.id].file})")
             cases[case.id] = case
     return cases
 
 
-def load_cases(sources: Iterable[Path | str] = (), *, import_tools: bool = True) -> dict[str, Case]:
+def load_cases(
+    sources: Iterable[Path | str] = (), *, import_tools: bool = True, sandbox: bool = False
+) -> dict[str, Case]:
     """The cases of `sources` (case files or suite folders) by id, in order; looplab's own suite when none.
 
-    `import_tools=False`: the suites' `tools.py` files are read, not run (see `load_case`).
+    `import_tools=False`: the suites' `tools.py` files are read, not run; `sandbox`: they run in the sandbox (see
+    `load_case`).
     """
     named = tuple(dict.fromkeys(Path(s).resolve() for s in sources)) or (BUILTIN_SUITE,)
-    return dict(_load(named, import_tools))
+    return dict(_load(named, import_tools, sandbox))
 
 
 def case_to_wire(case: Case) -> dict[str, Any]:
     """A case as JSON for a process that runs it (a lane in a runner environment): its fields and its file."""
-    return {"file": str(case.file) if case.file else None, "case": case.model_dump(mode="json")}
+    sandbox = case._suite is not None and case._suite.sandbox  # its tools.py is described as it was here
+    return {"file": str(case.file) if case.file else None, "case": case.model_dump(mode="json"), "sandbox": sandbox}
 
 
 def case_from_wire(data: dict[str, Any]) -> Case:
@@ -352,7 +357,7 @@ def case_from_wire(data: dict[str, Any]) -> Case:
     case = Case.model_validate(data["case"])
     if data.get("file"):
         file = Path(data["file"])
-        case.attach(file, suite_at(suite_of(file)))
+        case.attach(file, suite_at(suite_of(file), bool(data.get("sandbox"))))
     return case
 
 

@@ -11,8 +11,9 @@ A case file given on its own belongs to the suite of the folder it sits in (the 
 
 Every file of a suite is read under the files rule (`looplab.adapters.contract.files`: a regular file only, opened
 without blocking, at most a bound of bytes set here for each), `tools.py` included. Reading a suite runs none of
-its code: the names of its tools come from `tools.py`'s source (`tool_names_in`); the module is imported, from the
-bytes read, only when its functions are first asked for (a run's tool set, `serve-tools`).
+its code: the names of its tools come from `tools.py`'s source (`tool_names_in`). The bytes read are run only when
+its tools are first asked for (a run's tool set, `serve-tools`), and then by a tool host in a process of its own
+(`looplab.shared_tools.tool_host`), never in looplab's.
 """
 
 from __future__ import annotations
@@ -94,9 +95,11 @@ class Suite:
     fingerprint: str = ""
     #: The tools tools.py defines, read from its source without running it (`tool_names_in`): what a case may list.
     tool_names: tuple[str, ...] = ()
+    #: Whether its tools.py runs in the sandbox when its tools are described (`--sandbox`), as in a run's host.
+    sandbox: bool = False
 
-    def __reduce__(self) -> tuple[Callable[[Path], Suite], tuple[Path]]:
-        return suite_at, (self.folder,)
+    def __reduce__(self) -> tuple[Callable[[Path, bool], Suite], tuple[Path, bool]]:
+        return suite_at, (self.folder, self.sandbox)
 
 
 def default_system_prompt() -> str:
@@ -116,8 +119,9 @@ def suite_of(case_file: Path) -> Path:
 
 
 @functools.cache
-def suite_at(folder: Path) -> Suite:
-    """The suite in `folder`, loaded once a process; a bad prompt, tools.py or suite.toml is a one-line error."""
+def suite_at(folder: Path, sandbox: bool = False) -> Suite:
+    """The suite in `folder`, loaded once a process; a bad prompt, tools.py or suite.toml is a one-line error.
+    `sandbox`: describing its tools runs tools.py in the sandbox (`--sandbox`)."""
     folder = folder.resolve()
     prompt_path = folder / SYSTEM_PROMPT_FILE
     # lexists: a link to nothing is there, and refused by the files rule, not taken for an absent file.
@@ -138,9 +142,9 @@ def suite_at(folder: Path) -> Suite:
         except (SyntaxError, ValueError) as exc:  # ValueError: a null byte in the source
             line = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
             raise LooplabError(f"{tools_file}{line}: not valid Python: {getattr(exc, 'msg', None) or exc}") from None
-        functions = _ImportedOnUse(tools_file)
+        functions = _DescribedOnUse(tools_file, sandbox)
     fingerprint = f"sha256:{digest.hexdigest()}" if names or defaults != SuiteDefaults() else ""
-    return Suite(folder, prompt, functions, defaults, fingerprint, names)
+    return Suite(folder, prompt, functions, defaults, fingerprint, names, sandbox)
 
 
 def tool_names_in(source: str | bytes) -> list[str]:
@@ -155,18 +159,19 @@ def tool_names_in(source: str | bytes) -> list[str]:
     return [node.name for node in ast.parse(source).body if isinstance(node, functions) and node.name[0] != "_"]
 
 
-class _ImportedOnUse(Mapping[str, ToolSpec]):
-    """`tools.py`'s functions by name, imported the first time any is asked for (once, whatever the threads)."""
+class _DescribedOnUse(Mapping[str, ToolSpec]):
+    """`tools.py`'s tools by name, described by a tool host the first time any is asked for (once, whatever the
+    threads)."""
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+    def __init__(self, path: Path, sandbox: bool) -> None:
+        self._path, self._sandbox = path, sandbox
         self._lock = threading.Lock()
         self._functions: Mapping[str, ToolSpec] | None = None
 
     def _loaded(self) -> Mapping[str, ToolSpec]:
         with self._lock:
             if self._functions is None:
-                self._functions = _functions_in(self._path)
+                self._functions = _functions_in(self._path, self._sandbox)
             return self._functions
 
     def __getitem__(self, name: str) -> ToolSpec:
@@ -179,10 +184,10 @@ class _ImportedOnUse(Mapping[str, ToolSpec]):
         return len(self._loaded())
 
 
-def _functions_in(path: Path) -> dict[str, ToolSpec]:
+def _functions_in(path: Path, sandbox: bool) -> dict[str, ToolSpec]:
     """The public functions `tools.py` defines (not those it imports), by name, as a tool host described them: its
     code runs in that host's process, never in looplab's."""
     try:
-        return tool_host.describe(path, files.read_bytes(path, limit=MAX_TOOLS_BYTES))
+        return tool_host.describe(path, files.read_bytes(path, limit=MAX_TOOLS_BYTES), sandbox=sandbox)
     except tool_host.ToolHostError as exc:  # one line naming the file, and the line where its import failed
         raise LooplabError(str(exc)) from None

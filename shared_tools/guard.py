@@ -39,6 +39,7 @@ __all__ = [
     "builtin_tool",
     "default_tools",
     "failure_text",
+    "parse_arguments",
     "run_clock",
 ]
 
@@ -312,7 +313,7 @@ class Guard:
     def _dispatch(self, name: str, args: Any) -> tuple[Outcome, str, Any]:
         """Returns (outcome, observation text, the arguments as recorded)."""
         tool = self._by_name.get(name)
-        parsed, problem = (None, None) if tool is None else _parse_args(tool, args)
+        parsed, problem = (None, None) if tool is None else parse_arguments(tool, args)
         with self._lock:  # started calls count at once, so identical calls in parallel are repeats too
             self._started.append((name, parsed if parsed is not None else object()))
             repeats = _trailing_repeats(self._started, self.max_repeats)
@@ -460,7 +461,7 @@ def _shape(tool: Tool) -> str:
     return json.dumps({k: v.get("type", "any") for k, v in tool.parameters.get("properties", {}).items()})
 
 
-def _parse_args(tool: Tool, args: Any) -> tuple[dict[str, Any] | None, str | None]:
+def parse_arguments(tool: Tool, args: Any) -> tuple[dict[str, Any] | None, str | None]:
     """Decode and validate arguments; on failure, a message that shows the expected shape.
 
     Any input is an answer, never an exception: JSON nested past the parser's depth, bytes that are

@@ -58,8 +58,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from looplab.shared_tools import confine
 from looplab.shared_tools.custom import cut, tool_from_function
 from looplab.shared_tools.daemon import DaemonPool
-from looplab.shared_tools.guard import Tool, ToolFailed, _parse_args, failure_text
-from looplab.shared_tools.live import Live, end_group, hang_up
+from looplab.shared_tools.guard import Tool, ToolFailed, failure_text, parse_arguments
 from looplab.shared_tools.workspace import PathRefused, ToolError, Workspace
 
 __all__ = [
@@ -152,22 +151,6 @@ def host_command() -> list[str]:
 
 class _Ended(Exception):
     """The host's end of the pipes closed: it exited or was ended."""
-
-
-class _InPlace(Workspace):
-    """A folder used as it is, as a workspace: not copied, never removed here.
-
-    What a host's tools see (the run's copy, which looplab's workspace owns), and where `describe` runs a host
-    (the suite's folder).
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.source = self.root = root.resolve()
-        self.sandbox = False
-        self.processes = Live(hang_up, end_group)
-
-    def close(self) -> None:
-        """Nothing to remove: the folder is not this object's."""
 
 
 #: Starts run hosts: a thread that lives as long as looplab, as the reaper's `PR_SET_PDEATHSIG` needs (a host
@@ -353,15 +336,15 @@ def _host_of(ws: Workspace, tools: ToolsSource) -> ToolHost:
         return hosts[tools]
 
 
-def describe(file: Path, source: bytes) -> dict[str, ToolSpec]:
+def describe(file: Path, source: bytes, *, sandbox: bool = False) -> dict[str, ToolSpec]:
     """The tools a suite's tools.py (`file`, as read: `source`) offers, by name, as a host of its own runs it in the
-    suite's folder and describes them.
+    suite's folder and describes them; `sandbox`: that host runs in the sandbox, as the run's own hosts do.
 
     A source that does not run (or whose host cannot start or answer within `DESCRIBE_TIMEOUT_S`) is a one-line
     `ToolHostError` naming the file, and the line where it failed.
     """
     tools = ToolsSource(Path(file).resolve(), source)
-    folder = _InPlace(tools.file.parent)
+    folder = Workspace.in_place(tools.file.parent, sandbox=sandbox)
     ends = time.monotonic() + DESCRIBE_TIMEOUT_S
     process = None
     try:
@@ -437,7 +420,7 @@ def _answer(tools: dict[str, Tool | str], ws: Workspace, line: bytes) -> dict[st
         return {"error": f"UnknownTool: the suite's tools.py defines no tool named {name!r}"}
     if isinstance(tool, str):
         return {"error": f"TypeError: {tool}"}
-    parsed, problem = _parse_args(tool, args)  # the Guard's own validation, with the tool's own model
+    parsed, problem = parse_arguments(tool, args)  # the Guard's own validation, with the tool's own model
     if problem is not None or parsed is None:
         return {"error": problem or f"InvalidArguments: {name}"}
     try:
@@ -475,7 +458,7 @@ def main() -> int:
         reply({"error": f"the tool host was not sent a tools.py it can read ({type(exc).__name__})"})
         return 1
     reply({"tools": [_described(name, tool) for name, tool in tools.items()]})
-    ws = _InPlace(Path.cwd())
+    ws = Workspace.in_place(Path.cwd())
     while line := requests.readline():  # its end: looplab closed the pipe, or is gone
         reply(_answer(tools, ws, line))
     return 0

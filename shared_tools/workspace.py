@@ -168,6 +168,19 @@ class Workspace:
         #: Seconds the copy took; a run counts them against its `max_seconds` (its clock starts before the copy).
         self.copy_s = time.monotonic() - started
 
+    @classmethod
+    def in_place(cls, root: Path | str, *, sandbox: bool = False) -> Workspace:
+        """`root` used as it is, as a workspace: not copied, and never removed by `close()`, which only ends what
+        the team's code runs in it. What a tool host's tools see (the run's copy, which its own workspace owns),
+        and where a suite's tools are described (the suite's folder)."""
+        ws = cls.__new__(cls)
+        ws.source = ws.root = Path(root).resolve()
+        ws.sandbox = sandbox
+        ws.processes = Live(hang_up, end_group)
+        ws._tmp = None
+        ws.left_out, ws.copy_s = [], 0.0
+        return ws
+
     def __enter__(self) -> Workspace:
         return self
 
@@ -180,7 +193,8 @@ class Workspace:
         """End what the team's code still runs in it (a suite's tool host), delete the copy. Safe to call twice."""
         Workspace.live.discard(self)
         self.processes.end_all(for_good=True)  # the run is over: nothing of it outlives the folder
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._tmp is not None:  # a workspace `in_place` owns no folder
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     @classmethod
     def close_all(cls, *, for_good: bool = False) -> int:

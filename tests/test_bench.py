@@ -304,13 +304,13 @@ def test_the_guards_own_time_is_looplab_time_not_tool_time(monkeypatch: pytest.M
     A Guard made slow by 50 ms a call must show in the looplab run's time outside the tools (a bare loop has no
     Guard); were the Guard's time counted as tool time, it would vanish from the tax.
     """
-    slow_s, parse = 0.05, guard_module._parse_args
+    slow_s, parse = 0.05, guard_module.parse_arguments
 
     def slow_parse(*args: Any) -> Any:
         time.sleep(slow_s)
         return parse(*args)
 
-    monkeypatch.setattr(guard_module, "_parse_args", slow_parse)
+    monkeypatch.setattr(guard_module, "parse_arguments", slow_parse)
     with harness.endpoint(harness.ModelChoice()) as where:
         sample = bench.timed_run("handrolled", load_cases()["vip-compound"], where)
     assert sample.stop_reason == "final_answer" and sample.turns == 5  # one tool call in each of four turns

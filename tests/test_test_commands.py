@@ -452,3 +452,36 @@ def test_run_one_makes_a_sandboxed_workspace(monkeypatch: pytest.MonkeyPatch) ->
     with harness.endpoint(harness.ModelChoice()) as where:
         outcome = harness.run_one("handrolled", case, where, sandbox=True)
     assert made == [True] and outcome.error == "not run: the test looks at the workspace"
+
+
+@linux_only
+@pytest.mark.parametrize("sandbox", SANDBOX)
+def test_with_sandbox_a_suites_tools_py_is_described_inside_it_too(
+    tmp_path: Path, outside_var: Path, sandbox: bool
+) -> None:
+    # Loading a suite runs its tools.py (in a host of its own) to describe its tools: with --sandbox that host is
+    # in the sandbox as the run's are, here and in a process the case is sent to (a lane, a runner environment).
+    from looplab.scenarios.cases import case_from_wire, case_to_wire, load_cases
+
+    suite = tmp_path / "suite"
+    write(suite / "repo", "test_a.py", "def test_a():\n    assert True\n")
+    case_toml = 'id = "a"\ntask = "t"\nrepo = "../repo"\ntarget = "test_a.py"\ntools = ["probe"]\n'
+    write(suite / "cases", "a.toml", case_toml)
+    marker = outside_var / "described.txt"
+    tools_py = f"""
+        import pathlib
+        try:
+            pathlib.Path({str(marker)!r}).write_text("written")
+        except OSError:
+            pass
+
+        def probe() -> str:
+            \"\"\"A tool.\"\"\"
+            return "x"
+    """
+    write(suite, "tools.py", tools_py)
+    case = load_cases([suite], sandbox=sandbox)["a"]
+    assert [t.name for t in case.tool_set()] == ["probe"] and marker.exists() is not sandbox
+    marker.unlink(missing_ok=True)
+    sent = json.loads(json.dumps(case_to_wire(case)))
+    assert case_from_wire(sent).suite.sandbox is sandbox

@@ -106,7 +106,8 @@ def select(
     from looplab.scenarios.cases import load_cases
 
     sources = case_sources(args)
-    cases = load_cases(sources)
+    # With --sandbox (checked before this), a suite's tools.py is described inside the sandbox too.
+    cases = load_cases(sources, sandbox=bool(getattr(args, "sandbox", False)))
     wanted_cases = args.case or (None if sources else default_cases) or list(cases)
     check_cases(wanted_cases, cases, args)
     check_runners(args.runner)

@@ -250,8 +250,8 @@ def _eval(args: argparse.Namespace) -> int:
         from looplab.run import harness, interrupt, matrix
         from looplab.views import render, report
 
-    runners, cases = select(args, None)
     sandbox_ready(args.sandbox)
+    runners, cases = select(args, None)
     jobs = matrix.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
     if args.estimate:
         runners, isolated = prepare_environments(args, runners)

@@ -80,13 +80,13 @@ def _serve_tools(args: argparse.Namespace) -> int:
 
     # Over stdio, stdout is the protocol's from here on, before a suite's tools.py is imported (it may print).
     protocol = protocol_stdout() if args.stdio else None
+    sandbox_ready(args.sandbox)
     sources = case_sources(args)
-    cases = load_cases(sources)
+    cases = load_cases(sources, sandbox=args.sandbox)
     wanted = args.case or (next(iter(cases)) if sources else "vip-compound")
     check_cases([wanted], cases, args)
     case = cases[wanted]
     ready_to_write("--records", args.records)
-    sandbox_ready(args.sandbox)
 
     def save(_: object = None) -> str:
         lines = "".join(record.model_dump_json() + "\n" for record in guard.records)
