@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -49,11 +49,13 @@ __all__ = [
     "OutputTail",
     "child_environment",
     "confined",
+    "reaped",
     "live_tests",
     "sandbox_problem",
     "start",
     "stop",
     "wait",
+    "with_output_tail",
 ]
 
 #: What a confined process inherits from looplab's environment: enough to run Python, nothing secret.
@@ -105,9 +107,31 @@ def confined(ws: Workspace, argv: Sequence[str]) -> list[str]:
     line = list(argv)
     if ws.sandbox:
         line = [*_bwrap(ws), *line]
-    if REAPS:
-        line = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}", "--", *line]
-    return line
+    return reaped(line)
+
+
+def reaped(argv: Sequence[str], *, reaps: bool = REAPS) -> list[str]:
+    """`argv` run under the reaper when `reaps` (Linux; elsewhere `argv` as it is): whatever it starts ends when it
+    ends, and SIGTERM to the reaper reaches every descendant, SIGKILL following `TERM_GRACE_S` later."""
+    if not reaps:
+        return list(argv)
+    return [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}", "--", *argv]
+
+
+def with_output_tail(
+    begin: Callable[[int], subprocess.Popen[Any]], limit: int
+) -> tuple[subprocess.Popen[Any], OutputTail]:
+    """The process `begin(fd)` starts with its stdout and stderr on `fd`, a pipe of which an `OutputTail` keeps the
+    last `limit` bytes; the pipe is closed again if it cannot start (what `begin` raises propagates)."""
+    reading, writing = os.pipe()
+    try:
+        proc = begin(writing)
+    except BaseException:
+        os.close(reading)
+        raise
+    finally:
+        os.close(writing)  # the child holds its own copy: the tail sees the end when every writer is gone
+    return proc, OutputTail(reading, limit)
 
 
 def start(

@@ -28,12 +28,12 @@ from pydantic import AfterValidator, Field
 
 from looplab.shared_tools.confine import (
     TEST_ENV_ALLOWED,
-    OutputTail,
     child_environment,
     live_tests,
     start,
     stop,
     wait,
+    with_output_tail,
 )
 from looplab.shared_tools.reaper import NOT_STARTED
 from looplab.shared_tools.records import preview
@@ -253,15 +253,7 @@ def _run_confined(ws: Workspace, cmd: list[str], label: str, timeout_s: float, m
     Returns within `timeout_s` plus the time to end it (the reaper's, about 50 ms) and `_DRAIN_MIN_S`.
     """
     ends = time.monotonic() + timeout_s
-    reading, writing = os.pipe()
-    try:
-        proc = start(ws, cmd, stdout=writing, stderr=writing)
-    except BaseException:
-        os.close(reading)
-        raise
-    finally:
-        os.close(writing)
-    tail = OutputTail(reading, RUN_TESTS_READ_BYTES)
+    proc, tail = with_output_tail(lambda fd: start(ws, cmd, stdout=fd, stderr=fd), RUN_TESTS_READ_BYTES)
     finished = False
     try:
         finished = wait(proc, timeout_s) is not None

@@ -43,6 +43,7 @@ from looplab.scenarios.scripted.conversation import (
 )
 from looplab.scenarios.scripted.policy import Investigator
 from looplab.scenarios.scripted.server import MAX_ERROR_CHARS, ScriptedModelServer, create_app
+from tests.tiers import BUSY_MACHINE_S
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDPOINTS = ("chat", "responses", "messages")
@@ -769,7 +770,8 @@ def test_serve_model_stops_within_2_s_with_slow_requests_and_clients_in_flight(s
         except subprocess.TimeoutExpired:
             pytest.fail(f"serve-model still running 10 s after {signal.Signals(signum).name}")
         elapsed = time.monotonic() - started
-        assert elapsed < 2.0, f"serve-model took {elapsed:.2f} s to stop"
+        # The promise is 2 s (docs/reliability.md); a busy machine may take longer to end any process.
+        assert elapsed < 2.0 + BUSY_MACHINE_S, f"serve-model took {elapsed:.2f} s to stop"
         assert code in (0, -signum), (code, proc.stderr.read()[-2000:] if proc.stderr else "")
     finally:
         for sock in sockets:

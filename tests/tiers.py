@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
-__all__ = ["FAST_TIER_RUNNER", "by_tier", "scaled_examples"]
+__all__ = ["BUSY_MACHINE_S", "FAST_TIER_RUNNER", "by_tier", "scaled_examples"]
 
+#: Seconds a test's bound on elapsed time allows past what the code promises, so the fast tier passes on a 2-core
+#: machine busy with other work: at a load of 3, a process's exit there was seen to take 2.3 s where the promise is
+#: 2 s, and a search bounded at 1.5 s to return after 4.8 s. Past the promise plus this, something has hung.
+BUSY_MACHINE_S = 4.0
 #: The runner whose cells of a matrix over runners run in the fast tier; the others' run with `pytest --full`.
 FAST_TIER_RUNNER = "handrolled"
 _PARAMETER_SET = type(pytest.param())

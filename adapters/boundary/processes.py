@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from looplab.adapters.contract.model import KEY_VARIABLES
-from looplab.shared_tools.confine import REAPER, OutputTail
+from looplab.shared_tools.confine import REAPER, TERM_GRACE_S, OutputTail, reaped, with_output_tail
 from looplab.shared_tools.live import WAIT_SLICE_S, Live
 
 __all__ = [
@@ -64,8 +64,6 @@ __all__ = [
 
 #: Variables of looplab's own environment a child may see (never a provider key).
 CHILD_ENV_ALLOWED = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
-#: Seconds between SIGTERM at a child's bound and SIGKILL, for it to write its outcome and exit.
-TERM_GRACE_S = 0.3
 #: Seconds looplab waits for a child told to end (the grace, the reaper's SIGKILL rounds, its exit) before
 #: killing its process group itself.
 STOP_WAIT_S = 0.6
@@ -142,24 +140,14 @@ def run_bounded(
     `STOP_WAIT_S` + 0.1 s (the last wait for its output), unless a process SIGKILL cannot end holds it.
     """
     keep_keys_from_children()
-    launch = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}", "--"] if REAPS else []
-    reading, writing = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            [*launch, *command],
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=writing,
-            stderr=writing,
-            start_new_session=True,
+
+    def begin(fd: int) -> subprocess.Popen[Any]:
+        line = reaped(command, reaps=REAPS)
+        return subprocess.Popen(
+            line, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True
         )
-    except BaseException:
-        os.close(reading)
-        raise
-    finally:
-        os.close(writing)
-    tail = OutputTail(reading, TAIL_BYTES)
+
+    proc, tail = with_output_tail(begin, TAIL_BYTES)
     live_children.add(proc)  # ended at once if looplab is already ending
     try:
         code = _wait(proc, seconds, stop)
