@@ -143,7 +143,6 @@ class Workspace:
     ) -> None:
         """`deadline_s`: the seconds the copy may take (a run passes its `max_seconds`); past them it stops with a
         `TimeoutError`. A repository the copy refuses raises `FileNotFoundError` or `RepoRefused`."""
-        started = time.monotonic()
         self.source = check_repo(source, prefix=prefix)
         #: Whether the team's code run in it (test commands, a suite's own tools) runs in a sandbox (`--sandbox`).
         self.sandbox = sandbox
@@ -165,8 +164,6 @@ class Workspace:
             raise
         #: What the copy left out, each as `path: why` (a FIFO, socket or device; a file over `MAX_REPO_FILE_BYTES`).
         self.left_out = copy.left_out
-        #: Seconds the copy took; a run counts them against its `max_seconds` (its clock starts before the copy).
-        self.copy_s = time.monotonic() - started
 
     @classmethod
     def in_place(cls, root: Path | str, *, sandbox: bool = False) -> Workspace:
@@ -178,7 +175,7 @@ class Workspace:
         ws.sandbox = sandbox
         ws.processes = Live(hang_up, end_group)
         ws._tmp = None
-        ws.left_out, ws.copy_s = [], 0.0
+        ws.left_out = []
         return ws
 
     def __enter__(self) -> Workspace:
