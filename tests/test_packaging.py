@@ -28,6 +28,7 @@ import sys
 import sysconfig
 import textwrap
 import tomllib
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -283,6 +284,11 @@ def _pip_wheel(source: Path, out: Path, cwd: Path, *options: str) -> None:
     _run([*pip, *options, "-w", out, source], cwd=cwd, timeout=BUILD_TIMEOUT)
 
 
+def _build_option(build_base: Path, egg_base: Path) -> str:
+    """The `--build-option` that sends the build folder and the egg-info folder to `build_base` and `egg_base`."""
+    return shlex.join(["build", "--build-base", str(build_base), "egg_info", "--egg-base", str(egg_base)])
+
+
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     """The wheel, built from the checkout with this interpreter, its build folders outside the checkout."""
@@ -292,8 +298,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     # setuptools appends `--build-option` to `bdist_wheel`: the extra commands set the build folder
     # (`build/` by default, whose leftovers would end up in the wheel) and the egg-info folder (the
     # checkout's root by default) before bdist_wheel runs them.
-    build_option = shlex.join(["build", "--build-base", str(build_base), "egg_info", "--egg-base", str(egg_base)])
-    _pip_wheel(REPO, wheel_dir, tmp, "--config-settings", f"--build-option={build_option}")
+    _pip_wheel(REPO, wheel_dir, tmp, "--config-settings", f"--build-option={_build_option(build_base, egg_base)}")
     # The redirection took effect: the build and the egg-info happened here, not in the checkout.
     assert (build_base / "lib").is_dir(), f"the build did not use {build_base}"
     assert list(egg_base.glob("*.egg-info")), f"egg_info did not write to {egg_base}"
@@ -327,6 +332,46 @@ def test_wheel_ships_every_file_of_the_package(build: Build) -> None:
     assert not missing, f"{build.wheel.name} misses files of the package:\n" + "\n".join(missing)
     caches = sorted(n for n in build.names if _is_cache(n))
     assert not caches, f"{build.wheel.name} ships caches:\n" + "\n".join(caches)
+
+
+#: What setuptools notes on every editable install of this layout, whatever the configuration: the package-dir
+#: mapping (`adapters/` installed as `looplab.adapters`) takes its meta path finder, whose caveat it prints.
+EDITABLE_NOTICE = "Editable installation."
+
+
+def _backend_warnings(hook: str, out: Path, config_settings: dict[str, str] | None = None) -> list[str]:
+    """The warnings the build backend emits running `hook` on the checkout, as pip relays them to the user.
+
+    pyproject_hooks is what pip calls the backend through: it runs the hook in a child process (here this
+    interpreter, bounded) and re-emits each warning the backend raised as a `BuildBackendWarning`.
+    """
+    hooks = pytest.importorskip("pyproject_hooks", reason="the [dev] extra's `build` brings pyproject_hooks")
+
+    def runner(cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None) -> None:
+        env = {**_env(), **(extra_environ or {})}
+        subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, check=True, timeout=BUILD_TIMEOUT)
+
+    caller = hooks.BuildBackendHookCaller(str(REPO), PYPROJECT["build-system"]["build-backend"], runner=runner)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        getattr(caller, hook)(str(out), config_settings)
+    return [str(w.message) for w in caught if issubclass(w.category, hooks.BuildBackendWarning)]
+
+
+@wheel_test
+@pytest.mark.parametrize("hook", ["build_wheel", "build_editable"])
+def test_building_and_installing_print_no_setuptools_warning(hook: str, tmp_path: Path) -> None:
+    """`pip install .`, `pip wheel .` and `pip install -e .` print no setuptools warning: in particular none of
+    the "Package ... is absent from the `packages` configuration" kind, which a data folder with an importable
+    name (a suite's fixture repo or variant) draws unless pyproject.toml keeps setuptools from reading it as one."""
+    build_base, egg_base, out = tmp_path / "build", tmp_path / "egg-base", tmp_path / "out"
+    egg_base.mkdir()
+    out.mkdir()
+    settings = {"--build-option": _build_option(build_base, egg_base)} if hook == "build_wheel" else None
+    said = _backend_warnings(hook, out, settings)
+    assert list(out.glob("looplab-*.whl")), f"{hook} built no wheel in {out}"
+    unexpected = [w for w in said if not (hook == "build_editable" and w.startswith(EDITABLE_NOTICE))]
+    assert not unexpected, f"setuptools warns on {hook}:\n" + "\n\n".join(unexpected)
 
 
 @wheel_test

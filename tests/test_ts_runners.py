@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import stat
 import threading
@@ -367,6 +368,40 @@ def test_npm_ci_runs_once_per_lockfile_and_the_folder_is_reused(fresh_cache: Pat
     shipped = sorted(p.name for p in _node.TS_DIR.glob("*.mjs"))
     assert shipped and all((first / name).read_bytes() == (_node.TS_DIR / name).read_bytes() for name in shipped)
     assert (first / "package-lock.json").read_bytes() == (_node.TS_DIR / "package-lock.json").read_bytes()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the fake npm is a shell script")
+def test_the_first_install_says_what_it_fetches_before_and_how_long_it_took_after(
+    fresh_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An npm that fails: the announcement came before it ran, and nothing claims the install was done.
+    _fake_npm(tmp_path, body='echo "npm ERR! network request failed" >&2; exit 1')
+    with pytest.raises(LooplabError):
+        _node.ensure_installed()
+    failed = capsys.readouterr().err.splitlines()
+    assert len(failed) == 3, failed
+
+    _fake_npm(tmp_path, sleep=0.2)
+    folder = _node.ensure_installed()
+    *before, after = capsys.readouterr().err.splitlines()
+    assert before == failed
+    said = " ".join(before)
+    # What: every package package.json names, and the lockfile's count with their dependencies; where; how much and
+    # how long, as the measured approximations; and the bound.
+    named = json.loads((_node.TS_DIR / "package.json").read_text(encoding="utf-8"))["dependencies"]
+    assert before[0].startswith(f"looplab: installing the Node runners' {len(named)} npm packages once ")
+    assert named and all(f" {name}," in said or f" {name} " in said for name in named)
+    pinned = sum(1 for path in LOCK["packages"] if path.startswith("node_modules/"))
+    assert pinned > len(named) and f"({pinned} with their dependencies)" in before[0]
+    assert f"about {_node.INSTALL_DOWNLOAD_MB} MB to download, {_node.INSTALL_DISK_MB} MB on disk, " in before[0]
+    assert before[0].endswith(f" {_node.INSTALL_SECONDS} s")
+    assert before[2] == f"  npm ci into {folder} (stopped after {_node.INSTALL_TIMEOUT_S:g} s)"
+    done = r"looplab: installed the Node runners' npm packages in ([\d.]+) s; later runs reuse them"
+    took = re.fullmatch(done, after)
+    assert took and float(took[1]) >= 0.2, after
+
+    assert _node.ensure_installed() == folder
+    assert capsys.readouterr().err == "", "a run reusing the install says nothing of it"
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the fake npm is a shell script")
