@@ -424,8 +424,9 @@ def run_problems(output: str, results: dict, version: str) -> list[str]:
     """What is wrong with the installed wheel's run of RELEASE_CASE: its printed table, and its results document
     (one cell, passed, stopped with an answer, recorded by the version built)."""
     problems = []
-    if not re.search(rf"^{RELEASE_RUNNER}\s+1/1\s", output, re.M):
-        problems.append(f"the run's table does not show {RELEASE_RUNNER} passing 1/1")
+    # The run's per-runner table: the case ended with an answer (`answer 5`), and no ✗ says it failed a check.
+    if not re.search(rf"^{RELEASE_RUNNER}\s+answer \d+(?! ✗)(\s|$)", output, re.M):
+        problems.append(f"the run's table does not show {RELEASE_RUNNER} answering {RELEASE_CASE} and passing")
     cells = [(c.get("runner"), c.get("case"), c.get("passed"), c.get("stop_reason")) for c in results.get("cells", [])]
     if cells != [(RELEASE_RUNNER, RELEASE_CASE, True, "final_answer")]:
         problems.append(f"the results document holds {cells}, not one passed {RELEASE_RUNNER} {RELEASE_CASE}")

@@ -28,6 +28,7 @@ from looplab.adapters.contract.result import RunResult
 from looplab.scenarios import strict
 from looplab.scenarios.scripted.conversation import PERSONA_HEADER, Persona
 from looplab.scenarios.suite import Suite, default_system_prompt, suite_at, suite_of
+from looplab.scenarios.target import stated_task, target_problem
 from looplab.shared_tools import BUILTIN_TOOLS, Fault, Tool, builtin_tool, with_faults
 from looplab.shared_tools.repo_copy import check_repo
 
@@ -146,7 +147,10 @@ class Case(_Strict):
     description: str = ""
     repo: str = Field(description="The repo's folder, relative to the case file.")
     overlay: str | None = Field(None, description="A folder whose files are laid over the repo's, relative to it.")
-    target: str = Field(description="The failing test the task names, e.g. tests/test_x.py::test_y.")
+    target: str = Field(
+        description="The failing test investigated, e.g. tests/test_x.py::test_y; the task sent states it when the "
+        "task's wording names no test or another one."
+    )
     task: str
     system_prompt: str = Field(description="What every runner is told first; the suite's system_prompt.txt if unset.")
     allow_writes: bool = Field(False, description="Offer write_file (still behind the approval gate).")
@@ -206,6 +210,12 @@ class Case(_Strict):
         return (self._file.parent / folder).resolve() if self._file else Path(folder)
 
     @property
+    def stated_task(self) -> str:
+        """The task as every runner sends it: the case's task, with a line stating its target when the task names
+        no test or another one (the target is what is investigated, whatever the wording)."""
+        return stated_task(self.task, self.target)
+
+    @property
     def tools_beyond_scripted(self) -> list[str]:
         """The tools it offers that the scripted model never calls: such a case needs a real model."""
         from looplab.scenarios.scripted.policy import TOOLS_IT_DRIVES
@@ -250,13 +260,15 @@ class CheckResult(BaseModel):
 CASE_KEYS = tuple(Case.model_fields)
 
 
-def load_case(path: Path, *, import_tools: bool = True, sandbox: bool = False) -> Case:
+def load_case(path: Path, *, import_tools: bool = True, sandbox: bool = False, check_target: bool = True) -> Case:
     """One case file; a bad one is a one-line `LooplabError` naming the file, the table and the key.
 
     `import_tools=False` reads the suite's `tools.py` without running it: the tools a case lists are checked
     against the names its source defines (what `looplab cases` needs). Otherwise a tool host runs it now and
     describes its tools (never in this process), so a run's tools that do not import, or are no tools, are refused
     before anything runs. `sandbox`: that host runs in the sandbox (`--sandbox`), as the run's own hosts will.
+    `check_target=False` leaves the target unchecked (`load_cases` checks every case's once all its files are read,
+    so a case file that cannot be read is reported first).
     """
     path = Path(path)
     data = strict.read_toml(path, limit=MAX_CASE_BYTES)
@@ -276,7 +288,19 @@ def load_case(path: Path, *, import_tools: bool = True, sandbox: bool = False) -
             check_repo(folder)
         except (OSError, ValueError) as exc:
             raise LooplabError(f"{path}: {exc}") from None
+    if check_target:
+        _check_target(case)
     return case
+
+
+def _check_target(case: Case) -> None:
+    """The case's target is a test its test command can run in its repo: the file is there and, for a Python
+    `path::name`, the file defines the name. Only a case offering run_tests is held to it: the target is what
+    run_tests runs (a case of other tools may name a placeholder)."""
+    if "run_tests" not in case.tools:
+        return
+    if problem := target_problem(case.target, case.repo_path, case.overlay_path):
+        raise LooplabError(f"{case.file}: target: {problem}")
 
 
 def _check_tools(case: Case, suite: Suite, path: Path, *, import_tools: bool) -> None:
@@ -285,8 +309,11 @@ def _check_tools(case: Case, suite: Suite, path: Path, *, import_tools: bool) ->
     known = [*BUILTIN_TOOLS, *suite.tool_names]
     for name in case.tools:
         if name not in known:
-            own = f" (its suite's tools.py defines {', '.join(suite.tool_names)})" if suite.tool_names else ""
-            raise LooplabError(f"{path}: tools: no tool named {name!r}{strict.nearest(name, known)}{own}")
+            own = f"; its suite's tools.py defines {', '.join(suite.tool_names)}" if suite.tool_names else ""
+            raise LooplabError(
+                f"{path}: tools: no tool named {name!r}{strict.nearest(name, known)} "
+                f"(looplab's built-in tools are {', '.join(BUILTIN_TOOLS)}{own})"
+            )
     for name in case.effects:
         if name not in case.own_tools:
             why = (
@@ -327,10 +354,12 @@ def _load(sources: tuple[Path, ...], import_tools: bool, sandbox: bool) -> dict[
     cases: dict[str, Case] = {}
     for source in sources:
         for path in case_files(source):
-            case = load_case(path, import_tools=import_tools, sandbox=sandbox)
+            case = load_case(path, import_tools=import_tools, sandbox=sandbox, check_target=False)
             if case.id in cases:
                 raise LooplabError(f"{path}: duplicate case id {case.id!r} (also in {cases[case.id].file})")
             cases[case.id] = case
+    for case in cases.values():  # looked at in the repo last: every case file was read first
+        _check_target(case)
     return cases
 
 
@@ -393,6 +422,10 @@ def check(
         allowed = c.stop_reason if isinstance(c.stop_reason, list) else [c.stop_reason]
         expected = " or ".join(map(str, allowed))
         add("stop_reason", result.stop_reason in allowed, f"expected {expected}, got {result.stop_reason}")
+    if result.stop_reason == StopReason.FINAL_ANSWER:
+        # An answer given without one tool call that ran is no investigation, whatever the case checks for.
+        ran = sum(call.outcome == "ok" for call in calls)
+        add("investigated before answering", ran > 0, f"{ran} tool calls ran")
     answer = (result.answer or "").lower()
     for word in c.answer_mentions:
         add(f"answer mentions {word}", word.lower() in answer, "yes" if word.lower() in answer else "no")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-__all__ = ["CASES", "write_team_suite"]
+__all__ = ["CASES", "TARGET_CASES", "TILL_TARGET", "write_target_suite", "write_team_suite"]
 
 #: Case id -> (the function the answer must name, the file it is in).
 CASES = {
@@ -107,5 +107,63 @@ def write_team_suite(root: Path) -> Path:
     for case_id, (repo, target, description) in targets.items():
         function, file = CASES[case_id]
         text = _CASE.format(id=case_id, description=description, repo=repo, target=target, function=function, file=file)
+        (suite / "cases" / f"{case_id}.toml").write_text(text.lstrip("\n"), encoding="utf-8")
+    return suite
+
+
+#: The failing test of the `till` suite: the target of both its cases, whatever their tasks name.
+TILL_TARGET = "tests/test_change.py::test_change_for_a_twenty"
+#: Case id -> its task: one that names no test, one that names a test other than the target (one that passes).
+TARGET_CASES = {
+    "till-unnamed": "Customers get the wrong change at the till. Find out why and propose the fix.",
+    "till-other": "The test tests/test_change.py::test_exact_payment_needs_no_change fails. Find out why.",
+}
+
+_TILL_FILES = {
+    "repo/till/__init__.py": "",
+    "repo/till/change.py": """
+        def change_due(paid: int, price: int) -> int:
+            \"\"\"The change, in cents, for a payment of `paid` cents on a price of `price` cents.\"\"\"
+            change = paid - price
+            change = change - price
+            return change
+    """,
+    "repo/tests/test_change.py": """
+        from till.change import change_due
+
+
+        def test_exact_payment_needs_no_change():
+            assert change_due(0, 0) == 0
+
+
+        def test_change_for_a_twenty():
+            assert change_due(2000, 1250) == 750
+    """,
+}
+
+_TILL_CASE = """
+id = "{id}"
+repo = "../repo"
+target = "{target}"
+task = "{task}"
+
+[checks]
+stop_reason = "final_answer"
+answer_mentions = ["change_due", "till/change.py", "test_change_for_a_twenty"]
+workspace_unchanged = true
+"""
+
+
+def write_target_suite(root: Path) -> Path:
+    """A suite written from nothing under `root`: one repo of two Python modules (the bug in the function the
+    failing test calls) and two cases on the same target, whose tasks name no test or another one."""
+    suite = root / "till-suite"
+    for name, text in _TILL_FILES.items():
+        path = suite / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    (suite / "cases").mkdir()
+    for case_id, task in TARGET_CASES.items():
+        text = _TILL_CASE.format(id=case_id, target=TILL_TARGET, task=task)
         (suite / "cases" / f"{case_id}.toml").write_text(text.lstrip("\n"), encoding="utf-8")
     return suite

@@ -45,6 +45,7 @@ def _suite(root: Path, files: dict[str, str] | None = None) -> Path:
     """A suite folder under `root` with a repo and `files` (by path in the suite: `tools.py`, `repo/stock.txt`)."""
     suite = root / "suite"
     (suite / "repo" / "tests").mkdir(parents=True, exist_ok=True)
+    (suite / "repo" / "tests" / "test_x.py").write_text("def test_y():\n    assert 1 == 2\n", encoding="utf-8")
     (suite / "cases").mkdir(exist_ok=True)
     for name, text in (files or {}).items():
         path = suite / name

@@ -12,7 +12,7 @@ from rich.console import Console
 from looplab.records import results
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
-from looplab.views import differences, report, scorecard
+from looplab.views import differences, first_screen, report, scorecard
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Two runners that differ on a malformed call (handrolled recovers, langgraph stops), and a case they agree on.
@@ -70,7 +70,7 @@ def test_the_report_lists_the_same_differences_as_the_closing_screen(
     assert caps is not None, "docs/iteration-caps.json is not in this checkout"
     width = 2000  # wide enough that no row folds: one line a row
     out = Console(width=width, highlight=False, record=True)
-    lines = [line.plain.rstrip() for line in differences.first_screen_lines(doc, None, width=width, caps=caps, out=out)]
+    lines = [line.plain.rstrip() for line in first_screen.differences_lines(doc, width=width, caps=caps, out=out)]
     title, rows = lines[0], lines[1:]
     screen = [tuple(re.split(r"\s{2,}", row.strip(), maxsplit=1)) for row in rows if row.strip()]
 
@@ -82,15 +82,17 @@ def test_the_report_lists_the_same_differences_as_the_closing_screen(
     assert f"{title[:1].upper()}{title[1:]}:" in html
     # Both show the ways these two runners differ, not only that they do.
     labels = [label for label, _ in screen]
-    assert {differences.SAME, differences.STOPS, differences.BAD_CALLS, differences.LAST_TOOLS} <= set(labels), screen
-    assert ("same", "vip-compound: all 2: 5 model calls, final answer, same answer") in screen
-    assert any(text.startswith("sloppy-calls: langgraph stops at the first malformed call") for _, text in screen)
+    assert {differences.SAME, differences.BAD_CALLS, differences.LAST_TOOLS} <= set(labels), screen
+    assert ("same", "vip-compound: all 2 answered in 5 model calls, the same answer") in screen
+    assert ("bad call", "sloppy-calls: langgraph stops at the first malformed call; handrolled recovers") in screen
 
 
 @pytest.mark.parametrize(
     ("plural", "one"),
     [("go on", "goes on"), ("do nothing", "does nothing"), ("raise an exception", "raises an exception"),
-     ("return without an answer", "returns without an answer"), ("finish", "finishes")],
+     ("return without an answer", "returns without an answer"), ("finish", "finishes"),
+     ("recover, fixing bad arguments themselves", "recovers, fixing bad arguments themselves"),
+     ("recover", "recovers")],
 )  # fmt: skip
 def test_a_verb_phrase_is_said_of_one_runner_in_the_singular(plural: str, one: str) -> None:
     from looplab.views.differences import _conjugated

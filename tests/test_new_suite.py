@@ -84,11 +84,18 @@ def test_a_given_id_names_the_case_and_its_file(tmp_path: Path, repo: Path) -> N
     assert load_case(case_file).id == "sum-off-by-one"
 
 
-def test_quotes_and_backslashes_in_the_target_stay_valid_toml(tmp_path: Path, repo: Path) -> None:
-    target = 'tests/test_ops.py::test_total[a"b\\c]'
-    case_file = write_suite(tmp_path / "s", repo, target)[0]
+def test_quotes_and_backslashes_in_the_repos_path_stay_valid_toml(tmp_path: Path, repo: Path) -> None:
+    odd = repo.rename(repo.with_name('o"p\\s'))
+    case_file = write_suite(tmp_path / "s", odd, TARGET)[0]
     case = load_case(case_file)
-    assert case.target == target and target in case.task
+    assert case.repo_path == odd.resolve() and case.target == TARGET
+
+
+def test_a_target_run_tests_would_refuse_is_refused_as_a_case_file_would_be(tmp_path: Path, repo: Path) -> None:
+    target = 'tests/test_ops.py::test_total[a"b\\c]'
+    with pytest.raises(LooplabError, match="not a test target") as err:
+        write_suite(tmp_path / "s", repo, target)
+    assert "\n" not in str(err.value) and not (tmp_path / "s").exists()
 
 
 @pytest.mark.parametrize(

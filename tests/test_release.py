@@ -248,11 +248,12 @@ def test_a_glob_that_matches_nothing_is_reported(noxfile: ModuleType, tmp_path: 
 
 
 def test_the_run_check_needs_one_passed_cell_recorded_by_the_version_built(noxfile: ModuleType) -> None:
-    table = "runner      passed  calls\nhandrolled     1/1      5\n"
+    table = "runner      vip-compound  tokens  wall s\nhandrolled  answer 5       4,996     0.6\n"
     cell = {"runner": "handrolled", "case": "vip-compound", "passed": True, "stop_reason": "final_answer"}
     results = {"cells": [cell], "environments": {"e1": {"looplab": "0.1.0"}}}
     assert noxfile.run_problems(table, results, "0.1.0") == []
-    assert noxfile.run_problems(table.replace("1/1", "0/1"), results, "0.1.0")
+    assert noxfile.run_problems(table.replace("answer 5", "answer 5 ✗"), results, "0.1.0")
+    assert noxfile.run_problems(table.replace("answer 5", "cap 12"), results, "0.1.0")
     failed = {**results, "cells": [{**cell, "passed": False, "stop_reason": "max_steps"}]}
     assert noxfile.run_problems(table, failed, "0.1.0")
     assert noxfile.run_problems(table, results, "0.2.0"), "a run by another looplab than the one built"

@@ -26,6 +26,7 @@ from looplab.adapters.contract.trace import ModelCall, Step, Trace
 from looplab.cli import main
 from looplab.shared_tools.records import ToolCallRecord
 from looplab.views import report, scorecard
+from tests import browser
 from tests.tiers import scaled_examples
 
 RUNNERS = ("handrolled", "langgraph")
@@ -197,33 +198,14 @@ def test_a_file_that_is_not_results_is_one_line(tmp_path: Path, capsys, content:
     assert err.startswith(f"looplab: {bad}: not a looplab results file") and err.count("\n") == 1
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.mark.full  # a browser, and an eval of a matrix in a new process
-@pytest.mark.skipif(
-    _chromium() is None,
-    reason="Chromium is not installed (Debian: apt-get install chromium chromium-driver; .ci/run does this)",
-)
+@browser.needs_chromium
 def test_chromium_loads_the_report_finds_the_matrix_and_a_trajectory_and_screenshots_it(matrix, tmp_path: Path) -> None:
     """A real browser, headless: the file opens from disk with no network, and renders what the test looks for."""
     url = matrix["html"].resolve().as_uri()
-    base = [
-        _chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-    ]
 
     def chromium(profile: str, *args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [*base, f"--user-data-dir={tmp_path / profile}", *args, url]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        return browser.run(url, tmp_path / profile, *args)
 
     dom = chromium("dom", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]

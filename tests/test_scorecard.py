@@ -215,3 +215,74 @@ def test_importing_the_scorecard_loads_no_suite() -> None:
     code = "import sys, looplab.views.scorecard; print('looplab.scenarios.cases' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _kept_document(tmp_path: Path, cases: tuple[str, ...]) -> Path:
+    """A results document under tmp_path/looplab-runs/<time>/ holding `cases` for handrolled (one real run, copied)."""
+    with harness.endpoint(harness.ModelChoice()) as where:
+        one = harness.run_one("handrolled", load_cases()["vip-compound"], where)
+    assert one.result is not None
+    outcomes = [
+        harness.RunOutcome("handrolled", c, one.result.model_copy(update={"case": c}), one.checks) for c in cases
+    ]
+    doc = results.build(outcomes, runners=["handrolled"], cases=[load_cases()[c] for c in cases])
+    return results.write(doc, tmp_path / "looplab-runs" / "20260101-120000" / "results.json")
+
+
+def test_scorecard_reads_the_newest_results_document_and_runs_nothing(tmp_path: Path, monkeypatch, capsys) -> None:
+    from looplab import cli
+    from looplab.run import matrix
+
+    kept = _kept_document(tmp_path, scorecard.CASES)
+    older = tmp_path / "looplab-runs" / "20250101-000000" / "results.json"
+    older.parent.mkdir()
+    older.write_text(kept.read_text())
+    import os
+
+    os.utime(older, (0, 0))  # written long before: not the newest
+
+    def no_run(*_: object, **__: object) -> None:
+        raise AssertionError("the scorecard ran the cases although a results document holds them")
+
+    monkeypatch.setattr(matrix, "run_scripted", no_run)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["scorecard", "--caps", str(DOCS / "iteration-caps.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    said = f"newest results: {Path('looplab-runs/20260101-120000/results.json')} (--rerun runs anew)"
+    assert said in out
+    assert f"eval: {Path('looplab-runs/20260101-120000/results.json')}" in out
+
+
+def test_scorecard_says_what_it_runs_when_the_newest_document_lacks_its_cases(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from looplab import cli
+    from looplab.run import matrix
+
+    _kept_document(tmp_path, ("vip-compound",))
+    ran: list[object] = []
+
+    def stop_here(runners: list[str], cases: list[object], **_: object) -> None:
+        ran.append((runners, cases))
+        raise KeyboardInterrupt  # what was said before the run is what this test reads
+
+    monkeypatch.setattr(matrix, "run_scripted", stop_here)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["scorecard", "--runner", "handrolled", "--caps", str(DOCS / "iteration-caps.json")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the newest results document, lacks sloppy-calls" in out
+    assert f"running {len(scorecard.CASES)} cases × 1 runners against the scripted model" in out
+    assert "roughly" in out and ran
+
+
+def test_scorecard_rerun_runs_even_when_a_document_holds_the_cases(tmp_path: Path, monkeypatch, capsys) -> None:
+    from looplab import cli
+    from looplab.run import matrix
+
+    _kept_document(tmp_path, scorecard.CASES)
+    monkeypatch.setattr(matrix, "run_scripted", lambda *_, **__: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["scorecard", "--rerun", "--runner", "handrolled", "--caps", str(DOCS / "iteration-caps.json")])
+    assert "newest results:" not in capsys.readouterr().out

@@ -5,6 +5,7 @@ And what a framework prints during a run goes to that run's record, not to the t
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -485,9 +486,9 @@ def test_a_run_fits_under_columns_and_ends_with_where_the_runners_differ(
     lines = out.rstrip().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("how the 2 runners differ"))
     block = " ".join(" ".join(lines[start:]).split())
-    assert "vip-compound: all 2: 5 model calls" in block
+    assert "vip-compound: all 2 answered in 5 model calls" in block
     # A long path may wrap anywhere: it is found with the line breaks' spaces taken out.
-    assert block.replace(" ", "").endswith(f"looplab report {tmp_path / 'results.json'}".replace(" ", ""))
+    assert f"looplab report {tmp_path / 'results.json'}".replace(" ", "") in block.replace(" ", "")
 
 
 # --- what a framework prints during a run ----------------------------------------------------------------------
@@ -566,3 +567,137 @@ def test_pydantic_ais_banner_goes_to_the_runs_record_not_the_terminal() -> None:
     if not any("pydantic-ai v" in w for w in warned):
         pytest.skip("this Pydantic AI showed no banner")
     assert any(w.startswith("stderr: ") and "observability" in w for w in warned)
+
+
+# --- history, the estimate, the scorecard, caps: at 80 columns -------------------------------------------------
+
+names = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz_-.0123456789"), min_size=1, max_size=40)
+
+
+@functools.cache
+def _kept_history() -> dict[str, list[Any]]:
+    """The kept measurements in history/, read once."""
+    from looplab.records.history import read, runners_of
+
+    return runners_of(read(Path(__file__).resolve().parent.parent / "history"), ())
+
+
+@settings(deadline=None, max_examples=30)
+@given(runner=names, version=names, where=names, before=st.text(min_size=0, max_size=150))
+def test_the_history_view_fits_80_columns_whatever_the_kept_names(
+    runner: str, version: str, where: str, before: str
+) -> None:
+    from looplab.records.caps_changes import Change
+    from looplab.views import history as shown
+
+    kept = dict(_kept_history())
+    langgraph = kept["langgraph"]
+    first = langgraph[0].model_copy(update={"runner": runner, "version": version})
+    kept = {runner: [first, *langgraph[1:]], **kept}
+    text = shown.terminal(kept, width=80)
+    assert_fits(text, 80)
+    change = Change(runner, where, "unset", "ending.message", before, "after")
+    lines = [folded for line in shown._change_lines(change, 80) for folded in shown._fitted(line, 80)]
+    assert all(cell_len(line) <= 80 for line in lines)
+
+
+def test_the_kept_history_prints_each_change_on_one_line_where_one_line_holds_it() -> None:
+    from looplab.records.history import read, runners_of
+    from looplab.views import history as shown
+
+    text = shown.terminal(runners_of(read(Path(__file__).resolve().parent.parent / "history"), ()), width=80)
+    assert_fits(text, 80)
+    assert "      recursion_limit: default 25 -> 10000" in text.splitlines()
+    # A change too long for one line keeps its new value whole on the next, after `->`.
+    assert '        -> "kept going: stopped by looplab\'s safety stop at 60 model calls"' in text.splitlines()
+    assert text.startswith("every version below measured ")  # the date and looplab every version shares
+
+
+@settings(deadline=None, max_examples=30)
+@given(
+    runners=st.lists(names, min_size=1, max_size=20, unique=True),
+    cases=st.lists(names, min_size=1, max_size=3, unique=True),
+    tokens=st.integers(0, 99_999_999),
+    priced=st.booleans(),
+    bound=st.booleans(),
+)
+def test_the_estimate_fits_80_columns_one_line_a_cell(
+    runners: list[str], cases: list[str], tokens: int, priced: bool, bound: bool
+) -> None:
+    from looplab.adapters.contract.pricing import Pricing
+    from looplab.measure import estimate
+
+    cells = []
+    for i, case in enumerate(cases):
+        for j, runner in enumerate(runners):
+            if bound and i == 0:
+                cells.append(estimate.Cell(runner, case, bound=estimate.Bound(("deploy",), 12, 0.25)))
+            else:
+                stop = "max_steps" if (i + j) % 3 == 0 else "final_answer"
+                cells.append(estimate.Cell(runner, case, stop, 12, tokens, tokens // 7, 0, 1.2345))
+    pricing = Pricing(3.0, 15.0) if priced else None
+    est = estimate.Estimate("anthropic:claude-sonnet-4-5", pricing, "--price", tuple(cells))
+    text = estimate.render(est, width=80)
+    assert_fits(text, 80)
+    lines = text.splitlines()
+    rule = next(k for k, line in enumerate(lines) if line.startswith("─"))
+    total = next(k for k, line in enumerate(lines) if line.startswith("total"))
+    grouped = sum(line.endswith(":") and not line.startswith(" ") for line in lines[rule + 1 : total])
+    # One line a cell (and, where the cases are lines of their own, one a case): no cell wrapped to a second line.
+    assert total - rule - 1 == len(cells) + grouped
+    for cell in cells:
+        assert any(cell.runner in line.split() for line in lines[rule + 1 : total]), cell.runner
+
+
+def test_the_estimate_says_what_every_cell_shares_once_above_the_table() -> None:
+    from looplab.measure import estimate
+
+    cells = tuple(estimate.Cell(r, "vip-compound", "final_answer", 5, 4_767, 229, 0, 0.0177) for r in RUNNERS)
+    text = estimate.render(estimate.Estimate("openai:gpt-4.1", None, "", cells), width=80)
+    assert "every cell: case vip-compound · scripted run final_answer" in text
+    header = next(line for line in text.splitlines() if line.startswith("runner"))
+    assert "case" not in header and "scripted" not in header and "cost" not in header  # said once, not per row
+    assert "price unknown" in text
+
+
+def test_the_scorecard_at_80_columns_fits_with_a_line_a_behaviour(one_run) -> None:
+    from looplab.views import scorecard
+
+    doc = results.build(every_runner(one_run), runners=RUNNERS, cases=[CASES["vip-compound"]])
+    caps = scorecard.load_caps(Path(__file__).resolve().parent.parent / "docs" / "iteration-caps.json")
+    card = scorecard.build(RUNNERS, scorecard.observed(doc), caps)
+    out = recording(80)
+    scorecard.print_terminal(card, out)
+    text = out.export_text()
+    assert_fits(text, 80)
+    lines = text.splitlines()
+    # A behaviour nobody measured is said once for every runner, not once a runner.
+    assert "every runner: two tools in one reply: not measured" in lines
+    assert sum("two tools in one reply" in line for line in lines) == 1
+    # Each runner's short cells are a line each, whole.
+    assert "  tools of the last call: ran" in lines
+    # Laid out a runner at a time, a cell one line can hold is on one line, whole (under its title if need be).
+    for c in card.cards:
+        for row in scorecard.group_rows("the cap"):
+            cell = c.cells[row.key].text
+            if cell_len(cell) <= 76:
+                assert any(cell in line for line in lines), (c.runner, cell)
+
+
+def test_the_caps_check_output_fits_80_columns() -> None:
+    from looplab.measure import caps
+
+    long = '+      "message": "Recursion limit of 25 reached without hitting a stop condition. You can increase it"'
+    text = caps.for_terminal(f"--- a\n+++ b\n{long}\nchanged: langgraph, recursion_limit = unset: {long}\n", 80)
+    assert_fits(text, 80)
+    lines = text.splitlines()
+    # A long diff line keeps its mark on each of its lines, so it still reads as an added line.
+    assert all(line.startswith("+") for line in lines[2:4])
+    assert "".join(line[1:].strip() for line in lines[2:4]).replace(" ", "") == long[1:].replace(" ", "")
+
+
+@pytest.mark.parametrize("command", [["history"], ["history", "--runner", "langgraph"]])
+def test_looplab_history_fits_under_columns_80(command: list[str], columns, capsys) -> None:
+    columns(80)
+    assert main([*command, "--dir", str(Path(__file__).resolve().parent.parent / "history")]) == 0
+    assert_fits(capsys.readouterr().out, 80)

@@ -125,9 +125,7 @@ def select(
     elif elsewhere and not args.runner and hasattr(args, "isolate"):
         from looplab.views import render
 
-        render.console().print(
-            f"{', '.join(elsewhere)} run only in their own environments: add --isolate to include them", style="dim"
-        )
+        render.console().print(f"left out: {', '.join(elsewhere)} (add --isolate to run them)", style="dim")
     if getattr(args, "cmd", None):  # for --runner external, here and in every worker process
         import os
 

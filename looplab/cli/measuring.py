@@ -151,7 +151,8 @@ def _caps(args: argparse.Namespace) -> int:
         fresh_md = caps.to_markdown(measurements.CapsDoc.model_validate_json(committed_json), committed_md)
         stale_md = md_path.exists() and fresh_md != committed_md
         if changes or stale_md:
-            print(changes or caps.diff(committed_md, fresh_md, "iteration-caps.md"))
+            found = str(changes) or caps.diff(committed_md, fresh_md, "iteration-caps.md")
+            print(caps.for_terminal(found, out.width))  # the terminal's width: a diff line goes on under its mark
             why = (
                 f"on the {args.api} API the caps measure otherwise than the docs, measured on each runner's first "
                 "(the lines above name the runner, knob and value)"

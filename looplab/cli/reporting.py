@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from looplab.cli._inputs import case_sources, check_runners, ready_to_write
 from looplab.cli._options import cases_option, write_otel
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["COMMANDS", "PARSERS"]
 
@@ -19,7 +23,13 @@ def _add_scorecard(sub: argparse._SubParsersAction) -> None:
     card = sub.add_parser("scorecard", help="how each framework behaves, cell by cell, from measurements")
     card.add_argument("--runner", action="append", metavar="NAME", help="only these runners (repeatable)")
     card.add_argument(
-        "--results", metavar="PATH", help="read the runs from this results document (default: run the cases now)"
+        "--results",
+        metavar="PATH",
+        help="read the runs from this results document (default: the newest under looplab-runs/ that holds the "
+        "scorecard's cases, else run them now)",
+    )
+    card.add_argument(
+        "--rerun", action="store_true", help="run the scorecard's cases now, even when a results document holds them"
     )
     card.add_argument("--caps", metavar="PATH", default="docs/iteration-caps.json", help="the caps measurement")
     card.add_argument("--bench", metavar="PATH", help="a `looplab bench --json` file (per-turn overhead, import time)")
@@ -66,9 +76,13 @@ def _scorecard(args: argparse.Namespace) -> int:
     caps_path = Path(args.caps)
     caps = scorecard.load_caps(caps_path)
     sources = {"caps": str(caps_path) if caps else f"{caps_path} (missing: not measured)"}
-    if args.results:
-        document = results.read(Path(args.results))
-        sources["eval"] = args.results
+    out = render.console()
+    from_file = args.results
+    if not from_file and not args.rerun:
+        from_file = _newest_holding(args, out)
+    if from_file:
+        document = results.read(Path(from_file))
+        sources["eval"] = str(from_file)
         runners = args.runner or [n for n in known if n in document.runners]
     else:
         from looplab.run.harness import ModelChoice
@@ -79,11 +93,18 @@ def _scorecard(args: argparse.Namespace) -> int:
         jobs = matrix.default_jobs() if args.jobs is None else args.jobs
         sources_named = case_sources(args)
         own = list(load_cases(sources_named).values()) if sources_named else []
-        ModelChoice().check_drivable(own)
+        own = ModelChoice().check_drivable(own)
         if clash := [c.id for c in own if c.id in scorecard.CASES]:
             raise LooplabError(f"case {clash[0]!r}: the scorecard runs looplab's own case of that id; rename yours")
         wanted = [*scorecard.CASES, *own]
-        with render.console().status(f"running {len(wanted)} cases through {len(here)} runners"):
+        # Said before it starts: the run takes minutes, and the reader may have a document to give instead.
+        runs = len(wanted) * len(here)
+        out.print(
+            f"running {len(wanted)} cases × {len(here)} runners against the scripted model: {runs} runs, "
+            f"{_roughly(runs, jobs)} on {jobs} worker{'s' * (jobs != 1)} (--results PATH reads a document instead)",
+            style="dim",
+        )
+        with out.status(f"running {len(wanted)} cases through {len(here)} runners"):
             document = matrix.run_scripted(here, wanted, jobs=jobs)
         ran = [*scorecard.CASES, *(c.id for c in own)]
         sources["eval"] = f"{', '.join(ran)} run now against the scripted model"
@@ -95,6 +116,52 @@ def _scorecard(args: argparse.Namespace) -> int:
         files.write_text(args.markdown, scorecard.markdown(card))
         render.console().print(f"Markdown: {args.markdown}")
     return 0
+
+
+#: About how long one run of a case against the scripted model takes a worker (measured: a whole eval on 2 cores).
+_SECONDS_A_RUN = 2.5
+
+
+def _roughly(runs: int, jobs: int) -> str:
+    """How long `runs` runs take `jobs` workers, roughly, as people say it."""
+    seconds = runs * _SECONDS_A_RUN / max(jobs, 1)
+    return f"roughly {max(round(seconds), 1)} s" if seconds < 90 else f"roughly {round(seconds / 60)} min"
+
+
+def _newest_holding(args: argparse.Namespace, out: Console) -> str | None:
+    """The newest kept results document when it holds every case (and named runner) the scorecard reads, saying
+    so in one line; else None, with one line saying why the cases are run instead."""
+    from looplab.adapters.contract.errors import LooplabError
+    from looplab.records import results
+    from looplab.run.harness import RUNS_DIR, SCRIPTED, newest_results
+    from looplab.scenarios.cases import load_cases
+    from looplab.views import scorecard
+
+    newest = newest_results()
+    if newest is None:
+        out.print(f"no results document under {RUNS_DIR}/: the scorecard's cases run now", style="dim")
+        return None
+    try:
+        document = results.read(newest)
+    except LooplabError as exc:  # one of another looplab, say: run instead of failing
+        out.print(f"{newest} (the newest results document) cannot be read ({exc}): the cases run now", style="dim")
+        return None
+    named = case_sources(args)
+    own = list(load_cases(named)) if named else []
+    # The scorecard's cells are the scripted model's behaviour: a real model's runs of a case do not stand in.
+    held = {c.case for c in document.cells if c.model == SCRIPTED}
+    lacking = [c for c in [*scorecard.CASES, *own] if c not in held]
+    lacking += [r for r in args.runner or [] if r not in document.runners]
+    if lacking:
+        out.print(
+            f"{newest}, the newest results document, lacks {', '.join(lacking)} (against the scripted model): "
+            "the scorecard's cases run now",
+            style="dim",
+        )
+        return None
+    # One line at 80 columns: the document read, and how to run afresh instead.
+    out.print(f"newest results: {newest} (--rerun runs anew)", style="dim")
+    return str(newest)
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -113,6 +113,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--steps", action="store_true", help="also print each run's steps and the per-case table")
     run.add_argument("--quiet", action="store_true", help="print only where the runners differ and where the files are")
+    run.add_argument(
+        "--native-caps", action="store_true", help="also print each runner's own cap and the value it ran with"
+    )
     isolation_options(run)
     sandbox_option(run)
 
@@ -182,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
 
         from looplab.records import results
         from looplab.run import harness, interrupt, isolation, matrix, schedule
-        from looplab.views import differences, render, report
+        from looplab.views import first_screen, render
 
     runners, cases = select(args, list(FIRST_CASES if args.model == harness.SCRIPTED else FIRST_CASES_REAL_MODEL))
     sandbox_ready(args.sandbox)
@@ -191,7 +194,7 @@ def _run(args: argparse.Namespace) -> int:
     choice = harness.ModelChoice(
         args.model, args.base_url, args.api, args.price, args.retries, args.rpm, stream=_stream(args)
     )
-    choice.check_cases(cases)
+    cases = choice.check_cases(cases)  # a case the scripted model cannot play is skipped, with one line
     choice.check_key()
     runners = runners_taking(choice, runners)
     out_dir = Path(args.out) if args.out else harness.default_out_dir()
@@ -232,13 +235,12 @@ def _run(args: argparse.Namespace) -> int:
                 isolation.run_isolated(plan, where, isolated, 1, 1, done, options)
     if args.steps:
         render.summary_table(outcomes)
-    if not args.quiet:
-        report.print_headline(document())
     save()
     if args.json:
         render.console().print(f"JSON: {args.json}")
-    render.console().print(f"results: {out_dir / 'results.json'}\ntraces:  {out_dir / 'traces.jsonl'}")
-    differences.print_first_screen(document(), out_dir / "results.json")
+    first_screen.print_screen(
+        document(), out_dir / "results.json", per_runner=not args.quiet, native_caps=args.native_caps
+    )
     return exit_code(outcomes)
 
 
@@ -259,7 +261,7 @@ def _eval(args: argparse.Namespace) -> int:
     choice = harness.ModelChoice(
         args.model, args.base_url, args.api, args.price, args.retries, args.rpm, stream=_stream(args)
     )
-    choice.check_cases(cases)
+    cases = choice.check_cases(cases)  # a case the scripted model cannot play is skipped, with one line
     choice.check_key()
     runners = runners_taking(choice, runners)
     resume_path = Path(args.resume) if args.resume else None

@@ -58,8 +58,8 @@ def _serve_model(args: argparse.Namespace) -> int:
         from looplab.scenarios.cases import load_cases
 
         cases = load_cases(sources, import_tools=False)  # the model needs their names, not the tools' code
-        ModelChoice().check_drivable(cases.values())
-        print(f"cases: {', '.join(cases)}", flush=True)
+        playable = ModelChoice().check_drivable(cases.values())  # the others are skipped, each in one line
+        print(f"cases: {', '.join(c.id for c in playable)}", flush=True)
     url = f"http://{args.host}:{args.port}"
     print(f"scripted model ({args.policy}) on {url}: OpenAI base_url {url}/v1, Anthropic base_url {url}", flush=True)
     app = create_app(policy)

@@ -1,7 +1,8 @@
 """`looplab new-suite DIR --repo PATH --target TEST`: a suite folder that `looplab run --cases DIR` runs at once.
 
 The folder gets one case (`cases/<id>.toml`, its `repo` relative to the case file), looplab's default
-investigator prompt (`system_prompt.txt`) and a `tools.py` with no tools, whose docstring shows how to add one.
+investigator prompt (`system_prompt.txt`, naming the repository's language: `language_of`) and a `tools.py` with no
+tools, whose docstring shows how to add one.
 
 It never changes what is there: if anything is already at a path it would write (a file, a FIFO, a link, even one
 to nothing), or the folder holds case files, or its `cases` is not a folder of its own (a link), it refuses in one
@@ -20,11 +21,51 @@ from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.scenarios.suite import SYSTEM_PROMPT_FILE, TOOLS_FILE, default_system_prompt
+from looplab.scenarios.target import target_problem
 
-__all__ = ["CASES_FOLDER", "case_id_of", "main", "write_suite"]
+__all__ = ["CASES_FOLDER", "LANGUAGE_OF_SUFFIX", "LANGUAGE_OF_FILE", "case_id_of", "language_of", "main", "write_suite"]
 
 #: The folder of a suite that holds its case files.
 CASES_FOLDER = "cases"
+
+#: The language of a test file, by its suffix.
+LANGUAGE_OF_SUFFIX = {
+    ".py": "Python",
+    ".js": "JavaScript",
+    ".mjs": "JavaScript",
+    ".cjs": "JavaScript",
+    ".jsx": "JavaScript",
+    ".ts": "TypeScript",
+    ".mts": "TypeScript",
+    ".cts": "TypeScript",
+    ".tsx": "TypeScript",
+    ".rb": "Ruby",
+    ".go": "Go",
+    ".rs": "Rust",
+    ".java": "Java",
+    ".kt": "Kotlin",
+    ".php": "PHP",
+    ".cs": "C#",
+    ".swift": "Swift",
+    ".ex": "Elixir",
+    ".exs": "Elixir",
+}
+#: The language of a repository whose target names no file of a known language, by a project file at its root.
+LANGUAGE_OF_FILE = {
+    "tsconfig.json": "TypeScript",
+    "package.json": "JavaScript",
+    "go.mod": "Go",
+    "Cargo.toml": "Rust",
+    "pom.xml": "Java",
+    "build.gradle": "Java",
+    "Gemfile": "Ruby",
+    "composer.json": "PHP",
+    "mix.exs": "Elixir",
+    "pyproject.toml": "Python",
+    "setup.py": "Python",
+}
+#: What looplab's default prompt says of the repository, which a suite's prompt says in the repository's language.
+_PROMPT_LANGUAGE = "in a Python repository"
 
 #: A case id: it names the case file too, so it is a plain file name.
 _CASE_ID = re.compile(r"[a-z0-9][a-z0-9._-]*", re.IGNORECASE)
@@ -62,7 +103,8 @@ def write_suite(folder: Path, repo: Path, target: str, *, case_id: str | None = 
     """Write a suite folder with one case investigating `target` in `repo`; return the files written.
 
     `case_id` defaults to one made from the test's name. Refused with a one-line `LooplabError`: a folder that
-    already holds a suite, a `repo` that is not a folder, a `target` whose file is not in `repo`, a bad `case_id`.
+    already holds a suite, a `repo` that is not a folder, a `target` whose file is not in `repo` or that is no test
+    there (`target_problem`, as when a case file is read), a bad `case_id`.
     """
     if not repo.is_dir():
         raise LooplabError(f"--repo {repo}: not a folder")
@@ -78,7 +120,7 @@ def write_suite(folder: Path, repo: Path, target: str, *, case_id: str | None = 
     case_file = cases / f"{ident}.toml"
     texts = {
         case_file: _case_text(ident, _relative(repo, case_file.parent), target),
-        folder / SYSTEM_PROMPT_FILE: default_system_prompt() + "\n",
+        folder / SYSTEM_PROMPT_FILE: _prompt_for(language_of(repo, target)) + "\n",
         folder / TOOLS_FILE: _TOOLS_PY,
     }
     # lexists: a link (to nothing too) or a FIFO at a path counts as there; nothing is written through it.
@@ -89,6 +131,21 @@ def write_suite(folder: Path, repo: Path, target: str, *, case_id: str | None = 
     for path, text in texts.items():
         files.write_text(path, text)
     return list(texts)
+
+
+def language_of(repo: Path, target: str) -> str | None:
+    """The language of the repository's tests: the target file's (by its suffix), else the one its project files
+    name (`package.json`: JavaScript), else None (unknown)."""
+    suffix = PurePosixPath(target.partition("::")[0]).suffix
+    if suffix in LANGUAGE_OF_SUFFIX:
+        return LANGUAGE_OF_SUFFIX[suffix]
+    return next((language for name, language in LANGUAGE_OF_FILE.items() if (repo / name).is_file()), None)
+
+
+def _prompt_for(language: str | None) -> str:
+    """looplab's default investigator prompt, saying the repository's language (or no language when unknown)."""
+    said = f"in a {language} repository" if language else "in a repository"
+    return default_system_prompt().replace(_PROMPT_LANGUAGE, said)
 
 
 def case_id_of(target: str) -> str:
@@ -113,6 +170,8 @@ def _check_target(repo: Path, target: str) -> None:
         raise LooplabError(f"--target {target!r}: the test file's path is relative to the repo, inside it")
     if not (repo / path).is_file():
         raise LooplabError(f"--target {target!r}: no file {file} in {repo}")
+    if problem := target_problem(target, repo):  # what a case file's target is held to when it is read
+        raise LooplabError(f"--target {target!r}: {problem}")
 
 
 def _relative(repo: Path, start: Path) -> str:

@@ -218,7 +218,7 @@ def timed_run(runner: str, case: Any, where: Any) -> Sample:
         )
         gc.collect()  # the previous run's garbage is not this run's overhead
         origin[0] = time.perf_counter()
-        result = adapter.run(case.task, guard, case.limits, spec, system_prompt=case.system_prompt)
+        result = adapter.run(case.stated_task, guard, case.limits, spec, system_prompt=case.system_prompt)
         end = guard.clock()
     steps = result.trace.steps
     return Sample(
@@ -331,7 +331,7 @@ def timed_bare(runner: str, loop: BareRun, case: Any, where: Any) -> BareSample:
         gc.collect()
         started = time.perf_counter()
         turns = loop(
-            case.task, tools, where.scripted_urls, model, case.limits.max_steps, system_prompt=case.system_prompt
+            case.stated_task, tools, where.scripted_urls, model, case.limits.max_steps, system_prompt=case.system_prompt
         )
         return BareSample(wall_s=time.perf_counter() - started, tools_s=watch.spent, turns=turns)
 

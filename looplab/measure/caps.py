@@ -90,7 +90,7 @@ class Prober:
         #: The wire API every run speaks (None: each runner's first).
         self.api = api
         case = load_cases()["vip-compound"]
-        self.repo, self.task, self.system_prompt = case.repo_path, case.task, case.system_prompt
+        self.repo, self.task, self.system_prompt = case.repo_path, case.stated_task, case.system_prompt
 
     def run(
         self,
@@ -276,7 +276,8 @@ def _last_tools(rows: list[Row]) -> str:
 
 
 def to_markdown(doc: CapsDoc, existing: str = "") -> str:
-    """The doc a person reads: a summary table, then a section per runner; prose blocks are kept."""
+    """The doc a person reads: the results in two summary tables, how they were measured (the intro prose), then a
+    section per runner; prose blocks are kept."""
     prose = _prose(existing)
 
     def block(key: str) -> Iterator[str]:
@@ -284,25 +285,43 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
         yield (prose.get(key) or DEFAULT_PROSE).rstrip("\n")
         yield "<!-- /prose -->"
 
-    out = ["# Iteration caps, measured", "", *block("intro"), ""]
-    out += [
-        "| runner | version | native knob for `max_steps=N` | default | counts | at the cap | "
-        "unset, a runaway makes | smallest value to answer on call 3 | under delegation | token budget |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+    # The results first, in two tables narrow enough for a page (the long text in each one's last column); how they
+    # were measured after them.
+    out = [
+        "# Iteration caps, measured",
+        "",
+        "What each runner's own cap counts and does, measured by `looplab caps` on the versions named (each runner's "
+        "section has every value measured and the code that sets the cap; [how these were measured]"
+        "(#how-these-were-measured) follows the tables).",
+        "",
+        "| runner | version | native knob for `max_steps=N` | default | counts | at the cap |",
+        "|---|---|---|---|---|---|",
     ]
     for r in doc.runners:
         k = r.knobs[0]
-        version = version_label(r)
         default = "none" if k.default is None else k.default
         out.append(
-            f"| `{r.runner}` | {version} | `{cell(r.mapping)}` | {default} | {k.counts} | "
-            f"{ending_text(k.rows[0].ending)} | {k.unset.model_calls} model calls | "
-            f"{k.smallest_value_to_answer_on_call_3} | {caps_budgets.delegation_cell(r.delegation)} | "
-            f"{caps_budgets.token_cell(r.token_budget)} |"
+            f"| `{r.runner}` | {version_label(r)} | `{cell(r.mapping)}` | {default} | {k.counts} | "
+            f"{ending_text(k.rows[0].ending)} |"
+        )
+    out += [
+        "",
+        "| runner | unset, a runaway makes | smallest value to answer on call 3 | token budget | under delegation |",
+        "|---|---|---|---|---|",
+    ]
+    for r in doc.runners:
+        k = r.knobs[0]
+        out.append(
+            f"| `{r.runner}` | {k.unset.model_calls} model calls | {k.smallest_value_to_answer_on_call_3} | "
+            f"{caps_budgets.token_cell(r.token_budget)} | {caps_budgets.delegation_cell(r.delegation)} |"
         )
     out += [
         "",
         f"Safety stop for a cap that never fires: {doc.safety_stop} model calls (looplab's, not the framework's).",
+        "",
+        "## How these were measured",
+        "",
+        *block("intro"),
         "",
     ]
     for r in doc.runners:
@@ -336,6 +355,30 @@ def diff(committed: str, fresh: str, name: str) -> str:
             f"{name} (measured)",
         )
     )
+
+
+def for_terminal(text: str, width: int = 80) -> str:
+    """`text` (a diff and its `changed:` lines) with no line wider than `width`: a long diff line goes on under its
+    own `+`, `-` or ` ` mark and indent, so it still reads as one added, removed or kept line; any other long line
+    wraps at its spaces, its continuation indented."""
+    import textwrap
+
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        if line[:1] in "+- " and not line.startswith(("+++", "---")):
+            body = line[1:]
+            indent = line[0] + body[: min(len(body) - len(body.lstrip()), width // 2)]
+            first, more = indent, indent + "  "
+        else:
+            first, more = "", "    "
+        wrapper = textwrap.TextWrapper(
+            width, initial_indent=first, subsequent_indent=more, break_on_hyphens=False, break_long_words=True
+        )
+        out += wrapper.wrap(line[len(first) :] if first else line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,11 @@ gives the bound its limits set instead (`max_steps` model calls a run, and `max_
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from rich.cells import cell_len
 
 from looplab.adapters.contract.model import parse_model
 from looplab.adapters.contract.pricing import Pricing, format_cost, price_of, price_table, total_cost
@@ -18,7 +21,7 @@ from looplab.run import harness
 from looplab.run.environments import RunnerEnv
 from looplab.run.matrix import run_matrix
 from looplab.scenarios.cases import Case
-from looplab.views.render import TOKENS_IN, TOKENS_OUT, Col, table_lines
+from looplab.views.render import SHORT_STOP, TOKENS_IN, TOKENS_OUT, Col, table_lines
 
 __all__ = ["Bound", "Cell", "Estimate", "TOKENS_NOTE", "WIDTH", "estimate", "render"]
 
@@ -186,15 +189,17 @@ _COLUMNS = (
     TOKENS_OUT,
     Col("cost $", right=True),
 )
+#: What a cell that did not run shows in the "scripted run" column.
+NOT_RUN = "not run"
 
 
 def _row(cell: Cell, priced: bool) -> list[str]:
     if cell.bound is not None:
         budget = cell.bound.max_cost_usd
         cost = f"≤ {_dollars(budget)}" if budget is not None else "no bound"
-        return [cell.runner, cell.case, "not run", f"≤ {cell.bound.max_steps}", "—", "—", cost]
+        return [cell.runner, cell.case, NOT_RUN, f"≤ {cell.bound.max_steps}", "—", "—", cost]
     if cell.error is not None:
-        return [cell.runner, cell.case, "not run", "—", "—", "—", "—"]
+        return [cell.runner, cell.case, NOT_RUN, "—", "—", "—", "—"]
     cost = format_cost(cell.cost_usd) if priced else "unknown"
     return [
         cell.runner,
@@ -219,24 +224,105 @@ def _price_text(est: Estimate) -> str:
     return f"${p.input_per_mtok:g} in, ${p.output_per_mtok:g} out per million tokens ({est.price_source})"
 
 
+def _narrowest(cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> int:
+    """The fewest columns the rows take on one line each: every cell whole, one space between columns, headers
+    broken at their spaces (a header may take two lines; a cell never does)."""
+    widths = [
+        max([max(cell_len(w) for w in (c.short or c.header).split()), *(cell_len(r[i]) for r in rows)])
+        for i, c in enumerate(cols)
+    ]
+    return sum(widths) + len(widths) - 1
+
+
+def _layout(cols: list[Col], rows: list[list[str]], total: list[str], width: int) -> _Shape:
+    """The columns, rows and total row that hold one cell a line in `width`, with the header lines for what the
+    layout took out of the table (a column every cell shares, the stops spelt short)."""
+    head: list[str] = []
+    shared: list[str] = []
+    # A column where every cell says the same says it once, above the table (the runner column stays: it names
+    # each row, and the total's).
+    for name in ("case", "scripted run"):
+        i = [c.header for c in cols].index(name)
+        values = {r[i] for r in rows}
+        if len(values) == 1:
+            shared.append(f"{name} {values.pop()}")
+            if total[i]:  # the total's count of cells run moves beside its label
+                total = [f"{total[0]}, {total[i]}", *total[1:]]
+            cols, rows, total = _without(i, cols, rows, total)
+    if shared:
+        head.append("every cell: " + " · ".join(shared))
+    # The first that fits: as it is, the stops spelt short, each case a line of its own, or both.
+    shapes = [(False, False), (True, False), (False, True), (True, True)]
+    for short, grouped in shapes:
+        shaped: _Shape = (cols, rows, total, [])
+        if short:
+            shaped = _short_stops(*shaped)
+        if grouped:
+            shaped = _by_case(*shaped)
+        if _narrowest(shaped[0], [*shaped[1], shaped[2]]) <= width:
+            break
+    return shaped[0], shaped[1], shaped[2], head + shaped[3]
+
+
+_Shape = tuple[list[Col], list[list[str]], list[str], list[str]]
+
+
+def _short_stops(cols: list[Col], rows: list[list[str]], total: list[str], head: list[str]) -> _Shape:
+    """The "scripted run" column as "ended", its stops spelt as the matrix spells them, a line above saying so."""
+    if "scripted run" not in [c.header for c in cols]:
+        return cols, rows, total, head
+    i = [c.header for c in cols].index("scripted run")
+    used = sorted({r[i] for r in rows} - {NOT_RUN})
+    rows = [[*r[:i], SHORT_STOP.get(r[i], r[i]), *r[i + 1 :]] for r in rows]
+    short = [f"{SHORT_STOP[s]} = {s}" for s in used if SHORT_STOP.get(s, s) != s]
+    said = "ended: how the scripted run stopped" + (f" ({', '.join(short)})" if short else "")
+    return [*cols[:i], Col("ended"), *cols[i + 1 :]], rows, total, [*head, said]
+
+
+def _by_case(cols: list[Col], rows: list[list[str]], total: list[str], head: list[str]) -> _Shape:
+    """No case column: each case a line of its own, its runners' rows indented under it (the cells come case by
+    case)."""
+    if "case" not in [c.header for c in cols]:
+        return cols, rows, total, head
+    i = [c.header for c in cols].index("case")
+    grouped: list[list[str]] = []
+    last = None
+    for row in rows:
+        if row[i] != last:
+            last = row[i]
+            grouped.append([last + ":", *[""] * (len(cols) - 2)])
+        grouped.append(["  " + row[0], *row[1:i], *row[i + 1 :]])
+    total = [f"{total[0]}, {total[i]}", *total[1:i], *total[i + 1 :]]
+    return [Col("case: runner"), *cols[1:i], *cols[i + 1 :]], grouped, total, head
+
+
+def _without(
+    i: int, cols: list[Col], rows: list[list[str]], total: list[str]
+) -> tuple[list[Col], list[list[str]], list[str]]:
+    """The table without its column `i`."""
+    return cols[:i] + cols[i + 1 :], [r[:i] + r[i + 1 :] for r in rows], total[:i] + total[i + 1 :]
+
+
 def render(est: Estimate, *, width: int = WIDTH) -> str:
-    """The estimate as plain text, no line wider than `width`: a table of the cells and the total, then what the
-    numbers mean."""
+    """The estimate as plain text, no line wider than `width` and each cell on one line: the model and its price,
+    what every cell shares, a table of the cells and the total, then what the numbers mean."""
     priced = est.pricing is not None
     rows = [_row(c, priced) for c in est.cells]
     n = len(est.measured)
     total_cost_text = format_cost(est.cost_usd) if priced else "unknown"
-    rows.append(
-        [
-            "total",
-            f"{n} cell{'s' * (n != 1)} run",
-            "",
-            str(est.model_calls),
-            f"{est.input_tokens:,}",
-            f"{est.output_tokens:,}",
-            total_cost_text,
-        ]
-    )
+    total = [
+        "total",
+        f"{n} cell{'s' * (n != 1)} run",
+        "",
+        str(est.model_calls),
+        f"{est.input_tokens:,}",
+        f"{est.output_tokens:,}",
+        total_cost_text,
+    ]
+    cols, table = list(_COLUMNS), rows
+    if not priced:  # a cost column of "unknown" says nothing the price line does not
+        cols, table, total = _without(len(cols) - 1, cols, table, total)
+    cols, rows, total, head = _layout(cols, table, total, width)
     notes = [TOKENS_NOTE, "No request was sent to the provider."]
     if not priced:
         notes.append(
@@ -245,9 +331,11 @@ def render(est: Estimate, *, width: int = WIDTH) -> str:
         )
     notes += _bound_notes(est)
     notes += [f"{c.runner} on {c.case}: not run: {c.error}" for c in est.cells if c.error is not None]
-    title = f"looplab eval --estimate · {est.model} at {_price_text(est)}"
-    lines = table_lines(title, _COLUMNS, rows, notes, width=width)
-    return "\n".join(line.plain.rstrip() for line in lines)
+    title = f"looplab eval --estimate · {est.model}"
+    lines = table_lines("", cols, [*rows, total], notes, width=width)
+    top = [title, f"at {_price_text(est)}" if priced else "price unknown: the tokens without a cost", *head]
+    wrapped = [w for line in top for w in textwrap.wrap(line, width, break_on_hyphens=False) or [""]]
+    return "\n".join([*wrapped, *(line.plain.rstrip() for line in lines)])
 
 
 def _bound_notes(est: Estimate) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -75,16 +76,28 @@ class ModelChoice:
         """A real model's price: `--price` if given, else the shipped table's, else None (unknown)."""
         return self.pricing or price_of(provider, name)
 
-    def check_drivable(self, cases: Iterable[Case]) -> None:
-        """Refuse, before any run, a case the scripted model cannot play: one that offers tools it does not call."""
+    def check_drivable(self, cases: Iterable[Case]) -> list[Case]:
+        """The cases this model can play, in order. The scripted model cannot play a case that offers tools it
+        never calls: each such case is skipped with one line on stderr (which case, why, how to run it), so the
+        others still run; when every case is such, nothing would run, and that is refused before anything runs."""
+        cases = list(cases)
         if self.model != SCRIPTED:
-            return
+            return cases  # a real model may call any tool
+        playable, why_not = [], []
         for case in cases:
             if unknown := case.tools_beyond_scripted:
-                raise LooplabError(
+                why_not.append(
                     f"case {case.id!r} offers {', '.join(unknown)}, which the scripted model does not call; "
                     "run it against a real model (--model PROVIDER:NAME)"
                 )
+            else:
+                playable.append(case)
+        if why_not and not playable:
+            more = f" (and {len(why_not) - 1} more cases like it)" if len(why_not) > 1 else ""
+            raise LooplabError(why_not[0] + more)
+        for line in why_not:
+            print(f"looplab: skipped: {line}", file=sys.stderr, flush=True)
+        return playable
 
     def check_key(self) -> None:
         """Refuse, before anything is built or run, a real model whose provider key is not set (none is needed with
@@ -93,11 +106,12 @@ class ModelChoice:
             provider, name = parse_model(self.model)
             ModelSpec(provider, name, self.base_url).key()  # type: ignore[arg-type]
 
-    def check_cases(self, cases: Iterable[Case]) -> None:
-        """Every check of `cases` against this choice that can fail before anything runs."""
-        cases = list(cases)
-        self.check_drivable(cases)
+    def check_cases(self, cases: Iterable[Case]) -> list[Case]:
+        """Every check of `cases` against this choice that can fail before anything runs; the cases to run (those
+        this model can play: `check_drivable`)."""
+        cases = self.check_drivable(cases)
         self.check_budgets(cases)
+        return cases
 
     def check_budgets(self, cases: Iterable[Case]) -> None:
         """Refuse, before any run, a case with a dollar budget on a model whose price is unknown."""
@@ -261,7 +275,7 @@ def run_one(
                 over |= {"cancel": cancel} if cancel is not None else {}
                 over |= {"delegate": case.delegate.agent()} if case.delegate is not None else {}
                 spec = where.spec_for(adapter, case.model)
-                result = adapter.run(case.task, guard, limits, spec, **over, system_prompt=case.system_prompt)
+                result = adapter.run(case.stated_task, guard, limits, spec, **over, system_prompt=case.system_prompt)
                 changed = ws.fingerprint() != before
         except LooplabError as exc:
             done.error = str(exc)
@@ -301,5 +315,18 @@ def write_outputs(doc: results.Document, out_dir: Path) -> tuple[Path, Path]:
     return results_path, traces_path
 
 
+#: Where runs keep their results when no folder is named: one `<time>/results.json` a run.
+RUNS_DIR = Path("looplab-runs")
+
+
 def default_out_dir() -> Path:
-    return Path("looplab-runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    """A new run's folder under `RUNS_DIR`, named by the time (so the names sort as the runs were made)."""
+    return RUNS_DIR / datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def newest_results(root: Path = RUNS_DIR) -> Path | None:
+    """The newest results document kept under `root` (`<time>/results.json`), or None when there is none. A
+    folder whose run has not written its document yet is passed over."""
+    found = [p for p in root.glob("*/results.json") if p.is_file()] if root.is_dir() else []
+    # The newest by when it was written (a folder named otherwise by `--out` too); then by the time in its name.
+    return max(found, key=lambda p: (p.stat().st_mtime, p.parent.name), default=None)

@@ -80,7 +80,7 @@ def run_runner(
         tools = tools if tools is not None else default_tools()
         guard = Guard(ws, tools=tools, max_repeats=limits.max_repeats, approver=approver)
         prompt = system_prompt or case.system_prompt
-        return adapter.run(task or case.task, guard, limits, spec, system_prompt=prompt, cancel=cancel)
+        return adapter.run(task or case.stated_task, guard, limits, spec, system_prompt=prompt, cancel=cancel)
 
 
 def tool_steps(result: RunResult, detail: Callable[[ToolCallRecord], tuple] | None = None) -> list[list[tuple]]:

@@ -1,20 +1,21 @@
-"""Where the runners of one results document differ, and how: the rows the closing screen of `looplab run` and the
-HTML report's first screen both show, computed once here (`compare`), and the terminal's layout of them.
+"""Where the runners of one results document differ, and how: the rows the closing screen of `looplab run`
+(`looplab.views.first_screen`) and the HTML report's first screen both show, computed once here (`compare`).
 
 Each way runners can differ is one topic, and each topic is one row that names the runners outside the
-largest group and says what the others did:
+largest group and says what the others did, in the words of someone choosing a framework:
 
 - stops: per case, the runners that stopped otherwise or after another number of model calls;
-- bad calls: on a case with malformed tool calls, who recovers, who stops, and who answers a call to a
-  tool that does not exist (the scorecard's `malformed` and `unknown tool` cells);
-- at the cap: on a case where the runs hit `max_steps`, how the framework ended (returned, raised, or asked
-  for one more model call, which looplab's model boundary refused);
-- tools of the last call: whether the framework runs the tools its last model call asked for when its own cap
-  stops it (read from the committed caps measurement, as the scorecard does);
+- bad call: on a case with malformed tool calls, who recovers and who stops, at the first malformed call or at
+  the call to a tool that does not exist (the scorecard's `malformed` and `unknown tool` cells);
+- at the cap: on a case where the runs hit `max_steps`, how the framework ended (returned without an answer,
+  raised, or kept asking for model calls, which looplab's model boundary refused);
+- last call: whether the framework runs the tools its last model call asked for when its own cap stops it (read
+  from the committed caps measurement, as the scorecard does);
 - first request: the bytes of the first model request (the task plus what the framework adds);
 - time: wall seconds over the document's runs.
 
-A case on which every runner behaved the same (stop, model calls, tool calls, checks, answer) is one line.
+A case on which every runner behaved the same (stop, model calls, tool calls, checks, answer) is one line, under
+`same`, or under `all failed` when they agree on failing a check of the case.
 
 The comparison underneath lives here too: a run as the views see it (`RunView`), what it did as far as comparing
 runners goes (`behaviour`), and the one line on how a case's runners differ (`divergence`), which the report shows
@@ -25,20 +26,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.text import Text
-
-from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.result import RunResult
 from looplab.records import results
 from looplab.records.measurements import CapsDoc
 from looplab.shared_tools.records import ToolCallRecord
-from looplab.views import render, scorecard
+from looplab.views import scorecard
 
 __all__ = [
     "LINE_ARG_CHARS",
@@ -52,8 +48,6 @@ __all__ = [
     "compare",
     "describe_divergence",
     "divergence",
-    "first_screen_lines",
-    "print_first_screen",
     "runner_names",
     "runs_from",
     "slug",
@@ -362,18 +356,23 @@ class Differences:
 
     @property
     def title(self) -> str:
-        """`how the 2 runners differ on 3 cases`, or `the 12 runners behaved the same on 1 case`."""
-        plural = "s" if len(self.cases) != 1 else ""
+        """`how the 2 runners differ on 3 cases`, `the 12 runners behaved the same on 1 case`, or, for one runner,
+        `handrolled on 3 cases (one runner: nothing to compare)`."""
+        cases = f"{len(self.cases)} case{'s' if len(self.cases) != 1 else ''}"
+        if len(self.runners) == 1:
+            return f"{self.runners[0]} on {cases} (one runner: nothing to compare)"
         if self.differ:
-            return f"how the {len(self.runners)} runners differ on {len(self.cases)} case{plural}"
-        return f"the {len(self.runners)} runners behaved the same on {len(self.cases)} case{plural}"
+            return f"how the {len(self.runners)} runners differ on {cases}"
+        return f"the {len(self.runners)} runners behaved the same on {cases}"
 
 
 #: The labels as the first screen shows them, in the order of its rows.
-SAME, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, FIRST_REQUEST, TIME, NOT_RUN = (
+SAME, FAILED, RAN, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, FIRST_REQUEST, TIME, NOT_RUN = (
     "same",
+    "all failed",
+    "ran",
     "stops",
-    "bad calls",
+    "bad call",
     "at the cap",
     "last call",
     "1st request",
@@ -381,25 +380,32 @@ SAME, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, FIRST_REQUEST, TIME, NOT_RUN = (
     "not run",
 )
 
-#: How the scorecard's two bad-call cells read together, as what the runner does (unlisted pairs: the cells).
-_BAD_CALLS = {
-    ("recovers", "reaches the tools"): "recover, passing the unknown tool on to the tools",
-    ("recovers", "answered by the framework"): "recover, answering the unknown tool themselves",
-    ("recovers", "not reached (the run ended first)"): "recover",
-    ("stops: error", "not reached (the run ended first)"): "stop at the first malformed call",
-    ("stops: error", "ends the run: error"): "stop at the unknown tool",
+#: How the scorecard's `unknown tool` cell reads after a run that stopped, as what the runner did (a verb phrase in
+#: the plural): whether the run got as far as the made-up tool tells where it stopped.
+_STOPPED_AT = {
+    "not reached (the run ended first)": "stop at the first malformed call",
+    "ends the run": "stop at the call to a tool that does not exist",
 }
 #: What the caps measurement's `last_call_tools` values say, as what the runner does.
-_LAST_TOOLS = {"ran": "run them", "did not run": "do not run them", "none asked for": "ask for none"}
+_LAST_TOOLS = {"ran": "run them", "did not run": "skip them", "none asked for": "ask for none"}
+#: How a framework ended a run its cap stopped, by the kind of its own end (a verb phrase in the plural).
+_CAP_ENDS = {
+    "returned": "return without an answer",
+    "raised": "raise an exception",
+    "refused by the model boundary": "keep asking for model calls, which looplab refuses",
+}
 
 
 def _conjugated(phrase: str, count: int) -> str:
-    """`phrase` (its first word a verb in the plural: "stop at ...") for `count` runners: "stops at ..." for one."""
+    """`phrase` (its first word a verb in the plural: "stop at ...") for `count` runners: "stops at ..." for one.
+
+    Punctuation after the verb stays after it: "recover, fixing ..." is "recovers, fixing ..."."""
     if count != 1:
         return phrase
-    verb, _, rest = phrase.partition(" ")
+    word, _, rest = phrase.partition(" ")
+    verb = word.rstrip(",;:")
     verb = "does" if verb == "do" else verb + ("es" if verb.endswith(("s", "sh", "ch", "x", "o")) else "s")
-    return f"{verb} {rest}".rstrip()
+    return f"{verb}{word[len(word.rstrip(',;:')) :]} {rest}".rstrip()
 
 
 def _grouped_line(values: dict[str, str]) -> str:
@@ -446,20 +452,19 @@ def _answer(view: RunView) -> str:
 
 
 def _same_line(views: dict[str, RunView]) -> str:
-    """`all 12: 5 model calls, final answer, same answer` (one case's runs)."""
+    """`all 12 answered in 5 model calls, the same answer` (one case's runs, which agree); for one runner, what it
+    did."""
     first = next(iter(views.values()))
     result = first.result
     assert result is not None  # a case where every runner agrees and one did not run is under "not run"
     calls = result.totals.model_calls
-    stop = "final answer" if str(result.stop_reason) == "final_answer" else f"stop: {result.stop_reason}"
-    bits = [f"{calls} model call{'s' if calls != 1 else ''}", stop]
+    what = _stop_phrase(str(result.stop_reason), (calls, calls))
     answers = {_answer(v) for v in views.values()}
-    if answers != {""}:
-        bits.append("same answer" if len(answers) == 1 else f"{len(answers)} different answers")
+    if answers != {""} and len(views) > 1:
+        what += ", the same answer" if len(answers) == 1 else f", {len(answers)} different answers"
     if first.failed_checks:
-        bits.append("failing " + ", ".join(first.failed_checks))
-    who = f"all {len(views)}" if len(views) > 1 else f"only {next(iter(views))}"
-    return f"{who}: {', '.join(bits)}"
+        what += ", failing " + ", ".join(first.failed_checks)
+    return f"all {len(views)} {what}" if len(views) > 1 else what
 
 
 def _stops(views: dict[str, RunView]) -> str | None:
@@ -471,22 +476,20 @@ def _stops(views: dict[str, RunView]) -> str | None:
 
 
 def _at_cap(views: dict[str, RunView]) -> str | None:
-    """How each framework ended a run stopped at max_steps; None unless they ended in more than one way."""
+    """How each framework ended a run stopped at max_steps, and after how many model calls; None unless they ended
+    in more than one way."""
     capped = {r: v.result for r, v in views.items() if v.result and str(v.result.stop_reason) == "max_steps"}
     if len(capped) < 2:
         return None
-    ways = {}
-    for runner, result in capped.items():
-        end = result.native_end
-        if end is None or end.kind == "returned":
-            ways[runner] = "return without an answer"
-        elif end.kind == "raised":
-            ways[runner] = "raise an exception"
-        else:  # the framework's own cap did not stop it: it asked for one more model call
-            ways[runner] = "go on (looplab's boundary refuses the next model call)"
+    ways = {
+        runner: _CAP_ENDS.get(result.native_end.kind if result.native_end else "returned", "end otherwise")
+        for runner, result in capped.items()
+    }
     if len(set(ways.values())) < 2:
         return None
-    return _grouped_line(ways)
+    calls = sorted(result.totals.model_calls for result in capped.values())
+    after = _span(calls[0], calls[-1])
+    return f"after {after} model call{'' if calls == [1] * len(calls) else 's'}, {_grouped_line(ways)}"
 
 
 def _verdict(cell: scorecard.Cell) -> str:
@@ -494,22 +497,35 @@ def _verdict(cell: scorecard.Cell) -> str:
     return cell.text.split(" (", 1)[0] if cell.text.startswith("stops: ") else cell.text
 
 
+def _bad_call_phrase(malformed: scorecard.Cell, unknown: scorecard.Cell) -> str:
+    """What a run did with malformed tool calls and a call to a tool that does not exist, as a verb phrase in the
+    plural (`recover`, `stop at the first malformed call`), from the scorecard's two cells."""
+    if malformed.text.startswith("recovers"):
+        fixed = "(" in malformed.text  # the framework repaired the arguments before the tools saw them
+        return "recover, fixing bad arguments themselves" if fixed else "recover"
+    stop = _verdict(malformed).removeprefix("stops: ")
+    where = _STOPPED_AT.get(unknown.text.split(":", 1)[0] if unknown.text.startswith("ends") else unknown.text)
+    if where is None:  # past both bad calls, then stopped on something else
+        return f"get past the bad calls, then stop on {stop}"
+    return where if stop == "error" else f"{where} ({stop})"
+
+
 def _bad_calls(card: scorecard.Scorecard) -> tuple[str, str] | None:
-    """(case, line): who recovers from malformed tool calls, what answers an unknown tool; None where not measured."""
-    ways = {}
-    for c in card.cards:
-        malformed, unknown = c.cells["malformed"], c.cells["unknown_tool"]
-        if malformed.measured and unknown.measured:
-            verdicts = (_verdict(malformed), unknown.text)
-            ways[c.runner] = _BAD_CALLS.get(verdicts, "; ".join(verdicts))
+    """(case, line): who recovers from malformed tool calls and who stops, and where; None where not measured."""
+    ways = {
+        c.runner: _bad_call_phrase(c.cells["malformed"], c.cells["unknown_tool"])
+        for c in card.cards
+        if c.cells["malformed"].measured and c.cells["unknown_tool"].measured
+    }
     if len(set(ways.values())) < 2:
         return None
     case = next(c.cells["malformed"].evidence for c in card.cards if c.cells["malformed"].measured)
     return (case or "").removeprefix("eval: "), _grouped_line(ways)
 
 
-def _last_tools(card: scorecard.Scorecard, source: str) -> str | None:
-    """At the framework's own cap, whether the last model call's tools run (the caps measurement)."""
+def _last_tools(card: scorecard.Scorecard) -> str | None:
+    """Stopped by its own cap, whether a framework runs the tools its last model call asked for (the caps
+    measurement)."""
     ways = {
         c.runner: _LAST_TOOLS.get(c.cells["last_tools"].text, c.cells["last_tools"].text)
         for c in card.cards
@@ -517,7 +533,7 @@ def _last_tools(card: scorecard.Scorecard, source: str) -> str | None:
     }
     if len(set(ways.values())) < 2:
         return None
-    return f"its tools, at the framework's own cap ({source}): {_grouped_line(ways)}"
+    return f"at their own cap, after a model call that asks for tools: {_grouped_line(ways)}"
 
 
 def _first_request(cases: dict[str, dict[str, RunView]]) -> tuple[str, str] | None:
@@ -563,46 +579,48 @@ def _time(runs: Sequence[RunView]) -> str | None:
     return f"each runner {over}: {fastest}, {slowest}, median {middle:.1f} s"
 
 
-def topics(doc: Any, *, caps: CapsDoc | None = None, caps_source: str = str(scorecard.CAPS_PATH)) -> list[Topic]:
+def topics(doc: Any, *, caps: CapsDoc | None = None) -> list[Topic]:
     """The ways the runners of a results document differ, each one row; a case where all agree is one row.
 
     `caps` is the caps measurement the "tools of the last call" row is read from (None: that row is left out).
     """
-    return list(compare(doc, caps=caps, caps_source=caps_source).topics)
+    return list(compare(doc, caps=caps).topics)
 
 
-def compare(doc: Any, *, caps: CapsDoc | None = None, caps_source: str = str(scorecard.CAPS_PATH)) -> Differences:
+def compare(doc: Any, *, caps: CapsDoc | None = None) -> Differences:
     """How the runners of a results document differ: the rows both the terminal's closing screen and the HTML report
     show (as data; each view only lays them out), with the runners and cases they are over.
 
-    `caps` is the caps measurement the "tools of the last call" row is read from (None: that row is left out), and
-    `caps_source` is where it was read, as the row names it.
+    `caps` is the caps measurement the "tools of the last call" row is read from (None: that row is left out).
     """
     document = results.load(doc)
     runs = runs_from(document)
     cases = _firsts(runs)
+    runners = list(dict.fromkeys(v.runner for v in runs))
+    capped = {case: line for case, views in cases.items() if (line := _at_cap(views)) is not None}
     rows: list[Topic] = []
     diverging: list[Topic] = []
     not_run = {f"{v.runner} on {v.case}": v.error or "not run" for v in runs if v.result is None}
     for case, views in cases.items():
-        if any(v.result is None for v in views.values()):
-            continue
+        if any(v.result is None for v in views.values()) or case in capped:
+            continue  # a case the runners ended in different ways at the cap is said under "at the cap"
         if (
             describe_divergence({r: behaviour(v) for r, v in views.items()}).agree
             and len({_answer(v) for v in views.values()}) == 1
         ):
-            rows.append(Topic(SAME, _same_line(views), case))
-    for case, views in cases.items():
-        if (line := _stops(views)) is not None:
-            diverging.append(Topic(STOPS, line, case))
-    runners = list(dict.fromkeys(v.runner for v in runs))
+            # Agreeing on a failed check is no agreement to read past: it has a row of its own.
+            label = RAN if len(runners) == 1 else FAILED if next(iter(views.values())).failed_checks else SAME
+            rows.append(Topic(label, _same_line(views), case))
     card = scorecard.build(runners, scorecard.observed(document), caps)
-    if (found := _bad_calls(card)) is not None:
-        diverging.append(Topic(BAD_CALLS, found[1], found[0]))
+    bad_calls = _bad_calls(card)
     for case, views in cases.items():
-        if (line := _at_cap(views)) is not None:
-            diverging.append(Topic(AT_CAP, line, case))
-    if caps is not None and (line := _last_tools(card, caps_source)) is not None:
+        # The case of malformed calls says who stopped, and where, under "bad call".
+        if (line := _stops(views)) is not None and (bad_calls is None or case != bad_calls[0]):
+            diverging.append(Topic(STOPS, line, case))
+    if bad_calls is not None:
+        diverging.append(Topic(BAD_CALLS, bad_calls[1], bad_calls[0]))
+    diverging += [Topic(AT_CAP, line, case) for case, line in capped.items()]
+    if caps is not None and (line := _last_tools(card)) is not None:
         diverging.append(Topic(LAST_TOOLS, line))
     if (found := _first_request(cases)) is not None:
         diverging.append(Topic(FIRST_REQUEST, found[1], found[0]))
@@ -615,39 +633,3 @@ def compare(doc: Any, *, caps: CapsDoc | None = None, caps_source: str = str(sco
         cases=tuple(dict.fromkeys(c.case for c in document.cells)),
         topics=tuple(rows),
     )
-
-
-def _caps_or_none(load: Callable[[], CapsDoc | None]) -> CapsDoc | None:
-    """The caps measurement, or None when it is missing or unreadable (the screen then leaves its row out)."""
-    try:
-        return load()
-    except LooplabError:
-        return None
-
-
-def first_screen_lines(
-    doc: Any,
-    results_path: Path | str | None,
-    *,
-    width: int,
-    caps: CapsDoc | None = None,
-    out: Console | None = None,
-) -> list[Text]:
-    """The closing screen of a run, laid out for `width` columns: how the runners differ, and where the report is."""
-    found = compare(doc, caps=caps)
-    cells = [[Text(t.label, style="bold"), t.line] for t in found.topics]
-    if results_path is not None:
-        cells.append([Text("report", style="bold"), f"looplab report {results_path}"])
-    cols = (render.Col("topic"), render.Col("how", prose=True))
-    return render.table_lines(found.title, cols, cells, width=width, out=out, show_header=False)
-
-
-def print_first_screen(
-    doc: Any, results_path: Path | str | None, *, out: Console | None = None, caps: CapsDoc | None = None
-) -> None:
-    """Print `first_screen_lines` at the console's width; `caps` defaults to the caps measurement, if found."""
-    out = out or render.console()
-    caps = caps if caps is not None else _caps_or_none(scorecard.load_caps)
-    out.print()
-    for line in first_screen_lines(doc, results_path, width=out.width, caps=caps, out=out):
-        out.print(line, overflow="fold")

@@ -21,6 +21,7 @@ from looplab.views.markdown import code, ending_text, link, text
 
 __all__ = [
     "KEPT_ROWS",
+    "cases_passed",
     "drift_issue",
     "drift_title",
     "markdown",
@@ -31,12 +32,18 @@ __all__ = [
 ]
 
 
-def _summary(one: VersionRecord) -> str:
+def _summary(one: VersionRecord, *, when: bool = True) -> str:
+    """What was measured of a version; `when`: after the date and the looplab that measured it."""
     parts = ["caps"] if one.caps else []
     if one.cases:
         passed = sum(c.passed == c.runs for c in one.cases.values())
         parts.append(f"{passed}/{len(one.cases)} cases passed")
-    return f"measured {one.measured_on} by looplab {_public(one.looplab)}: " + (", ".join(parts) or "nothing")
+    what = ", ".join(parts) or "nothing"
+    return f"{_when(one)}: {what}" if when else what
+
+
+def _when(one: VersionRecord) -> str:
+    return f"measured {one.measured_on} by looplab {_public(one.looplab)}"
 
 
 def _pairs(versions: Sequence[VersionRecord]) -> list[tuple[VersionRecord, VersionRecord, list[Change]]]:
@@ -64,25 +71,67 @@ def _release(version: str) -> str:
         return version
 
 
-def terminal(kept: dict[str, list[VersionRecord]]) -> str:
-    """Per runner, each version kept, and what changed from the one before it."""
-    out: list[str] = []
+def terminal(kept: dict[str, list[VersionRecord]], width: int = 80) -> str:
+    """Per runner, each version kept, and what changed from the one before it; no line wider than `width` (a line
+    that cannot fit wraps at its spaces, its continuation indented under it)."""
+    when = {_when(one) for versions in kept.values() for one in versions}
+    shared = len(when) == 1  # one date and one looplab for every version: said once, above them all
+    out: list[str] = [f"every version below {when.pop()}", ""] if shared else []
     for runner, versions in kept.items():
         out.append(f"{runner} ({versions[0].distribution or 'its framework'})")
-        width = max(len(v.version) for v in versions)
-        out.append(f"  {versions[0].version:<{width}}  {_summary(versions[0])}")
+        column = max(len(v.version) for v in versions)
+        column = column if column <= 16 else 0  # a long version is not a column's width for the others
+        out.append(f"  {versions[0].version:<{column}}  {_summary(versions[0], when=not shared)}")
         for a, b, moved in _pairs(versions):
-            out.append(f"  {b.version:<{width}}  {_summary(b)}")
+            out.append(f"  {b.version:<{column}}  {_summary(b, when=not shared)}")
             if not moved:
-                out.append(f"  {'':<{width}}  nothing measured changed from {a.version}")
+                out.append(f"    nothing measured changed from {a.version}")
                 continue
-            out.append(f"  {'':<{width}}  changed from {a.version}{_caveat(a, b)}:")
-            out += [
-                f"  {'':<{width}}    {_where(c)}: {c.field} {shown(c.committed)} -> {shown(c.measured)}" for c in moved
-            ]
+            out.append(f"    changed from {a.version}{_caveat(a, b)}:")
+            out += [line for c in moved for line in _change_lines(c, width)]
         out.append("")
     # Kept data is read from files a scheduled job wrote: an escape sequence in one must not reach the terminal.
-    return "\n".join("".join(ch if ch.isprintable() else "\ufffd" for ch in line) for line in out)
+    safe = ["".join(ch if ch.isprintable() else "\ufffd" for ch in line) for line in out]
+    return "\n".join(folded for line in safe for folded in _fitted(line, width))
+
+
+def _change_lines(c: Change, width: int) -> list[str]:
+    """One change on one line where it fits; else what changed, then its values under it, broken before `->`
+    only where the two values do not fit one line."""
+    what, before, after = f"      {_where(c)}: {c.field}", shown(c.committed), shown(c.measured)
+    shapes = [
+        [f"{what} {before} -> {after}"],
+        [what, f"        {before} -> {after}"],
+        [f"{what} {before}", f"        -> {after}"],
+        [what, f"        {before}", f"        -> {after}"],
+    ]
+    return next((lines for lines in shapes if all(_cells(x) <= width for x in lines)), shapes[-1])
+
+
+def _cells(line: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(line)
+
+
+def _fitted(line: str, width: int) -> list[str]:
+    """`line` in lines of at most `width` cells: broken at spaces where it can be, each continuation indented two
+    more than the line's own indent."""
+    if _cells(line) <= width:
+        return [line]
+    from rich.console import Console
+    from rich.text import Text
+
+    body = line.lstrip(" ")
+    indent = min(len(line) - len(body), max(width - 20, 0))
+    more = min(indent + 2, max(width - 20, 0))
+    measure = Console(width=width, color_system=None, highlight=False)
+    first, *rest = Text(body).wrap(measure, width - indent, overflow="fold")
+    lines = [" " * indent + first.plain.rstrip()]
+    remainder = body[len(first.plain) :].lstrip(" ")
+    if remainder:
+        lines += [" " * more + t.plain.rstrip() for t in Text(remainder).wrap(measure, width - more, overflow="fold")]
+    return lines
 
 
 def _where(change: Change) -> str:
@@ -111,13 +160,19 @@ def _versions_table(versions: Sequence[VersionRecord]) -> list[str]:
             if knob
             else ["not measured"] * 5
         )
-        passed = sum(c.passed == c.runs for c in one.cases.values())
-        cases = f"{passed}/{len(one.cases)}" if one.cases else "not run"
+        cases = cases_passed(one)
         looplab = text(_public(one.looplab))
         out.append(
             f"| {text(one.version)} | {one.measured_on} (looplab {looplab}) | " + " | ".join(caps) + f" | {cases} |"
         )
     return out
+
+
+def cases_passed(one: VersionRecord) -> str:
+    """How many of a kept version's cases passed every run, of those run (`3/4`), or `not run`."""
+    if not one.cases:
+        return "not run"
+    return f"{sum(c.passed == c.runs for c in one.cases.values())}/{len(one.cases)}"
 
 
 def _changes_table(moved: Sequence[Change], before: str, after: str) -> list[str]:
@@ -176,8 +231,7 @@ def results_markdown(kept: dict[str, list[VersionRecord]]) -> str:
         "|---" * (len(cases) + 3) + "|",
     ]
     for runner, one in newest.items():
-        passed = sum(c.passed == c.runs for c in one.cases.values())
-        row = [code(runner), text(one.version), f"{passed}/{len(one.cases)}"]
+        row = [code(runner), text(one.version), cases_passed(one)]
         for case in cases:
             outcome = one.cases.get(case)
             if outcome is None:

@@ -53,6 +53,7 @@ __all__ = [
     "runners_table",
     "summary_table",
     "table_lines",
+    "tabular_lines",
     "where_to_look",
     "wire_api",
     "wrap_text",
@@ -145,6 +146,20 @@ def table_lines(
 ) -> list[Text]:
     """The lines of a table laid out for `width` columns, none longer."""
     return _table(title, cols, rows, notes, width, out or console(), show_header)[0]
+
+
+def tabular_lines(
+    title: str,
+    cols: Sequence[Col],
+    rows: Iterable[Sequence[Value]],
+    notes: Iterable[str] = (),
+    *,
+    width: int,
+    out: Console | None = None,
+) -> list[Text] | None:
+    """`table_lines`, or None where only the last resort's blocks fit (the caller then has a shape of its own)."""
+    lines, tabular = _table(title, cols, rows, notes, width, out or console(), True)
+    return lines if tabular else None
 
 
 def _table(

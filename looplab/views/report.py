@@ -49,6 +49,7 @@ from looplab.views.differences import (
     runs_from,
     slug,
 )
+from looplab.views.render import Col
 from looplab.views.scorecard import Scorecard
 
 __all__ = [
@@ -82,6 +83,8 @@ __all__ = [
     "headline",
     "runner_names",
     "outliers",
+    "NATIVE_CAP_COLUMNS",
+    "native_cap_row",
     "print_headline",
     "read_document",
     "render_html",
@@ -135,6 +138,14 @@ class HeadlineRow:
     cap_knob: str
     cap_values: str
     version: str
+
+
+#: The columns of the terminal's table of native caps (`native_cap_row`): the knob's text is long, so it folds.
+NATIVE_CAP_COLUMNS = (
+    Col("runner"),
+    Col("version", prose=True),
+    Col("knob = value", prose=True, fold="line"),
+)
 
 
 @dataclass
@@ -650,10 +661,15 @@ def write_html(doc: Any, path: Path, *, source: str = "") -> Path:
     return files.write_text(path, render_html(doc, source=source))
 
 
+def native_cap_row(row: HeadlineRow) -> list[str]:
+    """A runner's own cap as the terminal shows it (`NATIVE_CAP_COLUMNS`): its version, the knob and its values."""
+    return [row.runner, row.version, f"{row.cap_knob} = {row.cap_values}"]
+
+
 def print_headline(doc: Any, *, out: Console | None = None) -> None:
     """A results document's per-runner headline: what each runner did and spent, then its native cap."""
     from looplab.views import render
-    from looplab.views.render import Col, print_table
+    from looplab.views.render import print_table
 
     rows = headline(runs_from(doc))
     numbers = []
@@ -672,7 +688,7 @@ def print_headline(doc: Any, *, out: Console | None = None) -> None:
                 "—" if row.first_request_bytes is None else f"{row.first_request_bytes:,}",
             ]
         )
-        caps.append([row.runner, row.version, f"{row.cap_knob} = {row.cap_values}"])
+        caps.append(native_cap_row(row))
     cols = (
         Col("runner"),
         Col("passed", right=True),
@@ -689,5 +705,4 @@ def print_headline(doc: Any, *, out: Console | None = None) -> None:
         "req1 B: median bytes of the first model request (task + what the framework adds)"
     ]
     print_table("per runner", cols, numbers, notes, out=out)
-    cap_cols = (Col("runner"), Col("version", prose=True), Col("knob = value", prose=True, fold="line"))
-    print_table("native caps", cap_cols, caps, out=out)
+    print_table("native caps", NATIVE_CAP_COLUMNS, caps, out=out)

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
+from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 from looplab.adapters import registry
 from looplab.adapters.contract import files
@@ -553,11 +555,56 @@ def print_terminal(card: Scorecard, console: Console | None = None) -> None:
     out = console or render.console()
     for group in groups_of(card):
         rows = group_rows(group)
-        cols = [render.Col("runner"), *(render.Col(r.title, prose=True) for r in rows)]
-        cells = [[c.runner, *(c.cells[r.key].text for r in rows)] for c in card.cards]
-        render.print_table(f"scorecard: {group}", cols, cells, [f"from {GROUP_SOURCES[group]}"], out=out)
+        # A behaviour every runner shares is said once, above the group, not in a column of the same words.
+        shared = [r for r in rows if len(card.cards) > 1 and len({c.cells[r.key].text for c in card.cards}) == 1]
+        rest = [r for r in rows if r not in shared]
+        cols = [render.Col("runner"), *(render.Col(r.title, prose=True) for r in rest)]
+        cells = [[c.runner, *(c.cells[r.key].text for r in rest)] for c in card.cards]
+        notes = [f"from {GROUP_SOURCES[group]}"]
+        head = render.wrap_text(Text(f"scorecard: {group}", style="bold"), out.width, out)
+        for r in shared:
+            said = Text.assemble(("every runner: ", "dim"), f"{r.title}: {card.cards[0].cells[r.key].text}")
+            head += _hanging(said, 0, out.width, out)
+        table = render.tabular_lines("", cols, cells, notes, width=out.width, out=out) if rest else None
+        body = table if table is not None else _narrow_lines(rest, card, out) if rest else []
+        out.print()  # a blank line sets each group apart
+        for line in head + body + ([] if table is not None else render.wrap_text(Text(notes[0]), out.width, out)):
+            out.print(line, overflow="fold")
     for name, source in card.sources.items():
         out.print(f"[dim]{name}: {source}[/dim]")
+
+
+def _narrow_lines(rows: list[Row], card: Scorecard, out: Console) -> list[Text]:
+    """Rows too wide for a table: per runner one line a behaviour (wrapped, its continuation indented, only when
+    the line cannot hold it)."""
+    from looplab.views import render
+
+    lines: list[Text] = []
+    for c in card.cards:
+        lines += render.wrap_text(Text(c.runner, style="bold"), out.width, out)
+        for r in rows:
+            cell = c.cells[r.key].text
+            if cell_len(f"  {r.title}: {cell}") > out.width >= cell_len(cell) + 4:
+                # The cell whole on a line of its own, under its behaviour, rather than broken after the title.
+                lines += [Text(f"  {r.title}:", style="dim"), Text(f"    {cell}")]
+                continue
+            lines += _hanging(Text.assemble((f"{r.title}: ", "dim"), cell), 2, out.width, out)
+    return lines
+
+
+def _hanging(text: Text, indent: int, width: int, out: Console) -> list[Text]:
+    """`text` at `indent`, its continuation lines two further in."""
+    from looplab.views import render
+
+    room = max(width - indent, 1)
+    first = render.wrap_text(text, room, out)[0]
+    lines = [Text(" " * indent) + first]
+    rest = text[len(first.plain) :]
+    rest = rest[len(rest.plain) - len(rest.plain.lstrip()) :]
+    if rest.plain:
+        more = min(indent + 2, width - 1)
+        lines += [Text(" " * more) + line for line in render.wrap_text(rest, max(width - more, 1), out)]
+    return lines
 
 
 def caps_anchor(report: RunnerReport) -> str:

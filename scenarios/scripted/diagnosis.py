@@ -120,24 +120,47 @@ def _compounding(func: ast.AST, quoted: Quote, values: Values | None) -> str | N
             continue
         if target in scaled and _names(base) == {target}:
             first, first_rate = scaled[target]
-            rates = " + ".join(_unparse(r).removeprefix("1 - ") for r in (first_rate, rate))
-            fix = ""
-            if all(_unparse(r).startswith("1 - ") for r in (first_rate, rate)):
-                fix = f" Apply the combined rate once to the original value: `* (1 - ({rates}))`."
-            elif not any(_unparse(r).startswith("1 - ") for r in (first_rate, rate)) and isinstance(
-                stmt, ast.Assign | ast.AugAssign
-            ):
-                fix = f" Take the combined rate `{rates}` once from the original value."
+            if _unparse(first_rate) == _unparse(rate):
+                return (
+                    f"it scales `{target}` by `{_unparse(rate)}` at {quoted(first)} and by the same factor again, "
+                    f"to the already scaled value, at {quoted(stmt)}: the factor is applied twice."
+                )
             return (
                 f"it scales `{target}` at {quoted(first)} and then scales the already scaled value again at "
-                f"{quoted(stmt)}, so the two rates compound instead of adding up.{fix}"
+                f"{quoted(stmt)}, so the two rates compound instead of adding up.{_combined_rate(first_rate, rate)}"
             )
         scaled.setdefault(target, (stmt, rate))
     return None
 
 
+def _combined_rate(first: ast.expr, second: ast.expr) -> str:
+    """The fix for two factors that compound, where the code shows what adding them up means: both `1 - r` (or
+    both `1 + r`) combine into `1 - (r1 + r2)`. Factors of any other form (a bare rate, one of each) show no sum
+    the code means, so no fix is proposed."""
+    parts = [_one_and(f) for f in (first, second)]
+    if parts[0] is None or parts[1] is None or parts[0][0] != parts[1][0]:
+        return ""
+    sign = parts[0][0]
+    rates = " + ".join(_unparse(rate) for _, rate in parts)
+    return f" Apply the combined rate once to the original value: `* (1 {sign} ({rates}))`."
+
+
+def _one_and(factor: ast.expr) -> tuple[str, ast.expr] | None:
+    """`1 - r` -> ('-', r), `1 + r` -> ('+', r); None for any other factor."""
+    if (
+        isinstance(factor, ast.BinOp)
+        and isinstance(factor.op, ast.Sub | ast.Add)
+        and isinstance(factor.left, ast.Constant)
+        and factor.left.value == 1
+        and not isinstance(factor.left.value, bool)
+    ):
+        return ("-" if isinstance(factor.op, ast.Sub) else "+"), factor.right
+    return None
+
+
 def _scaling(stmt: ast.AST) -> tuple[str | None, ast.expr | None, ast.expr | None]:
-    """`x = <base> * <rate>`, `x *= <rate>` or `x = <base> - <base> * <rate>`: the target, the base and the rate."""
+    """`x = <base> * <rate>`, `x *= <rate>` or `x = <base> - <base> * <rate>`: the target, the base and the factor
+    (`1 - <rate>` for the last)."""
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Mult) and isinstance(stmt.target, ast.Name):
         return stmt.target.id, ast.Name(stmt.target.id, ast.Load()), stmt.value
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
@@ -152,7 +175,9 @@ def _scaling(stmt: ast.AST) -> tuple[str | None, ast.expr | None, ast.expr | Non
         and isinstance(value.right.op, ast.Mult)
         and _unparse(value.right.left) == _unparse(value.left)
     ):
-        return stmt.targets[0].id, value.left, value.right.right
+        # `x - x * r` scales by `1 - r`: said so, the fix reads the same as for `x * (1 - r)`.
+        factor = ast.BinOp(ast.Constant(1), ast.Sub(), value.right.right)
+        return stmt.targets[0].id, value.left, factor
     return None, None, None
 
 

@@ -50,6 +50,7 @@ from looplab.scenarios.scripted.reading import (
     suspects,
     test_sites,
 )
+from looplab.scenarios.target import STATED
 
 __all__ = [
     "ASSERTION",
@@ -63,6 +64,7 @@ __all__ = [
     "LINE_NUMBER",
     "MAX_HOPS",
     "MISTAKES",
+    "NOT_COLLECTED",
     "OTHER_TARGET",
     "PASSED",
     "SUGGESTION",
@@ -89,6 +91,8 @@ OTHER_TARGET = re.compile(
     r"(?![\w.])"
 )
 EXIT_CODE = re.compile(r"exit code (-?\d{1,9})\n")
+#: pytest's word that the test id it was given names no test it collected (or that it collected none at all).
+NOT_COLLECTED = re.compile(r"^ERROR: not found: |\bno tests ran\b", re.M)
 #: pytest's closing line (`1 failed, 2 passed in 0.12s`), matched on the output's last line only, cut to
 #: MAX_SUMMARY_CHARS.
 PYTEST_SUMMARY = re.compile(
@@ -211,9 +215,11 @@ class Investigator:
         return decision
 
     def _plan(self, conv: Conversation, ev: Evidence, *, eager: bool) -> Decision:
-        target = TARGET.search(conv.task)
+        # A target the task states on a line of its own wins over any other test the wording names.
+        named = stated[0] if (stated := STATED.search(conv.task)) else conv.task
+        target = TARGET.search(named)
         if target is None:
-            if other := OTHER_TARGET.search(conv.task):
+            if other := OTHER_TARGET.search(named):
                 return _not_python(conv, ev, other["file"])
             return Decision(
                 answer="The task names no test to investigate (expected a path like tests/test_x.py::test_y)."
@@ -242,6 +248,8 @@ class Investigator:
 
         # 3. Read the test (an eager model first finds the suspect from the traceback, then reads both at once).
         test_source = _usable(ev.files.get(test_file), test_name)
+        if test_source is None and (missing := _not_found(output, ev.files.get(test_file), test_id, test_name)):
+            return Decision(answer=missing)
         if test_source is None:
             if not eager or ev.failed("read_file", test_file):
                 return _ask("read_file", path=test_file)
@@ -349,6 +357,18 @@ def _not_python(conv: Conversation, ev: Evidence, test_file: str) -> Decision:
     return Decision(answer=_foreign_answer(test_file, output))
 
 
+def _not_found(output: str, read: str | None, test_id: str, test_name: str | None) -> str | None:
+    """The one-line answer for a target test that does not exist: pytest collected nothing for it and the test
+    file read (Python) defines no such function. None while either is not established."""
+    if not NOT_COLLECTED.search(output) or FAILED.search(output):
+        return None
+    if test_name is None:
+        return f"{test_id}: test not found: the test command collected no tests from it."
+    if read is None or (tree := parse(read)) is None or function_named(tree, test_name) is not None:
+        return None
+    return f"{test_id}: test not found: {test_id.split('::')[0]} defines no test named {test_name}."
+
+
 def _foreign_output(output: str) -> bool:
     """Whether a test run's output (`exit code N` and the text) is another test runner's than pytest's."""
     if not EXIT_CODE.match(output) or ASSERTION.search(output):
@@ -422,9 +442,7 @@ def _locate(ev: Evidence, path: str, test_name: str | None) -> str | Decision:
         if query not in ev.searches:
             return _ask("search_code", query=query)
         path = _definition(ev.searches[query], test_name) or path
-    return Decision(
-        answer=f"Cannot find the test {_join(path, test_name)}: the path does not exist and no search found it."
-    )
+    return Decision(answer=f"{_join(path, test_name)}: test not found: the path does not exist and no search found it.")
 
 
 def _read_together(ev: Evidence, test_file: str, names: list[str]) -> Decision:

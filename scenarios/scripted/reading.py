@@ -21,6 +21,7 @@ __all__ = [
     "BUILTIN_METHODS",
     "Hop",
     "MAX_CHAIN",
+    "MUTATING_METHODS",
     "MAX_SOURCE_CHARS",
     "SELF_NAMES",
     "Site",
@@ -160,10 +161,16 @@ def _site(call: ast.Call) -> Site | None:
 
 
 def _flow_sites(
-    roots: list[ast.expr], scope: ast.AST, attributes: dict[str, list[ast.expr]], skip: set[str], external: set[str]
+    roots: list[ast.expr],
+    scope: ast.AST,
+    attributes: dict[str, list[ast.expr]],
+    skip: set[str],
+    external: set[str],
+    writers: dict[str, list[str]] | None = None,
 ) -> list[Site]:
     """The calls whose values flow into `roots`, nearest first: the calls in them, then those in the last (then
-    earlier) assignments to the names they use, in `scope`, and to the `self.` attributes they use, in `attributes`.
+    earlier) assignments to the names they use, in `scope`, and to the `self.` attributes they use, in `attributes`;
+    and the methods in `writers` that change a `self.` attribute they use in place (`self.levels[k] += n`).
 
     Plain calls of names in `skip` are left out, as are calls through names in `external`; methods of the built-in
     types go last.
@@ -190,13 +197,59 @@ def _flow_sites(
                     seen.add(site)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in assigns:
                 pending.extend(assigns.pop(sub.id))
-            elif _is_self_attribute(sub) and sub.attr in attributes:
-                pending.extend(attributes.pop(sub.attr))
+            elif _is_self_attribute(sub):
+                pending.extend(attributes.pop(sub.attr, []))
+                for method in (writers or {}).pop(sub.attr, []):  # the value read is what those methods left there
+                    if (site := Site(method, ("self",))) not in seen:
+                        order.append(site)
+                        seen.add(site)
     return sorted(order, key=lambda s: bool(s.through) and s.name in BUILTIN_METHODS)
 
 
 def _is_self_attribute(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in SELF_NAMES
+
+
+#: Methods of the built-in containers that change the container they are called on.
+MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "add", "setdefault", "__setitem__"})
+
+
+def _state_written(node: ast.AST) -> str | None:
+    """The `self.` attribute a statement changes in place (`self.a[k] = v`, `self.a += v`, `self.a.b = v`,
+    `self.a.append(v)`), or None. A plain `self.a = v` is not one: its value is followed as an assignment."""
+    if isinstance(node, ast.AugAssign):
+        targets = [node.target]
+    elif isinstance(node, ast.Assign):
+        targets = [t for t in node.targets if not _is_self_attribute(t)]
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        targets = [] if _is_self_attribute(node.target) else [node.target]
+    elif (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+        and node.value.func.attr in MUTATING_METHODS
+    ):
+        targets = [node.value.func.value]
+    else:
+        return None
+    for target in targets:
+        while isinstance(target, ast.Subscript | ast.Attribute) and not _is_self_attribute(target):
+            target = target.value
+        if _is_self_attribute(target):
+            return target.attr
+    return None
+
+
+def _state_writers(owner: ast.ClassDef, reader: str) -> dict[str, list[str]]:
+    """The methods of `owner` other than `reader` that change each `self.` attribute in place, by attribute."""
+    writers: dict[str, list[str]] = {}
+    for method in owner.body:
+        if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) or method.name == reader:
+            continue
+        for node in ast.walk(method):
+            if (attr := _state_written(node)) is not None and method.name not in writers.get(attr, []):
+                writers.setdefault(attr, []).append(method.name)
+    return writers
 
 
 def failing_assert(scope: ast.AST, line: int | None) -> ast.Assert | None:
@@ -241,7 +294,8 @@ def function_sites(source: str, name: str) -> list[Site]:
     external = _external(imports_of(tree, ""))
     skip = {*external, *BUILTINS, *SELF_NAMES, *params, *local, name}
     returns = [n.value for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None]
-    return _flow_sites(returns or [func], func, attributes, skip, external)
+    writers = _state_writers(owner, name) if owner else {}
+    return _flow_sites(returns or [func], func, attributes, skip, external, writers)
 
 
 def callees(source: str, name: str) -> list[str]:
