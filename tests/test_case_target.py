@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looplab import cli
+from looplab.adapters import registry
 from looplab.adapters.contract.errors import LooplabError
 from looplab.cli.suite import write_suite
 from looplab.run.harness import Endpoint, ModelChoice, run_one
@@ -26,7 +27,9 @@ from looplab.scenarios.scripted.reading import Site, function_sites
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.scenarios.target import TARGET_LINE, stated_task, target_problem
 from looplab.shared_tools import BUILTIN_TOOLS
+from tests.runs import ALL_RUNNERS
 from tests.team_suite import TARGET_CASES, TILL_TARGET, write_target_suite
+from tests.tiers import by_tier
 
 #: The runners the target suite is run through here: the hand-rolled loop and a framework's.
 RUNNERS = ["handrolled", "langgraph"]
@@ -164,10 +167,10 @@ def test_an_unknown_tool_lists_the_built_in_tools_too(tmp_path: Path) -> None:
 # --- runs investigate the target -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", by_tier(dict.fromkeys([*RUNNERS, *ALL_RUNNERS])))
 def test_a_case_is_investigated_on_its_target_whatever_its_task_names(runner: str, tmp_path: Path) -> None:
-    if runner != "handrolled":
-        pytest.importorskip(runner)
+    if not registry.RUNNERS[runner].installed():
+        pytest.skip(f"{runner} is not installed here")
     suite = write_target_suite(tmp_path)
     out = tmp_path / "out"
     assert cli.main(["run", "--cases", str(suite), "--runner", runner, "--out", str(out), "--quiet"]) == 0
