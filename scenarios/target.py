@@ -9,6 +9,7 @@ line stating it appended (`stated_task`), so any model, the scripted one include
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path, PurePosixPath
 
@@ -99,15 +100,19 @@ def _definitions(path: Path) -> set[str] | None:
 
 
 def _repo_files(repo: Path, overlay: Path | None) -> list[str]:
-    """The files of the repo and its overlay, relative, at most `_MAX_CANDIDATES`, skipping tool folders."""
+    """The files of the repo and its overlay, relative: at most `_MAX_CANDIDATES` entries looked at, tool folders
+    never entered, links never followed (a repo of any size answers quickly)."""
     found: list[str] = []
+    seen = 0
     for root in filter(None, (overlay, repo)):
-        for path in sorted(root.rglob("*")):
-            if len(found) >= _MAX_CANDIDATES:
-                return found
-            rel = path.relative_to(root)
-            if path.is_file() and not _SKIPPED_FOLDERS.intersection(rel.parts):
-                found.append(rel.as_posix())
+        for folder, folders, files in os.walk(root):
+            folders[:] = sorted(f for f in folders if f not in _SKIPPED_FOLDERS)
+            for name in sorted(files):
+                seen += 1
+                if seen > _MAX_CANDIDATES:
+                    return found
+                found.append(Path(folder, name).relative_to(root).as_posix())
+            seen += len(folders)
     return found
 
 

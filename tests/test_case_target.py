@@ -329,3 +329,19 @@ def test_new_suite_on_a_node_repo_writes_a_prompt_naming_javascript(tmp_path: Pa
     written = write_suite(tmp_path / "s", repo, "test/cart.test.js")
     prompt = next(p for p in written if p.name == "system_prompt.txt").read_text(encoding="utf-8")
     assert "in a JavaScript repository" in prompt and "Python" not in prompt
+
+
+def test_the_did_you_mean_walk_is_bounded_and_never_enters_tool_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from looplab.scenarios import target
+
+    (tmp_path / "node_modules" / "pkg").mkdir(parents=True)
+    (tmp_path / "node_modules" / "pkg" / "test_a.py").write_text("def test_a():\n    pass\n", encoding="utf-8")
+    for n in range(40):
+        (tmp_path / f"test_{n:02d}.py").write_text("", encoding="utf-8")
+    monkeypatch.setattr(target, "_MAX_CANDIDATES", 10)
+    found = target._repo_files(tmp_path, None)
+    assert len(found) == 10 and not any("node_modules" in f for f in found)
+    monkeypatch.setattr(target, "_MAX_CANDIDATES", 1_000)
+    assert not any("node_modules" in f for f in target._repo_files(tmp_path, None))
