@@ -406,7 +406,10 @@ class Adapter(Runner):
                 if tools == "mcp" and not self.out_of_process:
                     from looplab.adapters.boundary.mcp_tools import serve_to
 
-                    session.tools, session.tool_transport = stack.enter_context(serve_to(session)), "mcp"
+                    session.tools, session.tool_transport = (
+                        stack.enter_context(serve_to(session.guard, session.limits.max_seconds)),
+                        "mcp",
+                    )
                 # In a copy of the caller's context: what a framework leaves in its context variables (CrewAI's
                 # event stack after a run that raised) ends with the run instead of carrying into the next one.
                 finished = contextvars.copy_context().run(self.loop, task, session)

@@ -1,7 +1,7 @@
 """looplab: one ReAct investigation through many agent runners, with one normalized record.
 
-Fourteen runners (Python frameworks, hand-rolled loops and TypeScript programs, in this process or in
-their own) work the same cases with the same tools behind one Guard, and every model call passes one
+Nineteen runners and your own agent (Python frameworks, hand-rolled loops and TypeScript programs, in this
+process or in their own) work the same cases with the same tools behind one Guard, and every model call passes one
 recording boundary, so `max_steps` means the same thing for every runner and their traces compare.
 The default model is a scripted investigator served over loopback HTTP: offline and deterministic.
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from looplab.shared_tools import tools as _tools
 from looplab.shared_tools.daemon import DaemonPool
+from looplab.shared_tools.errors import LooplabException
 from looplab.shared_tools.live import WAIT_SLICE_S
 from looplab.shared_tools.records import Outcome, StopSignal, ToolCallRecord, clean, preview
 from looplab.shared_tools.workspace import PathRefused, Workspace
@@ -106,7 +107,7 @@ class Tool:
         return self.schema if self.schema is not None else _schema(self.args_model)
 
 
-class ToolFailed(Exception):
+class ToolFailed(LooplabException):
     """A tool's failure already worded as the model reads it (`SystemExit: 3`): the Guard shows its message as it is.
 
     For a failure that cannot reach the Guard as itself: an exception raised in a tool host, a BaseException a tool

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from looplab.shared_tools.errors import LooplabException
+
 __all__ = [
     "MAX_REPO_BYTES",
     "MAX_REPO_ENTRIES",
@@ -54,7 +56,7 @@ _READ_FLAGS = (
 )
 
 
-class RepoRefused(ValueError):
+class RepoRefused(LooplabException, ValueError):
     """A repository a run will not copy; the message names it and the bound it passes."""
 
 

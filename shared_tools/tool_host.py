@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from looplab.shared_tools import confine
 from looplab.shared_tools.custom import cut, tool_from_function
 from looplab.shared_tools.daemon import DaemonPool
+from looplab.shared_tools.errors import LooplabException
 from looplab.shared_tools.guard import Tool, ToolFailed, failure_text, parse_arguments
 from looplab.shared_tools.workspace import PathRefused, ToolError, Workspace
 
@@ -104,7 +105,7 @@ class _AnyArgs(BaseModel):
         return data
 
 
-class ToolHostError(Exception):
+class ToolHostError(LooplabException):
     """A suite's tools.py cannot be described: one line naming the file (and the line, when one is at fault)."""
 
 

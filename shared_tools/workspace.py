@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
+from looplab.shared_tools.errors import LooplabException
 from looplab.shared_tools.live import Live, end_group, hang_up
 from looplab.shared_tools.records import clean, preview
 from looplab.shared_tools.repo_copy import (
@@ -101,11 +102,11 @@ _LISTED_FILES = 30
 _SECRET = re.compile("|".join(fnmatch.translate(pattern) for pattern in SECRET_PATTERNS))
 
 
-class PathRefused(PermissionError):
+class PathRefused(LooplabException, PermissionError):
     """A path the model passed leaves the workspace or names a secret."""
 
 
-class ToolError(Exception):
+class ToolError(LooplabException):
     """A tool could not do what was asked; the message tells the model what to do instead."""
 
 

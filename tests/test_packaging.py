@@ -382,7 +382,6 @@ def test_wheel_metadata_and_licence(build: Build) -> None:
     assert build.dist_info == f"looplab-{meta['Version']}.dist-info"
     assert build.wheel.name.startswith(f"looplab-{meta['Version']}-")
     assert meta["Summary"] == project["description"]
-    assert "fourteen agent runners" in meta["Summary"]
     assert meta["License-Expression"] == "MIT"
     classifiers = meta.get_all("Classifier") or []
     assert classifiers == project["classifiers"]
@@ -507,3 +506,21 @@ def test_installed_wheel_runs_beside_a_package_with_generic_names(build: Build, 
     _run(own, cwd=elsewhere, timeout=RUN_TIMEOUT)
     cells = json.loads((team_out / "results.json").read_text(encoding="utf-8"))["cells"]
     assert sorted((c["case"], c["passed"]) for c in cells) == sorted((case, True) for case in TEAM_CASES)
+
+
+#: How the description and the package's docstring write a count of runners.
+NUMBER_WORDS = dict(
+    enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty twenty-one twenty-two".split()
+    )
+)
+
+
+def test_the_description_and_the_docstring_count_the_runners_the_registry_ships() -> None:
+    from looplab.adapters.registry import RUNNERS
+
+    shipped = sum(1 for info in RUNNERS.values() if info.by_default)  # the external runner is "your own agent"
+    said = NUMBER_WORDS[shipped]
+    assert f" {said} agent runners " in PYPROJECT["project"]["description"]
+    assert f"{said.capitalize()} runners " in (looplab.__doc__ or "")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from looplab.adapters.boundary.tool_server import CALL_ID_META, ToolServer
 
 if TYPE_CHECKING:
-    from looplab.adapters.session import RunSession
+    from looplab.shared_tools.guard import Guard
 
 __all__ = ["CONNECT_TIMEOUT_S", "McpTools", "RemoteTool", "ToolReply", "serve_to"]
 
@@ -165,8 +165,9 @@ def _as_object(args: Any) -> dict[str, Any] | None:
 
 
 @contextmanager
-def serve_to(session: RunSession) -> Iterator[McpTools]:
-    """The run's Guard served over MCP on loopback, and a client of it for the runner; both gone on leaving."""
-    with ToolServer(session.guard) as server:
-        with McpTools(server.url, server.token, timeout=session.limits.max_seconds + CONNECT_TIMEOUT_S) as tools:
+def serve_to(guard: Guard, max_seconds: float) -> Iterator[McpTools]:
+    """A run's Guard served over MCP on loopback, and a client of it for the runner, its calls bound by the run's
+    `max_seconds`; both gone on leaving."""
+    with ToolServer(guard) as server:
+        with McpTools(server.url, server.token, timeout=max_seconds + CONNECT_TIMEOUT_S) as tools:
             yield tools

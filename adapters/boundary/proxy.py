@@ -44,21 +44,42 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from looplab.adapters.boundary.loopback import LoopbackCheck
 from looplab.adapters.boundary.recorder import DEADLINE_PASSED, Exchange
 from looplab.adapters.boundary.serving import HEAD_TIMEOUT_S, LOOPBACK, MAX_CONNECTIONS, STOP_TIMEOUT_S
-from looplab.adapters.contract.errors import StopRun
+from looplab.adapters.contract.errors import LooplabException, StopRun
 from looplab.adapters.contract.model import PROVIDER_OF_API, ModelServerUrls, gemini_error
+from looplab.adapters.contract.wire_apis import GEMINI, WIRE_APIS
 from looplab.shared_tools.live import WAIT_SLICE_S
 
 if TYPE_CHECKING:
-    from looplab.adapters.session import RunSession
+    from looplab.adapters.boundary.recorder import ModelRecorder
+    from looplab.adapters.contract.limits import Limits
+    from looplab.adapters.contract.model import ModelSpec
+
+
+class ProxiedRun(Protocol):
+    """What the proxy reads of the run it serves (the session; the boundary knows no more of it than this)."""
+
+    model: ModelSpec
+    recorder: ModelRecorder
+    limits: Limits
+
+    def remaining_s(self) -> float:
+        """Seconds left of the run's `max_seconds`."""
+        ...
+
+    def expire(self) -> None:
+        """Stop the run as `timeout` (raises)."""
+        ...
+
 
 __all__ = [
     "API_OF_PATH",
+    "ProxiedRun",
     "CHUNK_SIZE",
     "CONTENT_LENGTH",
     "DEFAULT_BASE_URLS",
@@ -83,9 +104,9 @@ DEFAULT_BASE_URLS = {
     "google": "https://generativelanguage.googleapis.com",
 }
 #: Three model endpoints, by the path a client asks for (with or without `/v1`); Gemini's by `GEMINI_METHODS`.
-API_OF_PATH = {"chat/completions": "chat", "responses": "responses", "messages": "messages"}
+API_OF_PATH = {api.path: api.name for api in WIRE_APIS if api.path}
 #: How a Gemini request's path ends (`/v1beta/models/NAME:generateContent`): it goes upstream as it came.
-GEMINI_METHODS = (":generateContent", ":streamGenerateContent")
+GEMINI_METHODS = GEMINI.suffixes
 #: Request headers not passed on: the hop's own, and the run's token (the provider's key replaces it).
 DROPPED_REQUEST = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "accept-encoding"}
@@ -118,7 +139,7 @@ class ModelProxy(ModelServerUrls):
     and `token` its API key (sent as `Authorization: Bearer`, `x-api-key` or `x-goog-api-key`, as the SDKs do).
     """
 
-    def __init__(self, session: RunSession, token: str | None = None) -> None:
+    def __init__(self, session: ProxiedRun, token: str | None = None) -> None:
         self.session = session
         self.token = token or secrets.token_urlsafe(32)
         model = session.model
@@ -188,7 +209,8 @@ class ModelProxy(ModelServerUrls):
         api = API_OF_PATH.get(suffix)
         if api is None or PROVIDER_OF_API[api] != self.session.model.provider:
             return None
-        return f"{self._upstream}/{suffix}" if api != "messages" else f"{self._upstream}/v1/messages"
+        # Anthropic's base URL has no `/v1`, OpenAI's has it.
+        return f"{self._upstream}/{suffix}" if api != "messages" else f"{self._upstream}/v1/{suffix}"
 
     def _headers(self, incoming: list[tuple[str, str]]) -> dict[str, str]:
         """The child's headers as sent on: the hop's own dropped, the model spec's added, the provider's key in."""
@@ -322,14 +344,14 @@ class _ChildGone(OSError):
     """The child closed its connection mid-reply: what was received is recorded as it stands."""
 
 
-class DeadlineTimeout(TimeoutError):
+class DeadlineTimeout(LooplabException, TimeoutError):
     """The run's deadline cut the exchange short (its upstream connection was shut)."""
 
     def __init__(self) -> None:
         super().__init__(DEADLINE_PASSED)
 
 
-class RunEnded(ConnectionAbortedError):
+class RunEnded(LooplabException, ConnectionAbortedError):
     """The run ended (its runner exited) with the exchange in flight: cut short, recorded as it stood."""
 
     def __init__(self) -> None:

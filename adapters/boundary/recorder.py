@@ -28,6 +28,7 @@ import pydantic_core
 from looplab.adapters.boundary.pacing import Pacer, retry_after_s
 from looplab.adapters.contract.pricing import Pricing
 from looplab.adapters.contract.trace import Attempt, ModelCall
+from looplab.adapters.contract.wire_apis import ENDPOINT_OF_SUFFIX
 from looplab.shared_tools.live import WAIT_SLICE_S
 from looplab.shared_tools.records import clean, preview
 
@@ -51,13 +52,7 @@ __all__ = [
 ERROR_CHARS = 2000
 
 #: Endpoint kind by URL path suffix, for the four wire formats (Gemini's two methods are one endpoint, streamed or not).
-ENDPOINTS = {
-    "/chat/completions": "chat.completions",
-    "/responses": "responses",
-    "/messages": "messages",
-    ":generateContent": "generateContent",
-    ":streamGenerateContent": "generateContent",
-}
+ENDPOINTS = ENDPOINT_OF_SUFFIX
 
 
 @dataclass

@@ -7,8 +7,9 @@ those literals from the source instead: this module finds the class that the mod
 and reads its attributes and those of its bases that can be located, the nearest first (the way Python's attribute
 lookup goes for single inheritance).
 
-It imports nothing but the standard library, so the noxfile (which runs without looplab's dependencies) can load it
-by path. `tests/test_declarations.py` checks that what it reads equals what the imported class holds.
+It needs nothing but the standard library, so the noxfile (which runs without looplab's dependencies) can load it
+by path; its error derives from looplab's root exception only where looplab can be imported.
+`tests/test_declarations.py` checks that what it reads equals what the imported class holds.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+try:
+    from looplab.shared_tools.errors import LooplabException
+except ImportError:  # loaded by path where looplab is not installed (the noxfile): no root to derive from there
+    LooplabException = Exception  # type: ignore[misc, assignment]
 
 __all__ = ["DECLARED", "Declaration", "DeclarationError", "findable", "read", "read_folder", "source_of"]
 
@@ -49,7 +55,7 @@ DECLARED = (
 EXPORT = "ADAPTER"
 
 
-class DeclarationError(Exception):
+class DeclarationError(LooplabException):
     """A runner module whose declaration cannot be read; the message is one line naming the module and the field."""
 
 

@@ -11,17 +11,10 @@ from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from looplab.adapters.contract.wire_apis import API_OF_ENDPOINT
 from looplab.shared_tools.records import ToolCallRecord
 
 __all__ = ["API_OF_ENDPOINT", "Attempt", "ModelCall", "Step", "Trace", "api_of"]
-
-#: The wire API (as `--api` names it) each recorded endpoint belongs to.
-API_OF_ENDPOINT = {
-    "chat.completions": "chat",
-    "responses": "responses",
-    "messages": "messages",
-    "generateContent": "gemini",
-}
 
 
 def api_of(endpoint: str) -> str:

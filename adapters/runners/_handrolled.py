@@ -14,6 +14,7 @@ from typing import Any
 from looplab.adapters.boundary.plain import plain_http_client
 from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareTool
+from looplab.adapters.contract.errors import LooplabSignal
 from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS
 from looplab.adapters.contract.result import Finished
 from looplab.adapters.session import RunSession
@@ -28,7 +29,7 @@ Loop = Callable[[str, str, Delegate | None], Ending]
 Answer = Callable[[str, Any, str], tuple[str, bool]]
 
 
-class _DelegateStopped(BaseException):
+class _DelegateStopped(LooplabSignal):
     """A boundary's stop inside the delegate's loop: it ends the whole run, as it ends the parent's own loop."""
 
     def __init__(self, finished: Finished) -> None:

@@ -31,6 +31,7 @@ from agno.exceptions import StopAgentRun
 from agno.run.base import RunStatus
 
 from looplab.adapters.contract.bare import BareRun
+from looplab.adapters.contract.errors import LooplabException
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
@@ -59,7 +60,7 @@ def stop_after(cap: int, calls_made: Callable[[], int]) -> Callable[..., Any]:
 # cap:end
 
 
-class AgnoRunFailed(Exception):
+class AgnoRunFailed(LooplabException):
     """Agno caught an error and returned a run whose status is not `completed` (its `content` holds the error)."""
 
 

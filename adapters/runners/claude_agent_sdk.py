@@ -129,7 +129,10 @@ class ClaudeAgentSdk(Adapter):
             if _TRANSPORT.get() == "mcp":  # the Guard served on loopback, and the SDK's server a client of it
                 from looplab.adapters.boundary.mcp_tools import serve_to
 
-                session.tools, session.tool_transport = stack.enter_context(serve_to(session)), "mcp"
+                session.tools, session.tool_transport = (
+                    stack.enter_context(serve_to(session.guard, session.limits.max_seconds)),
+                    "mcp",
+                )
             return self._query(task, session)
 
     def _query(self, task: str, session: RunSession) -> Finished:

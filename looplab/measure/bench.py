@@ -456,9 +456,11 @@ def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> Ser
     pattern retried the run from each of its positions); the median of `LONG_REQUESTS` after one warm-up.
     Plain `http.client`, so the number is the server's (plus loopback), not an SDK's.
     """
+    from looplab.adapters.contract.wire_apis import WIRE_API
     from looplab.scenarios.cases import default_system_prompt, load_cases
     from looplab.shared_tools import default_tools
 
+    (chat_path,), (responses_path,) = WIRE_API["chat"].suffixes, WIRE_API["responses"].suffixes
     body = json.dumps(
         {
             "model": "scripted",
@@ -479,10 +481,10 @@ def server_latency(openai_base_url: str, requests: int = SERVER_REQUESTS) -> Ser
     long_body = json.dumps({"model": "scripted", "input": "x" * (LONG_REQUEST_CHARS - len(task) - 1) + " " + task})
     # The first ten (and the first long one) warm the connection and the server up.
     with _Client(openai_base_url) as client:
-        times = [client.round_trip("/chat/completions", body) for _ in range(requests + 10)][10:]
-        long_times = [client.round_trip("/responses", long_body.encode()) for _ in range(LONG_REQUESTS + 1)][1:]
+        times = [client.round_trip(chat_path, body) for _ in range(requests + 10)][10:]
+        long_times = [client.round_trip(responses_path, long_body.encode()) for _ in range(LONG_REQUESTS + 1)][1:]
     with _proxied(openai_base_url) as (proxy_url, token), _Client(proxy_url, token) as client:
-        proxied = [client.round_trip("/chat/completions", body) for _ in range(requests + 10)][10:]
+        proxied = [client.round_trip(chat_path, body) for _ in range(requests + 10)][10:]
     return ServerLatency(
         proxy_median_ms=round(median(proxied) * 1000, 3),
         requests=requests,

@@ -30,6 +30,7 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.trace import Attempt, ModelCall
+from looplab.adapters.contract.wire_apis import WIRE_API
 from looplab.records.results import read as read_results
 from looplab.shared_tools.records import ToolCallRecord
 from looplab.views.markdown import cell
@@ -237,7 +238,7 @@ def align(results: Sequence[RunResult], wire: Sequence[WireRecord]) -> dict[int,
     cannot be found that way (an attempt that got no response, a hung run still
     sending) is left out rather than guessed.
     """
-    chat = [w for w in wire if str(w.get("path", "")).endswith("/chat/completions")]
+    chat = [w for w in wire if str(w.get("path", "")).endswith(WIRE_API["chat"].suffixes)]
     out: dict[int, list[Exchange]] = {}
     cursor = 0
     for result in results:

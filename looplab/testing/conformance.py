@@ -36,6 +36,7 @@ from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.pricing import Pricing
+from looplab.adapters.contract.wire_apis import ENDPOINT_OF_API, WIRE_API
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.policy import Call, Decision
 from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops
@@ -77,17 +78,10 @@ SEED_TRAJECTORY = [
 ]
 #: What a runner in its own process may take to start its program, on top of a deadline test's limit.
 PROGRAM_START_S = 6.0
-WIRE_APIS = ("chat", "responses", "messages", "gemini")
 #: The values each contract check runs with: every one in `all`, a few in `contract` (a quick tier).
 STEPS = {"all": (1, 2, 3, 5), "contract": (1, 3)}
 ANSWER_ON = {"all": (1, 2, 4), "contract": (2,)}
 LAST_CALL = {"all": (1, 2), "contract": (2,)}
-ENDPOINT_OF_API = {
-    "chat": "chat.completions",
-    "responses": "responses",
-    "messages": "messages",
-    "gemini": "generateContent",
-}
 
 
 # --- the plugin ----------------------------------------------------------------------------------------------
@@ -146,7 +140,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cells = [(r, a) for r in runners for a in (apis[r][:1] if first else apis[r])]
         metafunc.parametrize("conformance_cell", cells, ids=[f"{r}-{a}" for r, a in cells])
     if "conformance_unspoken" in names:
-        cells = [(r, a) for r in runners for a in WIRE_APIS if a not in apis[r]]
+        cells = [(r, a) for r in runners for a in WIRE_API if a not in apis[r]]
         metafunc.parametrize("conformance_unspoken", cells, ids=[f"{r}-{a}" for r, a in cells])
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from looplab.adapters.contract.agents import OFFERED
+from looplab.adapters.contract.errors import LooplabException
 
 __all__ = [
     "AnthropicMessage",
@@ -60,7 +61,7 @@ PERSONAS: tuple[Persona, ...] = get_args(Persona)
 PERSONA_HEADER = "x-looplab-persona"
 
 
-class MalformedRequest(ValueError):
+class MalformedRequest(LooplabException, ValueError):
     """A request field of the wrong type, found while reading the conversation; the server answers 400."""
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from looplab.adapters.contract.model import gemini_error
+from looplab.adapters.contract.wire_apis import GEMINI, MODEL_PATHS
 
 __all__ = [
     "BROKEN",
@@ -32,8 +33,7 @@ __all__ = [
     "SlowReplies",
 ]
 
-MODEL_PATHS = ("/chat/completions", "/responses", "/messages", ":generateContent", ":streamGenerateContent")
-_GEMINI_PATHS = MODEL_PATHS[3:]
+_GEMINI_PATHS = GEMINI.suffixes
 #: A reply that starts (200, headers, a few bytes) and then breaks off.
 BROKEN = "broken"
 #: A reply that never comes.

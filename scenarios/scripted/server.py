@@ -36,7 +36,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from looplab.adapters.contract.errors import LooplabException
 from looplab.adapters.contract.model import ModelServerUrls, gemini_error
+from looplab.adapters.contract.wire_apis import GEMINI, WIRE_API
 from looplab.scenarios.scripted import fields, wire
 from looplab.scenarios.scripted.conversation import (
     MAX_NESTING,
@@ -77,7 +79,7 @@ MODEL_NAME = "scripted-investigator"
 Policy = Callable[[Conversation], Decision]
 Dialect = Literal["openai", "anthropic", "gemini"]
 #: The two `generateContent` methods, after the model in a Gemini URL (`models/NAME:METHOD`): whether each streams.
-GEMINI_METHODS = {"generateContent": False, "streamGenerateContent": True}
+GEMINI_METHODS = dict(GEMINI.methods)
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
@@ -91,11 +93,11 @@ MAX_ERROR_CHARS = 500
 log = logging.getLogger(__name__)
 
 
-class BadRequest(Exception):
+class BadRequest(LooplabException):
     """A request the server refuses with a 400 and this message."""
 
 
-class TooLarge(Exception):
+class TooLarge(LooplabException):
     """A request body over `MAX_BODY_BYTES`."""
 
 
@@ -319,9 +321,9 @@ def create_app(policy: Policy | None = None) -> Starlette:
     routes = []
     for prefix in ("/v1", ""):
         routes += [
-            Route(f"{prefix}/chat/completions", chat, methods=["POST"]),
-            Route(f"{prefix}/responses", responses, methods=["POST"]),
-            Route(f"{prefix}/messages", messages, methods=["POST"]),
+            Route(f"{prefix}/{WIRE_API['chat'].path}", chat, methods=["POST"]),
+            Route(f"{prefix}/{WIRE_API['responses'].path}", responses, methods=["POST"]),
+            Route(f"{prefix}/{WIRE_API['messages'].path}", messages, methods=["POST"]),
             Route(f"{prefix}/models", models, methods=["GET"]),
         ]
     for prefix in ("/v1beta", "/v1", ""):
@@ -334,9 +336,9 @@ def _gemini_target(request: Request) -> dict[str, Any]:
     streams server-sent events with `?alt=sse` and one JSON array of the chunks without it)."""
     name, _, method = request.path_params["target"].rpartition(":")
     if method not in GEMINI_METHODS or not name:
+        known = " or ".join(f"models/NAME{suffix}" for suffix in GEMINI.suffixes)
         raise BadRequest(
-            f"models/{preview(request.path_params['target'], 100)} is not a method this server has: "
-            f"POST models/NAME:generateContent or models/NAME:streamGenerateContent"
+            f"models/{preview(request.path_params['target'], 100)} is not a method this server has: POST {known}"
         )
     streamed = GEMINI_METHODS[method]
     sse = streamed and request.query_params.get("alt") == "sse"
