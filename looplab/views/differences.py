@@ -48,6 +48,7 @@ __all__ = [
     "compare",
     "describe_divergence",
     "divergence",
+    "first_runs",
     "runner_names",
     "runs_from",
     "slug",
@@ -436,7 +437,7 @@ def _every_name(runners: Sequence[str]) -> str:
     return " and ".join([", ".join(runners[:-1]), runners[-1]]) if len(runners) > 1 else "".join(runners)
 
 
-def _firsts(runs: Sequence[RunView]) -> dict[str, dict[str, RunView]]:
+def first_runs(runs: Sequence[RunView]) -> dict[str, dict[str, RunView]]:
     """Per case, each runner's first run (a run that ran preferred to one that did not)."""
     cases: dict[str, dict[str, RunView]] = {}
     for view in runs:
@@ -595,7 +596,7 @@ def compare(doc: Any, *, caps: CapsDoc | None = None) -> Differences:
     """
     document = results.load(doc)
     runs = runs_from(document)
-    cases = _firsts(runs)
+    cases = first_runs(runs)
     runners = list(dict.fromkeys(v.runner for v in runs))
     capped = {case: line for case, views in cases.items() if (line := _at_cap(views)) is not None}
     rows: list[Topic] = []

@@ -12,7 +12,7 @@ Each runner's own cap (the knob and the value `max_steps` set it to) is one more
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +55,6 @@ def _ending(view: differences.RunView) -> Text:
     return text
 
 
-def _runs_by_cell(runs: Sequence[differences.RunView]) -> dict[tuple[str, str], differences.RunView]:
-    """Each runner's first run of each case (a run that ran preferred to one that did not)."""
-    firsts: dict[tuple[str, str], differences.RunView] = {}
-    for view in runs:
-        key = (view.runner, view.case)
-        if key not in firsts or (firsts[key].result is None and view.result is not None):
-            firsts[key] = view
-    return firsts
-
-
 def _summary(views: list[differences.RunView]) -> Text:
     """A runner's cases in one cell where a column each does not fit: the answers counted, every other ending
     named with its case, or counted where several cases ended alike (`20 answer; sloppy-calls error 1; cap 2 ×10`)."""
@@ -89,7 +79,7 @@ def endings_lines(doc: Any, *, width: int, out: Console | None = None) -> list[T
     out = out or render.console()
     runs = differences.runs_from(doc)
     cases = list(dict.fromkeys(v.case for v in runs))
-    by_cell = _runs_by_cell(runs)
+    by_cell = {(r, case): v for case, views in differences.first_runs(runs).items() for r, v in views.items()}
     totals = {row.runner: row for row in headline(runs)}
     runners = list(totals)
     spent: list[tuple[Col, Callable[[Any], str]]] = [
