@@ -553,10 +553,16 @@ def print_terminal(card: Scorecard, console: Console | None = None) -> None:
     from looplab.views import render
 
     out = console or render.console()
+    shared_keys = {r.key for r in ROWS if len(card.cards) > 1 and len({c.cells[r.key].text for c in card.cards}) == 1}
+    if all(r.key in shared_keys for g in groups_of(card) for r in group_rows(g)):
+        # No table will name the runners, so "every runner" says whom it means here.
+        names = Text.assemble(("every runner: ", "dim"), ", ".join(c.runner for c in card.cards))
+        for line in _hanging(names, 0, out.width, out):
+            out.print(line, overflow="fold")
     for group in groups_of(card):
         rows = group_rows(group)
         # A behaviour every runner shares is said once, above the group, not in a column of the same words.
-        shared = [r for r in rows if len(card.cards) > 1 and len({c.cells[r.key].text for c in card.cards}) == 1]
+        shared = [r for r in rows if r.key in shared_keys]
         rest = [r for r in rows if r not in shared]
         cols = [render.Col("runner"), *(render.Col(r.title, prose=True) for r in rest)]
         cells = [[c.runner, *(c.cells[r.key].text for r in rest)] for c in card.cards]
