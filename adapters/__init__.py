@@ -4,7 +4,7 @@
   declaration, the model spec, the files rule, errors.
 - `boundary/`: the model recorder and proxy, pacing, noise capture, the MCP tool server and client, runner
   processes; it knows no runner.
-- `session.py`: one run's session (clock, budget, gate, stop, result) and the `Adapter` base a runner subclasses.
+- `session.py`: one run's session (clock, budget, gate, stop, result) and the `Runner` base a runner subclasses.
 - `runners/`: one module per runner; `_name.py` helper layers beside them; `ts/` the node runners' programs.
 - `registry.py`: the runners looplab knows, found without importing a framework.
 """

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looplab.adapters.contract.declaration import (
+    EXPORT,
+    OLD_EXPORT,
     Declaration,
     DeclarationError,
     findable,
@@ -26,14 +28,12 @@ from looplab.adapters.contract.declaration import (
 from looplab.adapters.contract.errors import LooplabError, MissingExtra
 
 if TYPE_CHECKING:
-    from looplab.adapters.session import Adapter
+    from looplab.adapters.session import Runner
 
-__all__ = ["ENTRY_POINTS", "RUNNERS", "RunnerInfo", "load"]
+__all__ = ["ENTRY_POINTS", "RUNNERS", "load"]
 
 #: The entry-point group through which another package ships a runner.
 ENTRY_POINTS = "looplab.runners"
-#: A runner's declaration, as the registry holds it.
-RunnerInfo = Declaration
 _BUILT_IN = Path(__file__).with_name("runners")
 
 
@@ -48,7 +48,7 @@ def _from_entry_points(known: set[str]) -> list[Declaration]:
             warnings.warn(f"runner {point.name!r} ({module}) left out: {exc}", stacklevel=2)
             continue
         if declared is None:
-            warnings.warn(f"runner {point.name!r}: {module} exports no ADAPTER; left out", stacklevel=2)
+            warnings.warn(f"runner {point.name!r}: {module} exports no {EXPORT}; left out", stacklevel=2)
         elif declared.name in known:
             warnings.warn(
                 f"runner {declared.name!r} from {module} left out: looplab has one of that name", stacklevel=2
@@ -68,8 +68,8 @@ def _discover() -> dict[str, Declaration]:
 RUNNERS: dict[str, Declaration] = _discover()
 
 
-def load(name: str) -> Adapter:
-    """Import a runner's adapter; a missing framework raises `MissingExtra` naming the extra."""
+def load(name: str) -> Runner:
+    """Import a runner; a missing framework raises `MissingExtra` naming the extra."""
     info = RUNNERS.get(name)
     if info is None:
         raise LooplabError(f"unknown runner {name!r}; known runners: {', '.join(RUNNERS)}")
@@ -79,4 +79,6 @@ def load(name: str) -> Adapter:
     for command in info.commands:
         if shutil.which(command) is None:
             raise LooplabError(f"runner {name!r} needs {command!r} on PATH, which this machine does not have")
-    return importlib.import_module(info.module).ADAPTER
+    module = importlib.import_module(info.module)
+    # A module of another package may still export its runner under the old name (its reading warned of it).
+    return getattr(module, EXPORT, None) or getattr(module, OLD_EXPORT)

@@ -1,10 +1,10 @@
 """The normalized contracts every runner shares.
 
-`Limits` in, `RunResult` out; between them an `Adapter` runs its framework's
+`Limits` in, `RunResult` out; between them a `Runner` runs its framework's
 loop with the model reached through the `ModelRecorder` and the tools through
 the `Guard` (in-process, or served over MCP: `session.tools`). `RunSession`
-holds what one run needs from both boundaries and is the one place that
-decides whether the budget allows another model call.
+holds what one run needs from both boundaries: its clock, its stop and its
+result; whether another model call is allowed is its budget's (`session.budget`).
 """
 
 from __future__ import annotations
@@ -13,51 +13,45 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
-import importlib
 import threading
-import time
 from abc import abstractmethod
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from looplab.adapters.boundary import pacing
+from looplab.adapters.boundary.budget import Refusal, RunBudget, check_priced
+from looplab.adapters.boundary.clients import RunClients
 from looplab.adapters.boundary.noise import framework_noise
-from looplab.adapters.boundary.recorder import ModelRecorder, forecast_input_tokens, http_module_for
+from looplab.adapters.boundary.recorder import ModelRecorder
 from looplab.adapters.contract.agents import MAIN_AGENT, Delegate
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError, StopRun
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
 from looplab.adapters.contract.result import Finished, NativeEnd, RunResult, Totals
-from looplab.adapters.contract.runner import Probe, Runner
+from looplab.adapters.contract.runner import Probe, RunnerDeclaration
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.contract.trace import Trace
 from looplab.shared_tools import Guard
 from looplab.shared_tools.records import clean
 
-__all__ = ["Adapter", "RunSession", "check_priced"]
+__all__ = ["RunSession", "Runner", "check_priced"]
 
 T = TypeVar("T")
 
 
-def check_priced(limits: Limits, model: ModelSpec) -> None:
-    """Refuse, in one line and before the run, a dollar budget for a model whose price is unknown."""
-    if limits.max_cost_usd is not None and model.pricing is None:
-        raise LooplabError(
-            f"max_cost_usd={limits.max_cost_usd:g} needs a price and {model.label} has none in the table: "
-            "pass --price IN,OUT (dollars per million tokens)"
-        )
-
-
 class RunSession:
-    """One run's shared bookkeeping: the clock, both boundaries, the budget.
+    """One run's shared bookkeeping: the clock, the stop and the result, over both boundaries and the budget.
 
-    Every model request passes `gate()` first, so a runner whose own cap
+    Every model request passes the budget's gate first (`budget.gate()`), so a runner whose own cap
     would allow one more call is still stopped at `max_steps`, the deadline,
     the budget or a stop the Guard asked for; `stop` remembers which.
     """
+
+    #: What the runner's `prepare` returned for this run, for its `loop` (None: it prepares nothing).
+    prepared: Any = None
 
     def __init__(
         self,
@@ -86,15 +80,13 @@ class RunSession:
         self.knob, self.cap = probe.knob, probe.value
         self.native_end: NativeEnd | None = None
         self.clock = guard.clock
-        self.pacer = pacing.current()
+        #: The run's limits on its model calls, the gate before each request; counted off `recorder`.
+        self.budget = RunBudget(limits, self, pacing.current())
         self.recorder = ModelRecorder(
             clock=self.clock,
             pricing=model.pricing,
-            gate=self.gate,
-            pacer=self.pacer,
+            budget=self.budget,
             headers=model.headers,
-            time_left=self.remaining_s,
-            expire=self.expire,
             tools_named_in_text=tools_named_in_text,
             agents={delegate.name: delegate.marker} if delegate is not None else {},
             main_agent=MAIN_AGENT if delegate is not None else None,
@@ -102,9 +94,10 @@ class RunSession:
         # The run may have begun before its session (its workspace copied on its clock): `max_seconds` counts from then.
         self.started = self.clock() if guard.began is None else guard.began
         self.guard.deadline = self.started + limits.max_seconds
-        self.guard.cutoff = self.steps_spent
+        self.guard.cutoff = self.budget.steps_spent
         self.stop: StopRun | None = None
-        self._clients: list[tuple[Any, bool]] = []  # the HTTP clients built, and whether each is async
+        #: The run's provider SDK clients, recorded at the model boundary.
+        self.clients = RunClients(self.recorder, model, limits)
         #: Set when the caller cancelled the run: every wait of the run ends within a slice of `WAIT_SLICE_S`.
         self.cancelled = threading.Event()
         self._on_cancel: list[Callable[[], None]] = []
@@ -126,16 +119,17 @@ class RunSession:
             callback()
 
     def gate(self, request_bytes: int = 0) -> None:
-        """Called before each model request: raises `StopRun` if the run must end instead."""
-        if why := self.tool_stop() or self.budget_stop(request_bytes) or self.pace():
-            self.stop = self.stop or StopRun(*why)
-            raise self.stop
+        """Called before each model request: raises `StopRun` if the run must end instead (the budget's gate)."""
+        self.budget.gate(request_bytes)
 
-    def expire(self) -> None:
-        """Called when the run's deadline cut a model exchange short: the run stops as `timeout` (raised, as `gate`
-        raises, so that neither an SDK nor a framework retries the call)."""
-        detail = f"max_seconds={self.limits.max_seconds:g} elapsed during a model call"
-        self.stop = self.stop or StopRun(StopReason.TIMEOUT, detail)
+    def halted(self) -> Refusal | None:
+        """A stop decided outside the budget, which the gate asks first: the Guard's, or the run's cancel."""
+        return self.tool_stop() or self._cancelled_stop()
+
+    def stop_with(self, why: Refusal) -> NoReturn:
+        """End the run for `why`, unless it already stopped (the first stop wins), and raise the stop: a refused
+        request, or an exchange the deadline cut short (raised so that neither an SDK nor a framework retries)."""
+        self.stop = self.stop or StopRun(*why)
         raise self.stop
 
     def conclude(self, answer: str | None, error: BaseException | None = None) -> Finished:
@@ -175,63 +169,20 @@ class RunSession:
         return Finished(StopReason.FINAL_ANSWER, answer)
 
     def openai_client(self, *, is_async: bool = True) -> Any:
-        """An `openai` client for this run's model, recorded at the model boundary."""
-        import openai  # a provider SDK, present whenever a runner that calls this is installed
-
-        cls = openai.AsyncOpenAI if is_async else openai.OpenAI
-        http = self.http_client(openai, is_async=is_async)
-        return cls(**self._client_options(), http_client=http)
+        """An `openai` client for this run's model, recorded at the model boundary (`clients`)."""
+        return self.clients.openai_client(is_async=is_async)
 
     def anthropic_client(self, *, is_async: bool = True) -> Any:
-        """An `anthropic` client for this run's model, recorded at the model boundary."""
-        import anthropic
-
-        cls = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
-        http = self.http_client(anthropic, is_async=is_async)
-        return cls(**self._client_options(), http_client=http)
+        """An `anthropic` client for this run's model, recorded at the model boundary (`clients`)."""
+        return self.clients.anthropic_client(is_async=is_async)
 
     def gemini_client(self, *, is_async: bool = True) -> Any:
-        """A `google.genai.Client` for this run's model, its sync (or async) requests recorded at the model boundary.
-
-        The recording HTTP client is the caller's to google-genai: neither closing nor collecting the `Client`
-        closes it; the session does, with the run's other clients.
-        """
-        from google import genai
-        from google.genai import _api_client, types
-
-        # The HTTP client module google-genai itself would build on (httpx unless GOOGLE_GENAI_HTTP_CLIENT says;
-        # google-genai 1.x, which CrewAI pins, knows httpx only).
-        backend = getattr(_api_client, "_get_http_client_backend", lambda: "httpx")
-        http = importlib.import_module(backend())
-        recorded = self._recording_client(http, is_async=is_async)
-        options = types.HttpOptions(
-            base_url=self.model.base_url,
-            # google-genai sends its own per-request timeout (None: none at all), so the run's is set here too.
-            timeout=int(self.limits.max_seconds * 1000),
-            retry_options=types.HttpRetryOptions(attempts=self.model.retries + 1),
-            **{"httpx_async_client" if is_async else "httpx_client": recorded},
-        )
-        # `google:` is Gemini's own API: a caller's GOOGLE_GENAI_USE_VERTEXAI must not turn the paths into Vertex AI's.
-        return genai.Client(vertexai=False, api_key=self.model.key(), http_options=options)
-
-    def _client_options(self) -> dict[str, Any]:
-        """What every provider SDK client of this run is built with: key, endpoint, and the one retry policy."""
-        return {"api_key": self.model.key(), "base_url": self.model.base_url, "max_retries": self.model.retries}
+        """A `google.genai.Client` for this run's model, recorded at the model boundary (`clients`)."""
+        return self.clients.gemini_client(is_async=is_async)
 
     def http_client(self, sdk: ModuleType, *, is_async: bool = False) -> Any:
-        """A recording HTTP client of the kind `sdk` (the `openai` or `anthropic` module) takes.
-
-        Its timeout is the run's whole `max_seconds`, so a model call that hangs cannot outlast the run.
-        """
-        return self._recording_client(http_module_for(sdk), is_async=is_async)
-
-    def _recording_client(self, http: ModuleType, *, is_async: bool) -> Any:
-        """A recording client of the HTTP module `http` (`httpx` or `httpx2`), closed with the run."""
-        timeout = http.Timeout(self.limits.max_seconds, connect=min(10.0, self.limits.max_seconds))
-        plain = (self.model.base_url or "").startswith("http://")
-        client = self.recorder.http_client(http, is_async=is_async, tls=not plain, timeout=timeout)
-        self._clients.append((client, is_async))
-        return client
+        """A recording HTTP client of the kind `sdk` (the `openai` or `anthropic` module) takes (`clients`)."""
+        return self.clients.http_client(sdk, is_async=is_async)
 
     def run_async(self, main: Coroutine[Any, Any, T]) -> T:
         """`asyncio.run(main)`, closing this run's async HTTP clients inside the loop before it ends.
@@ -243,17 +194,13 @@ class RunSession:
             try:
                 return await main
             finally:
-                for client, is_async in self._clients:
-                    if is_async:
-                        await client.aclose()
+                await self.clients.aclose()
 
         return asyncio.run(closing())
 
     def close_clients(self) -> None:
         """Close the run's HTTP clients (async ones are closed by `run_async`, in their loop)."""
-        for client, is_async in self._clients:
-            if not is_async:
-                client.close()
+        self.clients.close()
 
     def remaining_s(self) -> float:
         """Seconds left of `max_seconds`; none once the run is cancelled."""
@@ -261,60 +208,15 @@ class RunSession:
             return 0.0
         return max(0.0, self.started + self.limits.max_seconds - self.clock())
 
-    def budget_stop(self, request_bytes: int = 0) -> tuple[StopReason, str] | None:
-        """Checked before every model call: the reason another call is not allowed, if any.
+    def budget_stop(self, request_bytes: int = 0) -> Refusal | None:
+        """Checked before every model call: the reason another call is not allowed, if any (a cancel, or the
+        budget's `refusal`: a limit reached, or a call that would pass one)."""
+        return self._cancelled_stop() or self.budget.refusal(request_bytes)
 
-        The dollar and token budgets look ahead: a call whose estimated cost (from the request's size) would take
-        the spend past `max_cost_usd`, or whose input would take the tokens past `max_tokens`, is not made; what a
-        made call adds beyond the budget is at most its own output (bounded by the request's `max_tokens`).
-        """
+    def _cancelled_stop(self) -> Refusal | None:
+        """The stop of a cancelled run: every request after the cancel is refused with it."""
         if self.cancelled.is_set() and self.stop is not None:  # set before `cancelled`: the cancel, or a stop before
             return self.stop.reason, self.stop.detail
-        calls = len(self.recorder.calls)
-        if calls >= self.limits.max_steps:
-            return StopReason.MAX_STEPS, f"max_steps={self.limits.max_steps} model calls made"
-        if self.remaining_s() <= 0:
-            return StopReason.TIMEOUT, f"max_seconds={self.limits.max_seconds:g} elapsed"
-        if self.limits.max_cost_usd is not None:
-            spent, next_call = self.recorder.cost_usd or 0.0, self.recorder.forecast_cost(request_bytes) or 0.0
-            if spent + next_call > self.limits.max_cost_usd:
-                return StopReason.BUDGET, (
-                    f"max_cost_usd={self.limits.max_cost_usd:g}: spent {spent:.6f}, "
-                    f"the next call would cost about {next_call:.6f}"
-                )
-        if self.limits.max_tokens is not None:
-            spent, next_input = self.recorder.tokens, forecast_input_tokens(request_bytes)
-            if spent + next_input > self.limits.max_tokens:
-                return StopReason.BUDGET, (
-                    f"max_tokens={self.limits.max_tokens}: {spent} tokens spent, "
-                    f"the next request's input is about {next_input} more"
-                )
-        return None
-
-    def pace(self) -> tuple[StopReason, str] | None:
-        """Waits for this request's turn (`--rpm`, a 429's retry-after); the reason to stop if it comes too late.
-
-        The wait blocks this run's thread only; other runs in flight go on.
-        """
-        wait = self.pacer.reserve(self.pacer.clock() + self.remaining_s())
-        if wait is None:
-            rpm = f"--rpm {self.pacer.rpm} or " if self.pacer.rpm else ""
-            return StopReason.TIMEOUT, (
-                f"max_seconds={self.limits.max_seconds:g} would pass before the next request may go "
-                f"({rpm}a 429's retry-after holds requests back)"
-            )
-        if wait > 0:
-            time.sleep(wait)
-        return None
-
-    def steps_spent(self) -> str | None:
-        """Why no model call is left to read a tool's result, if `max_steps` says so (the Guard's `cutoff`).
-
-        One behaviour for every runner: the tools of the last allowed model call do not run, whether the
-        framework would have run them (most do) or ended first (LangGraph's step counter does).
-        """
-        if self.recorder.replies_begun >= self.limits.max_steps:
-            return f"max_steps={self.limits.max_steps} model calls made"
         return None
 
     def tool_stop(self) -> tuple[StopReason, str] | None:
@@ -324,7 +226,7 @@ class RunSession:
         return None
 
     def result(
-        self, runner: Adapter, reason: StopReason, answer: str | None = None, detail: str | None = None
+        self, runner: Runner, reason: StopReason, answer: str | None = None, detail: str | None = None
     ) -> RunResult:
         trace = Trace.from_boundaries(self.recorder.calls, self.guard.records, self.recorder.pending)
         calls, failed = self.recorder.calls, self.recorder.failed
@@ -354,12 +256,25 @@ class RunSession:
         )
 
 
-class Adapter(Runner):
-    """One runner. Subclasses hold framework glue only: `loop()` and `native_cap()`."""
+class Runner(RunnerDeclaration):
+    """One runner: the class a runner module subclasses, exporting its runner as `RUNNER`.
+
+    Subclasses hold framework glue only: `loop()` and `native_cap()`, and `prepare()` for set-up a run needs before
+    its clock starts. `run` is shared.
+    """
 
     @abstractmethod
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the framework's loop; only framework glue belongs here."""
+
+    def prepare(self, model: ModelSpec, tools: ToolTransport) -> Any:
+        """Set-up for one run, done by `run` once the run is accepted and before its session starts the run's clock
+        (importing an SDK that takes seconds, installing a program's packages); `loop` reads what it returns as
+        `session.prepared`. `model` is the run's, its `stream` decided; `tools` is the transport asked for.
+
+        A caller that started the clock before (`Guard.began`: the harness, for the workspace copy) counts it too.
+        """
+        return None
 
     def run(
         self,
@@ -374,7 +289,8 @@ class Adapter(Runner):
         cancel: Cancellation | None = None,
         delegate: Delegate | None = None,
     ) -> RunResult:
-        """Run `task` with the tools behind `guard`; never raises for a failing run.
+        """Run `task` with the tools behind `guard`; never raises for a failing run. Every runner's: a runner's own
+        set-up goes in `prepare`.
 
         `system_prompt` (the case's) is what the model is told first: `loop` reads it as `session.system_prompt`.
 
@@ -391,6 +307,7 @@ class Adapter(Runner):
         if delegate is not None and self.delegation is None:
             raise LooplabError(f"{self.name} cannot delegate here: its declaration names no `delegation`")
         probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)
+        prepared = self.prepare(model, tools)
         session = RunSession(
             guard,
             limits,
@@ -401,6 +318,7 @@ class Adapter(Runner):
             cancel=cancel,
             delegate=delegate,
         )
+        session.prepared = prepared
         with framework_noise() as noise, contextlib.ExitStack() as stack:
             try:
                 if tools == "mcp" and not self.out_of_process:

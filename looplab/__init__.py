@@ -38,7 +38,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from looplab.adapters.contract.errors import LooplabError, MissingExtra
+    from looplab.adapters.contract.errors import LooplabError, LooplabException, MissingExtra
     from looplab.adapters.contract.limits import Limits, StopReason
     from looplab.adapters.contract.model import ModelSpec
     from looplab.adapters.contract.result import RunResult
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from looplab.records.outcome import RunOutcome
     from looplab.run.handle import RunHandle, start
     from looplab.run.harness import Endpoint, ModelChoice, endpoint, run_one
+    from looplab.run.options import RunOptions
     from looplab.scenarios.cases import Case, load_cases
 
 #: Public name -> (module, attribute): what `__getattr__` imports when the name is first used.
@@ -54,11 +55,13 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Endpoint": ("looplab.run.harness", "Endpoint"),
     "Limits": ("looplab.adapters.contract.limits", "Limits"),
     "LooplabError": ("looplab.adapters.contract.errors", "LooplabError"),
+    "LooplabException": ("looplab.adapters.contract.errors", "LooplabException"),
     "MissingExtra": ("looplab.adapters.contract.errors", "MissingExtra"),
     "ModelChoice": ("looplab.run.harness", "ModelChoice"),
     "ModelSpec": ("looplab.adapters.contract.model", "ModelSpec"),
     "RunOutcome": ("looplab.records.outcome", "RunOutcome"),
     "RunHandle": ("looplab.run.handle", "RunHandle"),
+    "RunOptions": ("looplab.run.options", "RunOptions"),
     "RunResult": ("looplab.adapters.contract.result", "RunResult"),
     "StopReason": ("looplab.adapters.contract.limits", "StopReason"),
     "endpoint": ("looplab.run.harness", "endpoint"),
@@ -76,10 +79,12 @@ __all__ = [
     "Endpoint",
     "Limits",
     "LooplabError",
+    "LooplabException",
     "MissingExtra",
     "ModelChoice",
     "ModelSpec",
     "RunHandle",
+    "RunOptions",
     "RunOutcome",
     "RunResult",
     "StopReason",

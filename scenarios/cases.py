@@ -34,7 +34,7 @@ from looplab.shared_tools.repo_copy import check_repo
 
 if TYPE_CHECKING:
     from looplab.adapters.contract.declaration import Declaration
-    from looplab.adapters.contract.runner import Runner
+    from looplab.adapters.contract.runner import RunnerDeclaration
 
 __all__ = [
     "BUILTIN_SUITE",
@@ -240,7 +240,7 @@ class Case(_Strict):
                 raise LooplabError(f"case {self.id!r}: no tool named {name!r}")
         return with_faults(tools, self.faults)
 
-    def runs_on(self, runner: Runner | Declaration) -> bool:
+    def runs_on(self, runner: RunnerDeclaration | Declaration) -> bool:
         """Whether the case applies to `runner`: one with a delegate needs a framework that can delegate."""
         return self.delegate is None or runner.delegation is not None
 

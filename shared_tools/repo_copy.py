@@ -32,7 +32,7 @@ __all__ = [
 #: Entries (files, folders, links, and what is left out) a copy looks at, at most: 20,000 files with their folders.
 #: A large real project stays under it once its caches and dependencies are left out (`SKIPPED_DIRS`: `.git`,
 #: `node_modules`, `.venv`, ...), while every run pays for its copy on its own clock: 20,000 small files take 3 to
-#: 8 s to copy on a loaded 2-core machine (`python -m looplab.measure.bench_workspace`).
+#: 8 s to copy on a loaded 2-core machine (`python -m looplab.measure bench-workspace`).
 MAX_REPO_ENTRIES = 25_000
 #: Bytes of files a copy takes, at most: far more than any project's sources, and a bound on the disk each run's copy
 #: holds (a matrix may run several at once).

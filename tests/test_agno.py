@@ -29,7 +29,7 @@ from looplab.scenarios.scripted.faults import HttpFaults  # noqa: E402
 from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops  # noqa: E402
 from looplab.scenarios.scripted.server import ScriptedModelServer  # noqa: E402
 
-ADAPTER = registry.load("agno")
+RUNNER = registry.load("agno")
 SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
 
 
@@ -52,7 +52,7 @@ def prober(never_stops: ScriptedModelServer) -> Prober:
 
 
 def test_both_knobs_are_unset_by_default() -> None:
-    defaults = ADAPTER.knob_defaults()
+    defaults = RUNNER.knob_defaults()
     assert [defaults[k].value for k in (HOOK, TOOL_CALL_LIMIT)] == [None, None]
     assert defaults[TOOL_CALL_LIMIT].source == "agno.agent.agent.Agent(tool_call_limit=None) signature"
 
@@ -60,7 +60,7 @@ def test_both_knobs_are_unset_by_default() -> None:
 def test_tool_call_limit_counts_tools_and_leaves_the_loop_running(prober: Prober) -> None:
     # tool_call_limit=2 and max_steps=5: two tools run; Agno answers the next ones itself and keeps asking the model,
     # until the model boundary refuses call 6.
-    result = prober.run(ADAPTER, "never-stops", Probe(knob=TOOL_CALL_LIMIT, value=2), max_steps=5)
+    result = prober.run(RUNNER, "never-stops", Probe(knob=TOOL_CALL_LIMIT, value=2), max_steps=5)
     assert result.stop_reason is StopReason.MAX_STEPS
     assert result.totals.model_calls == 5
     assert [len(s.tool_calls) for s in result.trace.steps] == [1, 1, 0, 0, 0]
@@ -83,14 +83,14 @@ def test_past_the_limit_agno_answers_each_tool_call_itself_and_asks_the_model_ag
 @pytest.mark.parametrize("cap", [1, 3])
 def test_the_hook_alone_ends_agnos_run_in_the_tools_of_call_n(prober: Prober, cap: int) -> None:
     # The model boundary's stop far above the hook's value: the hook ends the loop, and Agent.run returns normally.
-    result = prober.run(ADAPTER, "never-stops", Probe(knob=HOOK, value=cap), max_steps=cap + 5)
+    result = prober.run(RUNNER, "never-stops", Probe(knob=HOOK, value=cap), max_steps=cap + 5)
     assert result.totals.model_calls == cap
     assert [len(s.tool_calls) for s in result.trace.steps] == [1] * (cap - 1) + [0]
     assert result.native_end is not None and (result.native_end.kind, result.native_end.text) == ("returned", "")
 
 
 def test_max_steps_maps_to_the_hook_and_the_run_ends_max_steps(prober: Prober) -> None:
-    result = prober.run(ADAPTER, "never-stops", None, max_steps=2)
+    result = prober.run(RUNNER, "never-stops", None, max_steps=2)
     assert (result.native_cap.knob, result.native_cap.value) == (HOOK, 2)
     assert (result.stop_reason, result.totals.model_calls) == (StopReason.MAX_STEPS, 2)
     assert result.native_end is not None and result.native_end.kind == "returned"
@@ -118,7 +118,7 @@ def test_a_run_agno_returns_as_failed_ends_error(capfd: pytest.CaptureFixture[st
     # A 400 is not retried; Agno catches the SDK's error and returns a run whose status is `error`.
     with ScriptedModelServer(NeverStops(), wrap=lambda app: HttpFaults(app, [400])) as server:
         prober = Prober({"never-stops": server})
-        result = prober.run(ADAPTER, "never-stops", None, max_steps=3)
+        result = prober.run(RUNNER, "never-stops", None, max_steps=3)
     assert "injected fault" not in "".join(capfd.readouterr())
     assert result.stop_reason is StopReason.ERROR
     assert result.totals.model_calls == 0 and result.totals.failed_model_calls == 1
@@ -133,5 +133,5 @@ def test_the_bare_loop_makes_exactly_max_steps_calls(never_stops: ScriptedModelS
     ran: list[str] = []
     tools = [BareTool("search_code", "search", SCHEMA, lambda query: ran.append(query) or "no hits")]
     urls = {"openai": never_stops.openai_base_url}
-    assert ADAPTER.bare_loop()("task", tools, urls, "scripted", 3, system_prompt="sys") == 3
+    assert RUNNER.bare_loop()("task", tools, urls, "scripted", 3, system_prompt="sys") == 3
     assert ran == ["probe_1", "probe_2"]

@@ -23,7 +23,7 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.trace import ModelCall, Step, Trace
 from looplab.adapters.runners import _bare_child, ts_ai_sdk
 from looplab.cli import main
-from looplab.measure import bench
+from looplab.measure import bench, bench_probe, bench_report, bench_server, bench_stats, bench_tax, bench_timing
 from looplab.records import measurements
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
@@ -101,7 +101,9 @@ def test_every_measured_number_is_positive(measured) -> None:
             assert value > 0, r
         assert r.wall_ms_median > 0 and r.import_s > 0 and r.peak_rss_mb > 0
         assert r.ratio_overhead_median and r.ratio_import and r.ratio_peak_rss
-    assert result.server.requests == bench.SERVER_REQUESTS and 0 < result.server.median_ms <= result.server.p95_ms
+    assert (
+        result.server.requests == bench_server.SERVER_REQUESTS and 0 < result.server.median_ms <= result.server.p95_ms
+    )
     assert result.recorded_model_ms_median > 0 and result.help_s_median > 0
 
 
@@ -120,15 +122,15 @@ def test_the_harness_tax_compares_the_same_loop(measured) -> None:
 @pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_tables_have_one_row_a_runner(measured, capsys) -> None:
     result: measurements.BenchResult = measured["result"]
-    header, rows = bench.runner_rows(result)
+    header, rows = bench_report.runner_rows(result)
     assert len(rows) == 2 and all(len(row) == len(header) for row in rows)
     assert rows[0][header.index("median ×hand")] == "1.00×"
-    header, rows = bench.tax_rows(result)
+    header, rows = bench_report.tax_rows(result)
     assert len(rows) == 2 and all(len(row) == len(header) for row in rows)
-    md = bench.markdown(result).splitlines()
+    md = bench_report.markdown(result).splitlines()
     assert md[0].startswith("| runner | version |") and md[1].startswith("|---|")
     assert sum(line.startswith("| handrolled |") for line in md) == 2
-    bench.print_tables(result)
+    bench_report.print_tables(result)
     out = capsys.readouterr().out
     assert "overhead per model turn" in out and "harness tax" in out and "scripted model server" in out
 
@@ -136,10 +138,10 @@ def test_tables_have_one_row_a_runner(measured, capsys) -> None:
 @pytest.mark.full  # the bench through the CLI, with fresh interpreters and the server alone
 def test_a_runner_without_a_bare_loop_says_so(measured, capsys) -> None:
     result = measured["result"].model_copy(update={"no_bare_loop": ["ts_ai_sdk"]})
-    header, rows = bench.tax_rows(result)
-    assert rows[-1][:2] == ["ts_ai_sdk", bench.NO_BARE_LOOP] and len(rows[-1]) == len(header)
-    bench.print_tables(result)
-    assert bench.NO_BARE_LOOP in capsys.readouterr().out
+    header, rows = bench_report.tax_rows(result)
+    assert rows[-1][:2] == ["ts_ai_sdk", bench_report.NO_BARE_LOOP] and len(rows[-1]) == len(header)
+    bench_report.print_tables(result)
+    assert bench_report.NO_BARE_LOOP in capsys.readouterr().out
 
 
 @pytest.mark.full  # every in-process runner, bare and through looplab
@@ -150,7 +152,7 @@ def test_every_in_process_runner_has_a_harness_tax_row(monkeypatch) -> None:
     """
     latency = ("requests", "median_ms", "p95_ms", "long_request_chars", "long_requests", "long_request_ms_median")
     monkeypatch.setattr(bench, "server_latency", lambda url: measurements.ServerLatency(**dict.fromkeys(latency, 1)))
-    monkeypatch.setattr(bench, "_probe_subprocess", lambda *a: {"import_s": 1.0, "peak_rss_mb": 1.0})
+    monkeypatch.setattr(bench, "probe_subprocess", lambda *a: {"import_s": 1.0, "peak_rss_mb": 1.0})
     monkeypatch.setattr(bench, "help_time", lambda: 1.0)
     monkeypatch.setattr(bench, "bench_merge", lambda: None)
     result = bench.run_bench(IN_PROCESS, load_cases()["vip-compound"], repeat=1, import_repeat=1, progress=False)
@@ -161,7 +163,7 @@ def test_every_in_process_runner_has_a_harness_tax_row(monkeypatch) -> None:
         assert tax.turns_bare == tax.turns_looplab == 5, tax
         # Each pair speaks the runner's first wire API; only the framework-less loop's ratio has no target.
         assert tax.api == registry.load(tax.runner).apis[0] and tax.ratio_targeted == (tax.runner != "handrolled")
-        assert tax.via_proxy == bench.via_model_proxy(tax.runner, tax.api)
+        assert tax.via_proxy == bench_tax.via_model_proxy(tax.runner, tax.api)
 
 
 class _Requests:
@@ -188,7 +190,7 @@ def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> N
     the framework's own, unnormalized: at it, some frameworks make one wrap-up call (smolagents, DSPy).
     """
     counter = _Requests()
-    loop = bench.bare_loop(runner)
+    loop = bench_timing.bare_loop(runner)
     assert loop is not None, f"{registry.RUNNERS[runner].module} has no bare_run"
     api = registry.load(runner).apis[0]
     with ScriptedModelServer(wrap=counter.wrap) as server:
@@ -197,8 +199,8 @@ def test_a_bare_loop_makes_the_requests_its_looplab_twin_makes(runner: str) -> N
         twin, counter.paths = counter.paths, []
         for max_steps, made in ((12, {5}), (2, {2, 3})):
             with Workspace(FIXTURE_REPO) as ws:
-                watch = bench._Stopwatch()
-                tools = bench._bare_tools(ws, default_tools(), watch)
+                watch = bench_timing.Stopwatch()
+                tools = bench_timing.bare_tools(ws, default_tools(), watch)
                 reported = loop(TASK, tools, urls, "scripted", max_steps, system_prompt=SYSTEM_PROMPT)
             assert reported == len(counter.paths) and reported in made and watch.spent > 0
             assert set(counter.paths) == {API_PATH[api]}
@@ -220,12 +222,12 @@ def test_a_node_runners_bare_loop_makes_exactly_max_steps_model_calls(runner: st
     plainly over MCP; the requests went straight to the model server on the runner's first wire API.
     """
     counter = _Requests()
-    loop = bench.bare_loop(runner)
+    loop = bench_timing.bare_loop(runner)
     assert loop is not None
     api = registry.load(runner).apis[0]
     with ScriptedModelServer(NeverStops(), wrap=counter.wrap) as server, Workspace(FIXTURE_REPO) as ws:
-        watch = bench._Stopwatch()
-        tools = bench._bare_tools(ws, default_tools(), watch)
+        watch = bench_timing.Stopwatch()
+        tools = bench_timing.bare_tools(ws, default_tools(), watch)
         made = loop(TASK, tools, server.base_urls, "scripted", 3, system_prompt=SYSTEM_PROMPT)
     assert made == len(counter.paths) == 3 and set(counter.paths) == {API_PATH[api]}
     assert watch.spent > 0
@@ -250,8 +252,8 @@ def _fake_bare_run(tmp_path: Any, outcome: dict[str, Any] | None, count: str) ->
     command = [sys.executable, "-c", FAKE_PROGRAM, str(seen), json.dumps(outcome), count]
     urls = {"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9", "google": "http://127.0.0.1:9"}
     with Workspace(FIXTURE_REPO) as ws:
-        tools = bench._bare_tools(ws, default_tools(), bench._Stopwatch())
-        made = _bare_child.bare_run(ts_ai_sdk.ADAPTER, lambda: command, TASK, tools, urls, "m", 4, system_prompt="p")
+        tools = bench_timing.bare_tools(ws, default_tools(), bench_timing.Stopwatch())
+        made = _bare_child.bare_run(ts_ai_sdk.RUNNER, lambda: command, TASK, tools, urls, "m", 4, system_prompt="p")
     return made, json.loads(seen.read_text())
 
 
@@ -261,8 +263,8 @@ def test_a_child_bare_loop_gets_the_contract_pointed_at_the_model_and_plain_tool
     # the model server's own URLs (no proxy); the tool server's token and URL; the runner's first knob at max_steps
     assert seen["LOOPLAB_OPENAI_BASE_URL"] == "http://127.0.0.1:9/v1"
     assert seen["LOOPLAB_ANTHROPIC_BASE_URL"] == seen["LOOPLAB_GEMINI_BASE_URL"] == "http://127.0.0.1:9"
-    assert seen["LOOPLAB_API"] == ts_ai_sdk.ADAPTER.apis[0] and seen["LOOPLAB_MODEL"] == "m"
-    assert (seen["LOOPLAB_CAP_KNOB"], seen["LOOPLAB_CAP"]) == (ts_ai_sdk.ADAPTER.knobs[0], "4")
+    assert seen["LOOPLAB_API"] == ts_ai_sdk.RUNNER.apis[0] and seen["LOOPLAB_MODEL"] == "m"
+    assert (seen["LOOPLAB_CAP_KNOB"], seen["LOOPLAB_CAP"]) == (ts_ai_sdk.RUNNER.knobs[0], "4")
     assert len(seen["LOOPLAB_TOKEN"]) > 20 and seen["LOOPLAB_TOOLS_URL"].endswith("/mcp")
     assert (seen["LOOPLAB_TASK"], seen["LOOPLAB_SYSTEM_PROMPT"]) == (TASK, "p")
 
@@ -295,7 +297,7 @@ def test_the_plain_tool_stand_in_calls_the_function_and_answers_an_unknown_name_
 
 def test_external_has_no_bare_loop() -> None:
     """Its command is anyone's program: nothing of looplab's in it can count its model requests without a recorder."""
-    assert bench.bare_loop("external") is None
+    assert bench_timing.bare_loop("external") is None
 
 
 def test_the_guards_own_time_is_looplab_time_not_tool_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,7 +314,7 @@ def test_the_guards_own_time_is_looplab_time_not_tool_time(monkeypatch: pytest.M
 
     monkeypatch.setattr(guard_module, "parse_arguments", slow_parse)
     with harness.endpoint(harness.ModelChoice()) as where:
-        sample = bench.timed_run("handrolled", load_cases()["vip-compound"], where)
+        sample = bench_timing.timed_run("handrolled", load_cases()["vip-compound"], where)
     assert sample.stop_reason == "final_answer" and sample.turns == 5  # one tool call in each of four turns
     assert sample.wall_s - sample.tools_s >= 4 * slow_s
     assert sample.tools_s > 0
@@ -358,7 +360,7 @@ def test_turn_overheads_subtract_the_model_call_and_the_turns_tools() -> None:
             Step(index=2, model_call=call(2, 0.120, 0.003), tool_calls=[]),
         ]
     )
-    first, second = bench.turn_overheads(trace, end=0.130)
+    first, second = bench_timing.turn_overheads(trace, end=0.130)
     assert first == pytest.approx(0.120 - 0.002 - 0.100)
     assert second == pytest.approx(0.130 - 0.120 - 0.003)
 
@@ -369,12 +371,12 @@ def test_bench_refuses_a_repeat_below_one(capsys) -> None:
 
 
 def test_peak_rss_reads_this_process() -> None:
-    assert 10 < bench.peak_rss_mb() < 100_000
+    assert 10 < bench_probe.peak_rss_mb() < 100_000
 
 
 def test_help_is_timed_without_a_console_script(tmp_path) -> None:
     """Where the interpreter has no `looplab` script beside it (a runner environment), `-m looplab` answers."""
-    cmd = bench.help_command(tmp_path / "python")
+    cmd = bench_probe.help_command(tmp_path / "python")
     assert cmd == [str(tmp_path / "python"), "-m", "looplab", "--help"]
     proc = subprocess.run([sys.executable, *cmd[1:]], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0 and "bench" in proc.stdout, proc.stderr[-500:]
@@ -397,7 +399,7 @@ def test_bench_json_is_the_whole_record(measured) -> None:
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.floats(min_value=-0.5, max_value=0.5, allow_nan=False), min_size=2, max_size=40))
 def test_the_tax_interval_holds_the_median_and_decides_only_when_it_clears_the_target(taxes: list[float]) -> None:
-    low, high = bench.median_interval(taxes)
+    low, high = bench_stats.median_interval(taxes)
     assert min(taxes) <= low <= statistics.median(taxes) <= high <= max(taxes)
     tax = measurements.HarnessTax(
         runner="r", turns_bare=1, turns_looplab=1, bare_wall_ms=1, looplab_wall_ms=1, tax_wall=0,
@@ -413,7 +415,7 @@ def test_the_tax_interval_holds_the_median_and_decides_only_when_it_clears_the_t
         assert tax.ratio_decision == "over" and tax.verdict == "fails: over 5%"
     else:
         assert tax.ratio_decision == "undecided" and tax.verdict == "undecided: more pairs needed (5%)"
-    assert bench.median_interval(taxes[:1]) is None
+    assert bench_stats.median_interval(taxes[:1]) is None
 
 
 # --- the verdict against the targets, from constructed pairs --------------------------------------------------
@@ -421,7 +423,7 @@ def test_the_tax_interval_holds_the_median_and_decides_only_when_it_clears_the_t
 
 def pairs(
     bare_ms: float, added_ms_per_turn: float, *, n: int = 40, spread_ms: float = 0.05, turns: int = 5
-) -> tuple[list[bench.BareSample], list[bench.Sample]]:
+) -> tuple[list[bench_timing.BareSample], list[bench_timing.Sample]]:
     """`n` pairs whose bare runs take `bare_ms` outside 100 ms of tools and whose looplab runs add
     `added_ms_per_turn` a turn, each pair's difference off by up to `spread_ms` a turn (evenly spread, so the
     median is the given one and the interval about as wide as the spread)."""
@@ -429,10 +431,12 @@ def pairs(
     for i in range(n):
         jitter = spread_ms * (2 * i / (n - 1) - 1) if n > 1 else 0.0
         added_s = (added_ms_per_turn + jitter) * turns / 1000
-        bare.append(bench.BareSample(wall_s=0.1 + bare_ms / 1000, tools_s=0.1, turns=turns))
+        bare.append(bench_timing.BareSample(wall_s=0.1 + bare_ms / 1000, tools_s=0.1, turns=turns))
         wall = 0.1 + bare_ms / 1000 + added_s
         looplab.append(
-            bench.Sample(wall_s=wall, tools_s=0.1, model_s=0.01, turns=turns, turn_overheads_s=[], stop_reason="ok")
+            bench_timing.Sample(
+                wall_s=wall, tools_s=0.1, model_s=0.01, turns=turns, turn_overheads_s=[], stop_reason="ok"
+            )
         )
     return bare, looplab
 
@@ -460,7 +464,7 @@ def pairs(
 def test_the_verdict_names_the_target_a_runner_misses(
     runner: str, api: str, bare_ms: float, added: float, verdict: str
 ) -> None:
-    tax = bench._tax(runner, api, *pairs(bare_ms, added))
+    tax = bench_tax.harness_tax(runner, api, *pairs(bare_ms, added))
     assert tax.verdict == verdict, tax
     assert tax.added_ms_per_turn == pytest.approx(added, abs=0.002)
     low, high = tax.added_ms_interval
@@ -473,11 +477,11 @@ def test_the_verdict_names_the_target_a_runner_misses(
 def test_a_target_exactly_met_passes_and_few_pairs_decide_nothing() -> None:
     """At most 0.25 ms: an interval whose top is the target meets it; under MIN_VERDICT_PAIRS nothing is decided,
     however clear the pairs."""
-    tax = bench._tax("langchain", "chat", *pairs(100.0, 0.25, spread_ms=0.0))
+    tax = bench_tax.harness_tax("langchain", "chat", *pairs(100.0, 0.25, spread_ms=0.0))
     assert tax.added_ms_interval == (0.25, 0.25) and tax.verdict == "passes"
     few = measurements.MIN_VERDICT_PAIRS - 1
     for added in (0.1, 5.0):
-        tax = bench._tax("langchain", "chat", *pairs(100.0, added, n=few))
+        tax = bench_tax.harness_tax("langchain", "chat", *pairs(100.0, added, n=few))
         assert tax.turn_decision == "undecided" and tax.ratio_decision == "undecided"
         assert tax.verdict == f"undecided: {few} pairs, a verdict needs {measurements.MIN_VERDICT_PAIRS}"
 
@@ -485,27 +489,27 @@ def test_a_target_exactly_met_passes_and_few_pairs_decide_nothing() -> None:
 def test_the_tables_show_both_targets_and_which_one_failed() -> None:
     result = bench_result_with(
         [
-            bench._tax("handrolled", "messages", *pairs(4.0, 0.1)),
-            bench._tax("openai_agents", "messages", *pairs(100.0, 0.7)),
+            bench_tax.harness_tax("handrolled", "messages", *pairs(4.0, 0.1)),
+            bench_tax.harness_tax("openai_agents", "messages", *pairs(100.0, 0.7)),
         ]
     )
-    header, rows = bench.tax_rows(result)
+    header, rows = bench_report.tax_rows(result)
     row = dict(zip(header, rows[0], strict=True))
     assert row["tax target"] == "not targeted" and row["target ms/turn"] == "0.25" and row["verdict"] == "passes"
     assert row["api"] == "messages" and row["added ms/turn"] == "+0.10"
     row = dict(zip(header, rows[1], strict=True))
     assert row["tax target"] == "5%" and row["target ms/turn"] == "0.5 (proxy)"
     assert row["verdict"] == "fails: over 0.5 ms/turn"
-    assert "fails: over 0.5 ms/turn" in bench.markdown(result)
+    assert "fails: over 0.5 ms/turn" in bench_report.markdown(result)
     # What a runner's looplab run does beyond its bare loop, and its cost, is said where that runner is measured.
-    assert not any("include_usage" in line for line in bench.footer(result))
-    result.harness_tax.append(bench._tax("llamaindex", "chat", *pairs(60.0, 0.6)))
-    assert any("include_usage" in line and "0.35 ms a reply" in line for line in bench.footer(result))
+    assert not any("include_usage" in line for line in bench_report.footer(result))
+    result.harness_tax.append(bench_tax.harness_tax("llamaindex", "chat", *pairs(60.0, 0.6)))
+    assert any("include_usage" in line and "0.35 ms a reply" in line for line in bench_report.footer(result))
 
 
 def test_a_bench_json_keeps_its_verdict_and_an_older_one_still_reads() -> None:
     """The targets and verdict are written with the numbers; a document written before them still validates."""
-    tax = bench._tax("openai_agents", "messages", *pairs(100.0, 0.7))
+    tax = bench_tax.harness_tax("openai_agents", "messages", *pairs(100.0, 0.7))
     raw = json.loads(tax.model_dump_json())
     assert raw["verdict"] == "fails: over 0.5 ms/turn" and raw["turn_target_ms"] == 0.5
     assert measurements.HarnessTax.model_validate(raw) == tax
@@ -548,7 +552,7 @@ def test_the_model_proxy_declaration_is_what_the_runs_do(runner: str, monkeypatc
             count.entered = 0
             result = run_runner(runner, server, Limits(max_steps=1), api=api)
             assert result.totals.model_calls == 1, (api, result.stop_reason)
-            assert (count.entered > 0) == bench.via_model_proxy(runner, api), api
+            assert (count.entered > 0) == bench_tax.via_model_proxy(runner, api), api
 
 
 def test_bench_refuses_a_case_its_bare_loops_cannot_run_alike() -> None:

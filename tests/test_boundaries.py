@@ -16,7 +16,7 @@ from looplab.adapters.boundary.recorder import ModelRecorder
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 from looplab.scenarios.cases import BUILTIN_SUITE
 from looplab.scenarios.suite import DEFAULT_SYSTEM_PROMPT_PATH
 from looplab.shared_tools import Guard, Workspace
@@ -51,16 +51,16 @@ def test_without_a_reader_a_tool_named_in_a_replys_text_is_not_a_tool_call() -> 
 
 def test_with_dspys_reader_the_tool_its_reply_names_is_requested_and_finish_is_not() -> None:
     pytest.importorskip("dspy")
-    from looplab.adapters.runners.dspy import ADAPTER
+    from looplab.adapters.runners.dspy import RUNNER
 
-    recorder = ModelRecorder(clock=lambda: 0.0, tools_named_in_text=ADAPTER.tools_named_in_text)
+    recorder = ModelRecorder(clock=lambda: 0.0, tools_named_in_text=RUNNER.tools_named_in_text)
     assert _requested(recorder, _chat_reply(FIELDS_REPLY)) == ["run_tests"]
     assert _requested(recorder, _chat_reply(FIELDS_REPLY.replace("run_tests", "finish"))) == []
     # A reply with a native tool call is read as one: the text is not read then.
     assert _requested(recorder, _chat_reply(FIELDS_REPLY, tool="read_file")) == ["read_file"]
 
 
-class _TextProtocol(Adapter):
+class _TextProtocol(Runner):
     """A runner whose replies name their tool as `CALL <name>`; its loop sends one request through the recorder."""
 
     name, extra, distribution, knobs = "text-protocol", "none", "pytest", ("steps",)

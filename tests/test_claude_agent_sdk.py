@@ -29,17 +29,17 @@ from looplab.scenarios.scripted.server import ScriptedModelServer  # noqa: E402
 from looplab.shared_tools import Guard, Workspace, default_tools  # noqa: E402
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK  # noqa: E402
 
-ADAPTER = claude_agent_sdk.ADAPTER
+RUNNER = claude_agent_sdk.RUNNER
 
 
 def run(server: ScriptedModelServer, limits: Limits | None = None, probe: Probe | None = None) -> RunResult:
     """One run against `server`, in a fresh workspace of the fixture repo."""
     limits = limits or Limits(max_seconds=60)
     urls = {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url}
-    spec = Endpoint(ModelChoice(pricing=Pricing()), urls).spec_for(ADAPTER)
+    spec = Endpoint(ModelChoice(pricing=Pricing()), urls).spec_for(RUNNER)
     with Workspace(FIXTURE_REPO) as ws:
         guard = Guard(ws, tools=default_tools(), max_repeats=limits.max_repeats)
-        return ADAPTER.run(TASK, guard, limits, spec, probe, system_prompt=SYSTEM_PROMPT)
+        return RUNNER.run(TASK, guard, limits, spec, probe, system_prompt=SYSTEM_PROMPT)
 
 
 @pytest.mark.full  # starts the Claude Code CLI: seconds a run
@@ -102,7 +102,7 @@ def test_the_cli_makes_only_the_loops_model_calls_and_ignores_the_users_settings
 @pytest.mark.parametrize("turns", [1, 3])
 def test_max_turns_counts_model_calls(turns: int) -> None:
     with ScriptedModelServer(NeverStops()) as server:
-        result = run(server, Limits(max_steps=turns + 3, max_seconds=60), Probe(knob=ADAPTER.knobs[0], value=turns))
+        result = run(server, Limits(max_steps=turns + 3, max_seconds=60), Probe(knob=RUNNER.knobs[0], value=turns))
     assert result.totals.model_calls == turns
     assert result.stop_reason == StopReason.ERROR  # the CLI's cap, not looplab's: max_steps was not reached
     # The CLI ends with an `error_max_turns` result and exits 1, which the SDK raises as `ResultError`.
@@ -145,6 +145,6 @@ def test_a_missing_bundled_cli_is_one_line(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_knob_default_is_read_from_the_installed_sdk() -> None:
-    [(knob, default)] = ADAPTER.knob_defaults().items()
+    [(knob, default)] = RUNNER.knob_defaults().items()
     assert knob == "ClaudeAgentOptions(max_turns=)" and default.value is None
     assert "ClaudeAgentOptions" in default.source and "max_turns=None" in default.source

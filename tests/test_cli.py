@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from looplab.adapters import registry
+from looplab.adapters.contract.declaration import Declaration
 from looplab.adapters.contract.errors import MissingExtra
-from looplab.adapters.registry import RunnerInfo
 from looplab.cli import main
 
 FRAMEWORKS = (
@@ -84,7 +84,7 @@ def test_runners_lists_state_and_extra(capsys) -> None:
 
 
 #: A runner whose framework is not installed.
-GHOST = RunnerInfo(
+GHOST = Declaration(
     name="ghost",
     module="looplab.adapters.runners.ghost",
     extra="ghost-extra",
@@ -170,7 +170,7 @@ def test_with_a_providers_model_run_leaves_out_the_persona_case_and_a_persona_ch
     [cell] = doc["cells"]
     assert code == 0 and cell["passed"] and not cell["failed_checks"]
     # The same run judged as if the scripted model had played the persona fails that check.
-    from looplab.records.results import parse_result
+    from looplab.records.document import parse_result
     from looplab.scenarios.cases import check, load_cases
 
     result = parse_result(doc["results"][cell["result"]])

@@ -15,9 +15,9 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
-from looplab.adapters.session import Adapter
+from looplab.adapters.session import Runner
 from looplab.cli import _parser, main
-from looplab.records import results
+from looplab.records.document import SCHEMA
 from looplab.run import harness, matrix
 
 CHECKS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True)
@@ -133,7 +133,7 @@ def test_an_api_of_the_other_provider_is_refused_before_a_run(
     assert "runner" not in line and captured.out == ""
 
 
-class TwoApis(Adapter):
+class TwoApis(Runner):
     """A runner that speaks Anthropic's messages and OpenAI's chat, as handrolled does (no framework needed)."""
 
     name, extra, distribution, apis, knobs = "two-apis", "none", "none", ("messages", "chat"), ("k",)
@@ -252,7 +252,7 @@ def test_merge_into_an_existing_file_keeps_its_mode(tmp_path: Path, mode: int, c
     merged.write_text("{}", encoding="utf-8")
     merged.chmod(mode)
     assert exit_code(["merge", str(source), "-o", str(merged)]) == 0
-    assert json.loads(merged.read_text(encoding="utf-8"))["looplab_schema"] == results.SCHEMA
+    assert json.loads(merged.read_text(encoding="utf-8"))["looplab_schema"] == SCHEMA
     assert stat.S_IMODE(merged.stat().st_mode) == mode
 
 

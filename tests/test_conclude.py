@@ -264,7 +264,7 @@ def test_the_tables_cover_every_ending_and_boundary() -> None:
 
 
 def test_native_end_is_the_first_one_recorded(workspace: Workspace) -> None:
-    """An adapter may conclude, raise, and be concluded again by `Adapter.run`: the first ending stays."""
+    """An adapter may conclude, raise, and be concluded again by `Runner.run`: the first ending stays."""
     session, _ = start(workspace, BOUNDARIES["no_stop"], last_call_wants_tools=False)
     session.conclude(ANSWER)
     session.conclude(None, RuntimeError("late"))

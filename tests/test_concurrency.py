@@ -25,7 +25,7 @@ from looplab.adapters.boundary.pacing import Pacer, retry_after_s
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 from looplab.records.outcome import RunOutcome
 from looplab.run import matrix, schedule
 from looplab.run.harness import Endpoint, ModelChoice
@@ -153,7 +153,7 @@ def test_a_429_holds_back_every_run_by_its_retry_after(runner: str) -> None:
 # --- each run's warnings and logs ------------------------------------------------------------------------------
 
 
-class _Chatty(Adapter):
+class _Chatty(Runner):
     """A runner that warns and logs its task, from its own thread, an asyncio task and a tool worker."""
 
     name, extra, distribution, knobs = "chatty", "none", "pytest", ("steps",)

@@ -3,17 +3,20 @@ that another package ships is found through the entry point and passes the confo
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
 
 from looplab.adapters import registry
-from looplab.adapters.contract.declaration import DECLARED, DeclarationError, read, read_folder
+from looplab.adapters.contract.declaration import DECLARED, Declaration, DeclarationError, read, read_folder
 from looplab.adapters.contract.errors import MissingExtra
+from looplab.adapters.contract.runner import RunnerDeclaration
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNERS_FOLDER = ROOT / "adapters" / "runners"
@@ -39,7 +42,7 @@ def test_every_runner_module_is_a_registered_runner_listed_in_its_declared_order
 
 
 def test_a_missing_framework_names_the_declared_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    ghost = registry.RunnerInfo(
+    ghost = Declaration(
         name="ghost", module="ghost_runner", extra="ghost-extra", distribution="ghost", requires=("no_such_framework",)
     )
     monkeypatch.setitem(registry.RUNNERS, "ghost", ghost)
@@ -76,7 +79,7 @@ def test_the_reader_follows_bases_and_needs_no_framework(tmp_path: Path) -> None
             apis = ["chat", "responses"]
             knobs = (SOME_CONSTANT,)  # not part of what is read before import
 
-        ADAPTER = Mine()
+        RUNNER = Mine()
         """,
     )
     declared = read("pkg.mine", lambda module: tmp_path / f"{module.rpartition('.')[2]}.py")
@@ -97,12 +100,44 @@ def test_a_declaration_that_is_not_a_literal_is_one_line_naming_the_field(tmp_pa
             extra = EXTRA
             distribution = "odd"
 
-        ADAPTER = Odd()
+        RUNNER = Odd()
         """,
     )
     with pytest.raises(DeclarationError) as info:
         read("pkg.odd", lambda module: tmp_path / "odd.py")
     assert "\n" not in str(info.value) and "Odd.extra is not a literal" in str(info.value)
+
+
+def test_a_module_that_still_exports_adapter_is_read_and_loaded_with_a_deprecation_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _module(
+        tmp_path,
+        "old_named_runner",
+        """
+        class Old:
+            name = "old"
+            extra = "old-extra"
+            distribution = "old"
+
+        ADAPTER = Old()
+        """,
+    )
+    with pytest.warns(DeprecationWarning, match="name it RUNNER"):
+        declared = read("old_named_runner", lambda module: tmp_path / f"{module}.py")
+    assert declared is not None and (declared.name, declared.extra) == ("old", "old-extra")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry.RUNNERS, "old", declared)
+    assert type(registry.load("old")).__name__ == "Old"
+
+
+def test_the_defaults_read_are_the_ones_the_contract_class_sets() -> None:
+    """One place states a default: `RunnerDeclaration`; `Declaration` (what the source says) takes its values."""
+    assert set(DECLARED) <= set(inspect.get_annotations(RunnerDeclaration))
+    for declared in fields(Declaration):
+        if hasattr(RunnerDeclaration, declared.name):  # `name`, `extra` and `distribution` have no default
+            default = declared.default_factory() if declared.default is MISSING else declared.default  # type: ignore[misc]
+            assert default == getattr(RunnerDeclaration, declared.name), declared.name
 
 
 def test_a_helper_module_declares_no_runner(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from looplab.records import results
+from looplab.records.document import Document
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
 from looplab.views import differences, first_screen, report, scorecard
@@ -21,7 +22,7 @@ CASES = ["vip-compound", "sloppy-calls"]
 
 
 @pytest.fixture(scope="module")
-def doc() -> results.Document:
+def doc() -> Document:
     """The results document of `RUNNERS` on `CASES`, run in this process on the scripted model."""
     pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
     from looplab.run import matrix
@@ -63,7 +64,7 @@ class _TopicRows(HTMLParser):
 
 @pytest.mark.full  # four runs in this process
 def test_the_report_lists_the_same_differences_as_the_closing_screen(
-    doc: results.Document, monkeypatch: pytest.MonkeyPatch
+    doc: Document, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(ROOT)  # the report reads the caps measurement from the working folder, as `looplab report` does
     caps = scorecard.load_caps()

@@ -16,6 +16,7 @@ from looplab.adapters import registry
 from looplab.adapters.contract.errors import EnvironmentFailed, LooplabError
 from looplab.cli import main
 from looplab.records import results
+from looplab.records.document import Document
 from looplab.records.outcome import RunOutcome
 from looplab.run import environments, isolation, schedule
 from looplab.run.environments import EnvSpec, RunnerEnv
@@ -214,7 +215,7 @@ def _runs(pid: int, command: list[str]) -> bool:
 SOME_CASES = ["vip-compound", "sloppy-calls", "tight-budget", "already-green", "path-escape"]
 
 
-def _eval(tmp_path: Path, name: str, *extra: str) -> results.Document:
+def _eval(tmp_path: Path, name: str, *extra: str) -> Document:
     path = tmp_path / f"{name}.json"
     argv = ["eval", "--jobs", "2", "--json", str(path), *extra]
     for case in SOME_CASES:
@@ -223,7 +224,7 @@ def _eval(tmp_path: Path, name: str, *extra: str) -> results.Document:
     return results.read(path)
 
 
-def _cells(doc: results.Document) -> list[tuple]:
+def _cells(doc: Document) -> list[tuple]:
     out = []
     for cell in doc.cells:
         r = doc.result_of(cell)

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from looplab.adapters import registry
+from looplab.adapters.contract.declaration import Declaration
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
-from looplab.adapters.registry import RunnerInfo
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 from looplab.cli import exit_code, main
 from looplab.records.outcome import RunOutcome
 from looplab.run import harness, matrix
 
 
-class Crashes(Adapter):
+class Crashes(Runner):
     """A runner whose framework raises on its first step (no framework needed)."""
 
     name, extra, distribution, apis, knobs = "crashes", "none", "none", ("chat",), ("k",)
@@ -31,8 +31,8 @@ class Crashes(Adapter):
         raise RuntimeError("the framework fell over")
 
 
-ADAPTER = Crashes()
-CRASHES = RunnerInfo(name="crashes", module=__name__, extra="none", distribution="none", summary="raises")
+RUNNER = Crashes()
+CRASHES = Declaration(name="crashes", module=__name__, extra="none", distribution="none", summary="raises")
 
 
 @pytest.fixture

@@ -155,8 +155,8 @@ def test_the_recorder_reads_the_tool_a_text_reply_names(name: str, json_form: bo
     the call."""
     import json
 
-    from looplab.adapters.boundary.recorder import parse_exchange
-    from looplab.adapters.runners.dspy import ADAPTER, FINISH
+    from looplab.adapters.boundary.wire import parse_exchange
+    from looplab.adapters.runners.dspy import FINISH, RUNNER
 
     text = (
         json.dumps({"next_thought": "t", "next_tool_name": name, "next_tool_args": {}})
@@ -177,7 +177,7 @@ def test_the_recorder_reads_the_tool_a_text_reply_names(name: str, json_form: bo
         endpoint = "messages"
     if streamed:
         body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
-        info = parse_exchange(endpoint, body, ADAPTER.tools_named_in_text)
+        info = parse_exchange(endpoint, body, RUNNER.tools_named_in_text)
     else:
-        info = parse_exchange(endpoint, json.dumps(whole).encode(), ADAPTER.tools_named_in_text)
+        info = parse_exchange(endpoint, json.dumps(whole).encode(), RUNNER.tools_named_in_text)
     assert info.tool_calls_requested == ([] if name == FINISH else [name])

@@ -20,7 +20,7 @@ from looplab.cli import main
 from looplab.records import results
 from looplab.run import harness, matrix
 from looplab.scenarios.cases import load_cases
-from looplab.views import differences, first_screen, render, scorecard
+from looplab.views import differences, first_screen, scorecard, scorecard_rows, terminal
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("vip-compound", "sloppy-calls", "tight-budget")
@@ -194,7 +194,7 @@ UNKNOWN = ["not reached (the run ended first)", "reaches the tools", "answered b
 @pytest.mark.parametrize("malformed", MALFORMED)
 @pytest.mark.parametrize("unknown", UNKNOWN)
 def test_what_a_framework_does_with_bad_calls_reads_as_what_it_does(malformed: str, unknown: str) -> None:
-    phrase = differences._bad_call_phrase(scorecard.Cell(text=malformed), scorecard.Cell(text=unknown))
+    phrase = differences._bad_call_phrase(scorecard_rows.Cell(text=malformed), scorecard_rows.Cell(text=unknown))
     assert phrase.split()[0].rstrip(",") in {"recover", "stop", "get"}, phrase
     assert not any(word in phrase for word in ("stops:", "not reached", "ends the run", "reaches the tools")), phrase
     assert ("recover" in phrase) == malformed.startswith("recovers")
@@ -219,11 +219,11 @@ def test_the_cli_screen_reads_the_runs_it_made(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "100")
-    render.console.cache_clear()  # the console reads COLUMNS once; another test may have made it narrow
+    terminal.console.cache_clear()  # the console reads COLUMNS once; another test may have made it narrow
     try:
         code = main(["run", "--runner", "handrolled", "--case", "tight-budget", "--out", str(tmp_path)])
     finally:
-        render.console.cache_clear()
+        terminal.console.cache_clear()
     shown = capsys.readouterr().out
     assert code == 0
     assert "handrolled on 1 case" in shown and "cap 2" in shown

@@ -13,7 +13,9 @@ from google.genai import errors, types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looplab.adapters.boundary.recorder import ModelRecorder, http_module_for, parse_exchange
+from looplab.adapters.boundary.recorder import ModelRecorder
+from looplab.adapters.boundary.transport import http_module_for
+from looplab.adapters.boundary.wire import parse_exchange
 from looplab.adapters.contract.trace import api_of
 from looplab.scenarios.scripted import wire
 from looplab.scenarios.scripted.conversation import PERSONA_HEADER, GeminiRequest, MalformedRequest, from_gemini

@@ -289,7 +289,7 @@ def _nesting(value: object) -> int:
 def test_arguments_of_any_depth_are_recorded_within_the_depth_a_results_document_reads(
     guard: Guard, depth: int, as_text: bool, tool: str
 ) -> None:
-    from looplab.records import results
+    from looplab.records.validation import MAX_DEPTH
 
     nested: object = "x"
     for _ in range(depth):
@@ -303,4 +303,4 @@ def test_arguments_of_any_depth_are_recorded_within_the_depth_a_results_document
         assert kept in (args, json.dumps(args))
     # A record sits 8 levels down in a results document (results[i].trace.steps[j].tool_calls[k]), which reads
     # nesting up to MAX_DEPTH: every record fits.
-    assert 8 + _nesting(json.loads(record.model_dump_json())) <= results.MAX_DEPTH
+    assert 8 + _nesting(json.loads(record.model_dump_json())) <= MAX_DEPTH

@@ -9,7 +9,7 @@ import pytest
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import RunResult
-from looplab.adapters.runners.handrolled import ADAPTER
+from looplab.adapters.runners.handrolled import RUNNER
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.policy import Call, Decision
 from looplab.scenarios.scripted.probes import AnswersOnCall, NeverStops
@@ -32,7 +32,7 @@ def run(server: ScriptedModelServer, provider: str, limits: Limits | None = None
     with Workspace(FIXTURE_REPO) as ws:
         guard = Guard(ws, max_repeats=limits.max_repeats)
         spec = ModelSpec(provider, "scripted", url, "unused")
-        return ADAPTER.run(task, guard, limits, spec, system_prompt=SYSTEM_PROMPT)
+        return RUNNER.run(task, guard, limits, spec, system_prompt=SYSTEM_PROMPT)
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_an_unreachable_model_ends_the_run_as_error(provider: str) -> None:
         spec = ModelSpec(
             provider, "scripted", "http://127.0.0.1:9/v1" if provider == "openai" else "http://127.0.0.1:9", "unused"
         )
-        result = ADAPTER.run(TASK, Guard(ws), Limits(max_seconds=5), spec, system_prompt=SYSTEM_PROMPT)
+        result = RUNNER.run(TASK, Guard(ws), Limits(max_seconds=5), spec, system_prompt=SYSTEM_PROMPT)
     assert (result.stop_reason, result.answer, result.totals.model_calls) == (StopReason.ERROR, None, 0)
     assert "Connection" in result.stop_detail
 
@@ -167,6 +167,6 @@ def test_a_cost_budget_stops_before_the_next_call(model_server) -> None:
             "unused",
             pricing=Pricing(input_per_mtok=1000.0, output_per_mtok=1000.0),
         )
-        result = ADAPTER.run(TASK, Guard(ws), Limits(max_cost_usd=0.5), spec, system_prompt=SYSTEM_PROMPT)
+        result = RUNNER.run(TASK, Guard(ws), Limits(max_cost_usd=0.5), spec, system_prompt=SYSTEM_PROMPT)
     assert (result.stop_reason, result.answer) == (StopReason.BUDGET, None)
     assert 0 < result.totals.model_calls < 5 and result.totals.cost_usd <= 0.5

@@ -25,10 +25,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from looplab.adapters.contract.errors import ResultsError
 from looplab.cli import main
 from looplab.records import results
+from looplab.records.merge import merge, without
+from looplab.records.validation import MAX_DEPTH
 from looplab.scenarios.cases import load_cases
-from looplab.views import otel, report, scorecard
+from looplab.views import headline, otel, report, scorecard
 from tests.test_results import one_line, outcome, sample
 from tests.tiers import scaled_examples
 
@@ -103,7 +106,7 @@ replacements = st.one_of(
     json_values.map(lambda v: ("value", v)),
     st.just(("list", [])),
     st.just(("dict", {})),
-    st.sampled_from([150, results.MAX_DEPTH, results.MAX_DEPTH + 1, 400]).map(lambda d: ("nested list", nested(d))),
+    st.sampled_from([150, MAX_DEPTH, MAX_DEPTH + 1, 400]).map(lambda d: ("nested list", nested(d))),
     st.just(("nested 100000 deep", DEEP_MARK)),
     st.just(("5000 digits", LONG_MARK)),
     st.just(("delete", None)),
@@ -175,7 +178,7 @@ def plotted_only(kind: str, case: str, series: Sequence[Any], *args: Any, **kwar
     return ""
 
 
-def refused_in_one_line(exc: results.ResultsError, source: Path) -> None:
+def refused_in_one_line(exc: ResultsError, source: Path) -> None:
     message = str(exc)
     assert "\n" not in message and "\r" not in message, message
     assert message.startswith(f"{source}: "), message
@@ -199,7 +202,7 @@ def every_reader(source: Path, tmp: Path, *, charts: bool = True) -> list[str]:
         else:  # the page's content without its drawing: the template compiles for a third of a second a call
             with mock.patch.object(report, "_chart", plotted_only):
                 report.build(doc, source=str(source))
-        report.print_headline(doc, out=quiet)
+        headline.print_headline(doc, out=quiet)
         otel.export(doc.run_results(), tmp / "otel.json")
 
     def merge_() -> None:
@@ -209,7 +212,7 @@ def every_reader(source: Path, tmp: Path, *, charts: bool = True) -> list[str]:
         earlier = results.read_for_resume(source, cases)
         now = results.build([outcome("pydantic_ai", "vip-compound")], cases=[load_cases()["vip-compound"]])
         rerun = {c.key for c in now.cells}
-        results.to_json(results.merge([(str(source), results.without(earlier, rerun)), ("this run", now)]))
+        results.to_json(merge([(str(source), without(earlier, rerun)), ("this run", now)]))
 
     def scorecard_() -> None:
         doc = results.read(source)
@@ -220,7 +223,7 @@ def every_reader(source: Path, tmp: Path, *, charts: bool = True) -> list[str]:
     for name, read in {"report": report_, "merge": merge_, "resume": resume, "scorecard": scorecard_}.items():
         try:
             read()
-        except results.ResultsError as exc:
+        except ResultsError as exc:
             refused_in_one_line(exc, source)
             refused.append(name)
     return refused
@@ -263,16 +266,16 @@ def test_the_report_draws_odd_values_of_the_right_type(tmp_path: Path, case: tup
 def test_nesting_up_to_the_bound_is_read_merged_and_drawn_and_one_more_level_is_refused(tmp_path: Path) -> None:
     doc = _schema2()
     # The arguments sit 9 levels down (document, results, a run, trace, steps, a step, tool_calls, a call, args).
-    doc["results"][0]["trace"]["steps"][0]["tool_calls"][0]["args"] = nested(results.MAX_DEPTH - 8)
+    doc["results"][0]["trace"]["steps"][0]["tool_calls"][0]["args"] = nested(MAX_DEPTH - 8)
     source = tmp_path / "deepest.json"
     source.write_text(as_text(doc), encoding="utf-8")
     assert every_reader(source, tmp_path) == []
     out = tmp_path / "merged.json"
     assert main(["merge", str(source), str(tmp_path / "other.json"), "-o", str(out)]) == 0  # written back: pydantic
     assert results.read(out).cells  # serializes it, json reads it again
-    doc["results"][0]["trace"]["steps"][0]["tool_calls"][0]["args"] = nested(results.MAX_DEPTH - 7)
+    doc["results"][0]["trace"]["steps"][0]["tool_calls"][0]["args"] = nested(MAX_DEPTH - 7)
     source.write_text(as_text(doc), encoding="utf-8")
-    with pytest.raises(results.ResultsError, match=r"\.args(\[0\])+…: arrays and objects nested more than 200 deep"):
+    with pytest.raises(ResultsError, match=r"\.args(\[0\])+…: arrays and objects nested more than 200 deep"):
         results.read(source)
 
 
@@ -371,7 +374,7 @@ def test_each_file_of_the_issue_is_refused_in_one_line_naming_the_field(tmp_path
     source.write_text(as_text(doc), encoding="utf-8")
     before = source.read_bytes()
     assert sorted(every_reader(source, tmp_path)) == ["merge", "report", "resume", "scorecard"]
-    with pytest.raises(results.ResultsError) as info:
+    with pytest.raises(ResultsError) as info:
         results.read(source)
     assert field in str(info.value), str(info.value)
     for command in COMMANDS:
@@ -435,7 +438,7 @@ def test_a_number_no_run_can_hold_is_refused_naming_it(tmp_path: Path, path: tup
     source = tmp_path / "results.json"
     source.write_text(json.dumps(doc).replace(json.dumps("\x00value\x00"), value), encoding="utf-8")
     assert sorted(every_reader(source, tmp_path)) == ["merge", "report", "resume", "scorecard"]
-    with pytest.raises(results.ResultsError) as info:
+    with pytest.raises(ResultsError) as info:
         results.read(source)
     assert says in str(info.value), str(info.value)
 

@@ -129,11 +129,11 @@ def test_a_tool_it_does_not_hold_is_answered_by_the_framework_not_the_guard() ->
 def test_the_bare_loop_makes_max_steps_calls_at_its_cap(max_steps: int) -> None:
     """`max_iterations=max_steps - 1` plus the framework's tool-less call (at 1 it makes 2: the knob's least is 1)."""
     from looplab.adapters.runners._ms_agent_framework import bare_run
-    from looplab.measure import bench
+    from looplab.measure import bench_timing
 
     seen = RequestLog()
     with ScriptedModelServer(NeverStops(), wrap=seen.wrap) as server, Workspace(FIXTURE_REPO) as ws:
-        tools = bench._bare_tools(ws, default_tools(), bench._Stopwatch())
+        tools = bench_timing.bare_tools(ws, default_tools(), bench_timing.Stopwatch())
         made = bare_run(TASK, tools, {"openai": server.openai_base_url}, "scripted", max_steps, system_prompt="")
     assert made == len(seen.bodies()) == max_steps
 

@@ -143,7 +143,7 @@ def test_local_llm_runs_every_chat_runner_including_those_in_their_own_environme
     noxfile: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     session = _run_local_llm(noxfile, monkeypatch, tmp_path)
-    assert session.runs[-1][:3] == ("python", "-m", "looplab.measure.local_llm")
+    assert session.runs[-1][:4] == ("python", "-m", "looplab.measure", "local-llm")
     runners = local_llm.chat_runners()
     programs = {d.name for d in noxfile.LOCAL_LLM_RUNNERS if registry.RUNNERS[d.name].programs_found()}
     assert {d.name for d in noxfile.LOCAL_LLM_RUNNERS if d.by_default} & programs <= set(runners)

@@ -40,9 +40,9 @@ import pytest
 
 import looplab
 from looplab import cli
+from looplab.measure import release_check
 from tests.team_suite import CASES as TEAM_CASES
 from tests.team_suite import write_team_suite
-from tests.test_nox_sessions import load_noxfile
 
 REPO = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -202,6 +202,8 @@ def test_every_public_name_resolves_to_its_home() -> None:
         "RunHandle": "looplab.run.handle:RunHandle",
         "RunOutcome": "looplab.records.outcome:RunOutcome",
         "RunResult": "looplab.adapters.contract.result:RunResult",
+        "RunOptions": "looplab.run.options:RunOptions",
+        "LooplabException": "looplab.adapters.contract.errors:LooplabException",
         "StopReason": "looplab.adapters.contract.limits:StopReason",
         "endpoint": "looplab.run.harness:endpoint",
         "load_cases": "looplab.scenarios.cases:load_cases",
@@ -324,7 +326,7 @@ def test_wheel_installs_one_top_level_name(build: Build) -> None:
 @wheel_test
 def test_wheel_ships_every_file_of_the_package(build: Build) -> None:
     # What the wheel must hold, read from pyproject's layout as the release check reads it (`nox -s release`).
-    expected, stale = load_noxfile().wheel_expected(REPO)
+    expected, stale = release_check.wheel_expected(REPO)
     assert not stale, f"package-data globs that match nothing: {stale}"
     assert "looplab/scenarios/invoice_discount/variants/snoop/.env" in expected, "the snoop overlay's .env is untracked"
     assert set(RUNTIME_DATA) <= expected, f"not expected in the wheel: {sorted(set(RUNTIME_DATA) - expected)}"

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from looplab import cli
 from looplab.adapters import registry
-from looplab.adapters.boundary.recorder import ModelRecorder, parse_exchange
+from looplab.adapters.boundary.recorder import ModelRecorder
+from looplab.adapters.boundary.wire import parse_exchange
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import ModelSpec
@@ -23,6 +24,8 @@ from looplab.run.harness import Endpoint, ModelChoice
 from looplab.scenarios.cases import load_cases
 from looplab.shared_tools import Guard, Workspace
 from looplab.views import report
+from looplab.views.headline import headline
+from looplab.views.runs import runs_from
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 
 TABLE = price_table()
@@ -179,7 +182,7 @@ def test_unpriced_runs_show_unknown_cost_in_the_summary_and_the_report(model_ser
     (numbers,) = summary.summarize([outcome])
     assert numbers.cost_usd_median is None and numbers.cost_usd_p95 is None
     doc = results.build([outcome])
-    (row,) = report.headline(report.runs_from(doc))
+    (row,) = headline(runs_from(doc))
     assert row.cost_usd is None
     html = report.render_html(doc)
     assert ">unknown<" in html and "0.0000" not in html

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from looplab.adapters.boundary import proxy as proxy_module
+from looplab.adapters.boundary import proxy_server
 from looplab.adapters.boundary.proxy import ModelProxy
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec
@@ -214,7 +214,7 @@ def test_a_child_that_hangs_up_mid_stream_leaves_the_proxy_serving(session: RunS
 
 
 def test_a_body_over_the_limit_is_refused_unread(session: RunSession, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(proxy_module, "MAX_REQUEST_BYTES", 1000)
+    monkeypatch.setattr(proxy_server, "MAX_REQUEST_BYTES", 1000)
     with ModelProxy(session) as proxy:
         reply = _post(proxy, "/chat/completions", {**CHAT, "padding": "x" * 1000})
         chunked = _post_chunked(proxy, json.dumps({**CHAT, "padding": "x" * 1000}).encode())
@@ -381,7 +381,7 @@ def test_hundreds_of_idle_connections_do_not_keep_the_child_from_the_model(
                 sock.close()
     assert reply.status_code == 200 and answered_in < 2.0
     # Connections are bounded, so are the threads serving them: not one per stranger.
-    assert held_threads <= proxy_module.MAX_CONNECTIONS + 10  # and a few a dropped stranger's thread takes to end
+    assert held_threads <= proxy_server.MAX_CONNECTIONS + 10  # and a few a dropped stranger's thread takes to end
     assert capfd.readouterr().err == ""
 
 
@@ -390,7 +390,7 @@ def test_a_connection_that_never_finishes_its_request_head_is_dropped(
 ) -> None:
     import time
 
-    monkeypatch.setattr(proxy_module, "HEAD_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(proxy_server, "HEAD_TIMEOUT_S", 0.5)
     with ModelProxy(session) as proxy:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as slow:
             started = time.monotonic()
@@ -407,7 +407,7 @@ def test_a_connection_that_never_finishes_its_request_head_is_dropped(
                     continue
             dropped_after = time.monotonic() - started
         assert _post(proxy, "/chat/completions", CHAT).status_code == 200
-    assert dropped_after < 0.5 + 2 * proxy_module.REAP_EVERY_S + 0.5
+    assert dropped_after < 0.5 + 2 * proxy_server.REAP_EVERY_S + 0.5
 
 
 def test_an_exchange_in_flight_when_the_run_ends_is_recorded_as_it_stood() -> None:
@@ -460,7 +460,7 @@ def test_a_streamed_reply_spends_its_step_from_its_status_on_so_its_tools_meet_t
                     url, client = f"{server.openai_base_url}/chat/completions", session.recorder.http_client(httpx)
                     headers = {"authorization": "Bearer provider-secret"}
                 stack.enter_context(client)
-                assert session.steps_spent() is None
+                assert session.budget.steps_spent() is None
                 with client.stream("POST", url, json={**CHAT, "stream": True}, headers=headers) as reply:
                     assert reply.status_code == 200
                     next(reply.iter_raw())  # the stream has begun; it has not ended

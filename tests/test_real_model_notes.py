@@ -20,7 +20,7 @@ from looplab.adapters.contract.errors import ServerFailed
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import NativeCap, NativeEnd, RunResult, Totals
 from looplab.adapters.contract.trace import Attempt, ModelCall, Trace
-from looplab.measure import local_llm, real_model_notes
+from looplab.measure import local_llm, real_model_notes, real_model_wire
 from looplab.measure.local_llm import free_port, run_bounded, start_server, stop_process, wait_ready
 from looplab.shared_tools.records import ToolCallRecord
 
@@ -91,7 +91,7 @@ def result(
     detail: str | None = None,
     end: NativeEnd | None = None,
 ) -> RunResult:
-    """A RunResult as `Adapter.run` assembles it: the trace from the two boundaries' records."""
+    """A RunResult as `Runner.run` assembles it: the trace from the two boundaries' records."""
     trace = Trace.from_boundaries(calls, tools, unanswered)
     failed = trace.failed_attempts
     return RunResult(
@@ -429,13 +429,13 @@ def test_request_shape_says_how_each_message_carries_content() -> None:
 
 def test_decisive_keeps_the_errors_of_the_messages_own_role() -> None:
     shape = local_llm.request_shape(json.dumps(SENT).encode())
-    message = real_model_notes.server_message(VALIDATION_BODY)
+    message = real_model_wire.server_message(VALIDATION_BODY)
     assert message.startswith("3 validation errors")
-    assert real_model_notes.decisive(message, shape) == [
+    assert real_model_wire.decisive(message, shape) == [
         "messages[2] (assistant) content: Input should be a valid string, got `None` "
         "(sent as `assistant:null+tool_calls(1)`)"
     ]
-    assert real_model_notes.decisive("Internal Server Error", shape) == []
+    assert real_model_wire.decisive("Internal Server Error", shape) == []
 
 
 def test_wire_recorder_passes_requests_through_and_logs_their_shape(tmp_path: Path) -> None:
@@ -459,7 +459,7 @@ def test_wire_recorder_passes_requests_through_and_logs_their_shape(tmp_path: Pa
                     assert reply.status == 200 and reply.read() == b'{"data": []}'
         finally:
             stop_process(proc, grace_s=2)
-    [record] = real_model_notes.read_wire(wire_path)  # GETs pass through unlogged
+    [record] = real_model_wire.read_wire(wire_path)  # GETs pass through unlogged
     assert record["status"] == 501 and record["request_bytes"] == len(json.dumps(SENT))
     assert record["shape"]["messages"][2] == "assistant:null+tool_calls(1)" and record["error"]
 
@@ -493,13 +493,13 @@ def test_align_matches_runs_to_their_requests_by_status_and_size() -> None:
         wire_record(4, 500, 2345, sent, VALIDATION_BODY),
         wire_record(5, 500, 2345, sent, VALIDATION_BODY),
     ]
-    aligned = real_model_notes.align([first, second], wire)
+    aligned = real_model_wire.align([first, second], wire)
     assert [w["seq"] for _, w in aligned[id(first)]] == [1]
     assert [w["seq"] for _, w in aligned[id(second)]] == [3, 4, 5]
-    lines = real_model_notes.wire_lines(aligned[id(second)])
+    lines = real_model_wire.wire_lines(aligned[id(second)])
     assert lines[0] == ('request 1: HTTP 200, 1,000 B, messages `system:str user:str`; 4 tools; tool_choice "auto"')
     assert lines[1].startswith("requests 2–3 (one request sent 2×): HTTP 500, 2,345 B, messages `system:str")
-    explained = real_model_notes.explanations(aligned)
+    explained = real_model_wire.explanations(aligned)
     assert explained[id(second.trace.unanswered[0])].startswith(
         "messages[2] (assistant) content: Input should be a valid string, got `None`"
     )

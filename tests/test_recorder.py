@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from looplab.adapters.boundary.recorder import read_json
+from looplab.adapters.boundary.wire_reply import read_json
 
 SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 TEXT = st.text() | st.text(SURROGATES | st.characters(), max_size=8)

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from looplab.measure import release_check
 from tests.test_nox_sessions import load_noxfile
 from tests.test_workflow import check_schema, finish, needs_schema, start, triggers
 
@@ -51,9 +52,9 @@ def workflow() -> dict[str, Any]:
     return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
 
 
-def _released_version(noxfile: ModuleType) -> str:
+def _released_version() -> str:
     """The version CITATION.cff names: the latest release, which the CHANGELOG must have a section for."""
-    version = noxfile.citation_version(CITATION.read_text(encoding="utf-8"))
+    version = release_check.citation_version(CITATION.read_text(encoding="utf-8"))
     assert version, "CITATION.cff has no version"
     return version
 
@@ -138,28 +139,28 @@ def test_the_citation_file_validates_and_names_the_project() -> None:
         assert named in " ".join(citation["message"].split()), named
 
 
-def test_the_changelog_has_the_sections_a_release_reads(noxfile: ModuleType) -> None:
+def test_the_changelog_has_the_sections_a_release_reads() -> None:
     text = CHANGELOG.read_text(encoding="utf-8")
     assert re.search(r"^## \[Unreleased\]$", text, re.M)
-    version = _released_version(noxfile)
-    section = noxfile.changelog_section(text, version)
+    version = _released_version()
+    section = release_check.changelog_section(text, version)
     assert section and "### Added" in section, f"CHANGELOG.md has no section for {version}"
     assert re.search(rf"^## \[{re.escape(version)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M), "a dated heading"
     assert "[Unreleased]:" not in section and not re.search(r"^## ", section, re.M), "the section runs past its end"
-    assert noxfile.changelog_section(text, "999.0.0") is None
+    assert release_check.changelog_section(text, "999.0.0") is None
 
 
-def test_the_tree_is_releasable_as_the_cited_version_and_no_other(noxfile: ModuleType) -> None:
+def test_the_tree_is_releasable_as_the_cited_version_and_no_other() -> None:
     changelog, citation = CHANGELOG.read_text(encoding="utf-8"), CITATION.read_text(encoding="utf-8")
-    version = _released_version(noxfile)
+    version = _released_version()
     tag = f"v{version}"
-    assert noxfile.tag_problems(tag, changelog, citation) == []
-    assert noxfile.tag_problems(tag, changelog, citation, built=version) == []
+    assert release_check.tag_problems(tag, changelog, citation) == []
+    assert release_check.tag_problems(tag, changelog, citation, built=version) == []
     # A build of another commit than the tag's: only the version differs, and that alone fails.
-    (built,) = noxfile.tag_problems(tag, changelog, citation, built=f"{version}.post1.dev3+g1a2b3c4")
+    (built,) = release_check.tag_problems(tag, changelog, citation, built=f"{version}.post1.dev3+g1a2b3c4")
     assert "the build is looplab" in built
     # A tag the CHANGELOG and CITATION.cff do not name.
-    other = noxfile.tag_problems("v999.0.0", changelog, citation, built="999.0.0")
+    other = release_check.tag_problems("v999.0.0", changelog, citation, built="999.0.0")
     assert len(other) == 2 and "CHANGELOG.md" in other[0] and "CITATION.cff" in other[1]
 
 
@@ -173,23 +174,23 @@ def test_the_tree_is_releasable_as_the_cited_version_and_no_other(noxfile: Modul
         ("v0.1.0+local", "v0.1.0 is"),
     ],
 )
-def test_a_tag_that_is_not_v_and_a_version_is_refused(noxfile: ModuleType, tag: str, why: str) -> None:
+def test_a_tag_that_is_not_v_and_a_version_is_refused(tag: str, why: str) -> None:
     with pytest.raises(ValueError, match=re.escape(why)):
-        noxfile.tag_version(tag)
-    assert noxfile.tag_version("v0.1.0") == "0.1.0" and noxfile.tag_version("refs/tags/v1.2rc1") == "1.2rc1"
+        release_check.tag_version(tag)
+    assert release_check.tag_version("v0.1.0") == "0.1.0" and release_check.tag_version("refs/tags/v1.2rc1") == "1.2rc1"
 
 
-def test_citation_version_reads_quoted_and_bare_values(noxfile: ModuleType) -> None:
-    assert noxfile.citation_version('cff-version: 1.2.0\nversion: "0.2.0"\n') == "0.2.0"
-    assert noxfile.citation_version("version: 0.2.0  # the latest\n") == "0.2.0"
-    assert noxfile.citation_version("cff-version: 1.2.0\n") is None
+def test_citation_version_reads_quoted_and_bare_values() -> None:
+    assert release_check.citation_version('cff-version: 1.2.0\nversion: "0.2.0"\n') == "0.2.0"
+    assert release_check.citation_version("version: 0.2.0  # the latest\n") == "0.2.0"
+    assert release_check.citation_version("cff-version: 1.2.0\n") is None
 
 
 # --- the release check's parts, without a build -----------------------------------------------------------------
 
 
-def test_the_expected_wheel_holds_what_looplab_reads_at_run_time(noxfile: ModuleType) -> None:
-    expected, stale = noxfile.wheel_expected(ROOT)
+def test_the_expected_wheel_holds_what_looplab_reads_at_run_time() -> None:
+    expected, stale = release_check.wheel_expected(ROOT)
     assert stale == []
     wanted = {
         "TypeScript programs": r"looplab/adapters/runners/ts/[^/]+\.mjs",
@@ -211,30 +212,30 @@ def test_the_expected_wheel_holds_what_looplab_reads_at_run_time(noxfile: Module
     assert not [n for n in expected if n.startswith(("tests/", "looplab/tests/"))]
 
 
-def test_the_contents_check_names_what_a_wheel_lacks_or_must_not_hold(noxfile: ModuleType) -> None:
-    expected, _ = noxfile.wheel_expected(ROOT)
+def test_the_contents_check_names_what_a_wheel_lacks_or_must_not_hold() -> None:
+    expected, _ = release_check.wheel_expected(ROOT)
     dist_info = "looplab-0.1.0.dist-info"
     right = {*expected, f"{dist_info}/METADATA", f"{dist_info}/RECORD", "looplab/"}
-    assert noxfile.wheel_problems(right, expected) == []
+    assert release_check.wheel_problems(right, expected) == []
 
-    (missing,) = noxfile.wheel_problems(right - {"looplab/adapters/contract/prices.json"}, expected)
+    (missing,) = release_check.wheel_problems(right - {"looplab/adapters/contract/prices.json"}, expected)
     assert "lacks 1 files" in missing and "prices.json" in missing
     for unwanted in (
         "looplab/adapters/__pycache__/registry.cpython-311.pyc",
         "looplab/adapters/runners/ts/node_modules/ai/package.json",
         "looplab/tests/test_release.py",
     ):
-        (problem,) = noxfile.wheel_problems(right | {unwanted}, expected)
+        (problem,) = release_check.wheel_problems(right | {unwanted}, expected)
         assert unwanted in problem, problem
-    (foreign,) = noxfile.wheel_problems(right | {"adapters/__init__.py"}, expected)
+    (foreign,) = release_check.wheel_problems(right | {"adapters/__init__.py"}, expected)
     assert "more than `looplab`" in foreign
-    (glob_,) = noxfile.wheel_problems(right, expected, ["looplab.views: templates/*"])
+    (glob_,) = release_check.wheel_problems(right, expected, ["looplab.views: templates/*"])
     assert "templates/*" in glob_
-    assert noxfile.sdist_problems(["looplab-0.1.0/PKG-INFO", "looplab-0.1.0/tests/test_release.py"]) == []
-    assert noxfile.sdist_problems(["looplab-0.1.0/adapters/runners/ts/node_modules/x.js"])
+    assert release_check.sdist_problems(["looplab-0.1.0/PKG-INFO", "looplab-0.1.0/tests/test_release.py"]) == []
+    assert release_check.sdist_problems(["looplab-0.1.0/adapters/runners/ts/node_modules/x.js"])
 
 
-def test_a_glob_that_matches_nothing_is_reported(noxfile: ModuleType, tmp_path: Path) -> None:
+def test_a_glob_that_matches_nothing_is_reported(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
     (tmp_path / "pkg" / "data.json").write_text("{}", encoding="utf-8")
@@ -242,28 +243,28 @@ def test_a_glob_that_matches_nothing_is_reported(noxfile: ModuleType, tmp_path: 
         '[tool.setuptools]\npackages = ["pkg"]\n[tool.setuptools.package-data]\npkg = ["data.json", "gone/*"]\n',
         encoding="utf-8",
     )
-    expected, stale = noxfile.wheel_expected(tmp_path)  # not a git repository: the files on disk
+    expected, stale = release_check.wheel_expected(tmp_path)  # not a git repository: the files on disk
     assert expected == {"pkg/__init__.py", "pkg/data.json"}
     assert stale == ["pkg: gone/*"]
 
 
-def test_the_run_check_needs_one_passed_cell_recorded_by_the_version_built(noxfile: ModuleType) -> None:
+def test_the_run_check_needs_one_passed_cell_recorded_by_the_version_built() -> None:
     table = "runner      vip-compound  tokens  wall s\nhandrolled  answer 5       4,996     0.6\n"
     cell = {"runner": "handrolled", "case": "vip-compound", "passed": True, "stop_reason": "final_answer"}
     results = {"cells": [cell], "environments": {"e1": {"looplab": "0.1.0"}}}
-    assert noxfile.run_problems(table, results, "0.1.0") == []
-    assert noxfile.run_problems(table.replace("answer 5", "answer 5 ✗"), results, "0.1.0")
-    assert noxfile.run_problems(table.replace("answer 5", "cap 12"), results, "0.1.0")
+    assert release_check.run_problems(table, results, "0.1.0") == []
+    assert release_check.run_problems(table.replace("answer 5", "answer 5 ✗"), results, "0.1.0")
+    assert release_check.run_problems(table.replace("answer 5", "cap 12"), results, "0.1.0")
     failed = {**results, "cells": [{**cell, "passed": False, "stop_reason": "max_steps"}]}
-    assert noxfile.run_problems(table, failed, "0.1.0")
-    assert noxfile.run_problems(table, results, "0.2.0"), "a run by another looplab than the one built"
+    assert release_check.run_problems(table, failed, "0.1.0")
+    assert release_check.run_problems(table, results, "0.2.0"), "a run by another looplab than the one built"
 
 
-def test_the_sessions_arguments(noxfile: ModuleType) -> None:
-    options = noxfile.release_options(["--tag", "v0.1.0", "--notes", "notes.md"])
+def test_the_sessions_arguments() -> None:
+    options = release_check.release_options(["--tag", "v0.1.0", "--notes", "notes.md"])
     assert (options.tag, options.dist, options.notes) == ("v0.1.0", "dist", "notes.md")
     with pytest.raises(SystemExit):
-        noxfile.release_options(["--notes", "notes.md"])  # the notes are the tag's section: no tag, no notes
+        release_check.release_options(["--notes", "notes.md"])  # the notes are the tag's section: no tag, no notes
 
 
 # --- the release check, end to end -------------------------------------------------------------------------------
@@ -308,10 +309,8 @@ def _run_step(script: str, clone: Path, tag: str) -> subprocess.CompletedProcess
 
 @pytest.mark.full
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a checkout")
-def test_the_build_jobs_release_step_builds_checks_and_runs_the_tagged_release(
-    noxfile: ModuleType, tmp_path: Path
-) -> None:
-    version = _released_version(noxfile)
+def test_the_build_jobs_release_step_builds_checks_and_runs_the_tagged_release(tmp_path: Path) -> None:
+    version = _released_version()
     tag = f"v{version}"
     clone = _tagged_clone(tmp_path, tag)
     build = workflow()["jobs"]["build"]
@@ -327,23 +326,23 @@ def test_the_build_jobs_release_step_builds_checks_and_runs_the_tagged_release(
     assert built == [f"looplab-{version}-py3-none-any.whl", f"looplab-{version}.tar.gz"]
     notes = clone / next(u["path"] for u in uploads if u["name"] == "release-notes")
     changelog = (clone / "CHANGELOG.md").read_text(encoding="utf-8")
-    assert notes.read_text(encoding="utf-8").strip() == noxfile.changelog_section(changelog, version)
+    assert notes.read_text(encoding="utf-8").strip() == release_check.changelog_section(changelog, version)
 
     # The contents check that passed on this wheel fails on the same wheel less one file it needs.
     wheel = dist / f"looplab-{version}-py3-none-any.whl"
-    expected, stale = noxfile.wheel_expected(clone)
+    expected, stale = release_check.wheel_expected(clone)
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-    assert noxfile.wheel_problems(names, expected, stale) == []
+    assert release_check.wheel_problems(names, expected, stale) == []
     doctored = tmp_path / wheel.name
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(doctored, "w") as copy:
         for item in source.infolist():
             if item.filename != "looplab/views/templates/report.html.j2":
                 copy.writestr(item, source.read(item))
     with zipfile.ZipFile(doctored) as zf:
-        (problem,) = noxfile.wheel_problems(zf.namelist(), expected, stale)
+        (problem,) = release_check.wheel_problems(zf.namelist(), expected, stale)
     assert "report.html.j2" in problem
-    assert noxfile.wheel_version(wheel) == version
+    assert release_check.wheel_version(wheel) == version
 
     # The same step on a tag this tree does not name fails before building, saying why.
     refused = _run_step(_release_step(build), clone, "v999.0.0")

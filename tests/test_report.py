@@ -25,7 +25,11 @@ from looplab.adapters.contract.result import NativeCap, RunResult, Totals
 from looplab.adapters.contract.trace import ModelCall, Step, Trace
 from looplab.cli import main
 from looplab.shared_tools.records import ToolCallRecord
-from looplab.views import report, scorecard
+from looplab.views import report, scorecard_rows
+from looplab.views.divergence import divergence
+from looplab.views.headline import headline
+from looplab.views.report_charts import DASHES, MARKERS, PALETTE, runner_styles
+from looplab.views.runs import RunView, runs_from
 from tests import browser
 from tests.tiers import scaled_examples
 
@@ -155,7 +159,7 @@ def test_trajectories_are_aligned_by_step_with_the_stop_marked(matrix) -> None:
 @pytest.mark.full  # an eval of a matrix in a new process
 def test_headline_sums_each_runner(matrix) -> None:
     doc = matrix["doc"]
-    rows = {row.runner: row for row in report.headline(report.runs_from(doc))}
+    rows = {row.runner: row for row in headline(runs_from(doc))}
     for runner in RUNNERS:
         mine = [r for r in doc["results"] if r["runner"] == runner]
         row = rows[runner]
@@ -222,7 +226,7 @@ def test_chromium_loads_the_report_finds_the_matrix_and_a_trajectory_and_screens
     # with where it was read from (or "not measured").
     assert dom.stdout.index('id="scorecard"') < dom.stdout.index('id="differences"')
     cards = [t for t in found.tables if "scorecard" in (t.get("class") or "")]
-    assert len(cards) == len(scorecard.GROUPS) - 1  # all but "your cases": no team's case ran
+    assert len(cards) == len(scorecard_rows.GROUPS) - 1  # all but "your cases": no team's case ran
     assert re.search(r'<td title="eval: [a-z-]+"', dom.stdout) and 'title="not measured"' in dom.stdout
 
     shot = tmp_path / "report.png"
@@ -250,7 +254,7 @@ TOOLS = ("run_tests", "read_file", "search_code")
 ARGS = ("tests/test_invoice.py", "billing/discount.py", "def apply_discount")
 
 
-def _view(runner: str, stop: str, steps: list[list[tuple[str, str]]], failed: tuple[str, ...] = ()) -> report.RunView:
+def _view(runner: str, stop: str, steps: list[list[tuple[str, str]]], failed: tuple[str, ...] = ()) -> RunView:
     """A run of `runner` on case `c`: one model call a step, each step's tool calls as (name, first argument)."""
     trace = Trace(
         steps=[
@@ -308,7 +312,7 @@ def _view(runner: str, stop: str, steps: list[list[tuple[str, str]]], failed: tu
         ),
         trace=trace,
     )
-    return report.RunView(runner, "c", 1, result, passed=not failed, failed_checks=list(failed))
+    return RunView(runner, "c", 1, result, passed=not failed, failed_checks=list(failed))
 
 
 _calls = st.lists(st.tuples(st.sampled_from(TOOLS), st.sampled_from(ARGS)), max_size=3)
@@ -321,7 +325,7 @@ _names = st.lists(st.from_regex(r"[a-z][a-z_]{2,12}", fullmatch=True), min_size=
 @given(names=_names, stop=_stops, steps=_steps)
 @settings(deadline=None)
 def test_identical_runs_give_an_agreement_line_and_no_divergence(names, stop, steps) -> None:
-    found = report.divergence([_view(name, stop, steps) for name in names])
+    found = divergence([_view(name, stop, steps) for name in names])
     assert found.agree and found.differs == ()
     assert found.line.startswith(f"All {len(names)} runners agree: ")
     assert f"{len(steps)} model call" in found.line
@@ -356,7 +360,7 @@ def test_one_runner_that_ran_otherwise_is_named_first_against_the_others(case) -
     views = [
         _view(name, other_stop, other_steps) if i == odd else _view(name, stop, steps) for i, name in enumerate(names)
     ]
-    found = report.divergence(views)
+    found = divergence(views)
     assert not found.agree
     assert found.differs == (names[odd],)
     assert found.line.startswith(f"{names[odd]} ")
@@ -369,7 +373,7 @@ def test_a_runner_that_stopped_early_is_named_with_its_stop_and_calls() -> None:
     names = ["handrolled", "langchain", "langgraph", "openai_agents"]
     views = [_view(n, "final_answer", usual) for n in names if n != "langgraph"]
     views.insert(2, _view("langgraph", "max_steps", usual[:4]))
-    found = report.divergence(views)
+    found = divergence(views)
     assert found.line == "langgraph stopped at max_steps after 4 model calls; the other 3 answered in 5."
     assert found.differs == ("langgraph",)
 
@@ -378,7 +382,7 @@ def test_reading_two_files_one_a_step_is_said_so() -> None:
     batched = [[("run_tests", ARGS[0])], [("read_file", ARGS[0]), ("read_file", ARGS[1])], []]
     one_a_step = [[("run_tests", ARGS[0])], [("read_file", ARGS[0])], [("read_file", ARGS[1])], []]
     views = [_view(n, "final_answer", batched) for n in ("a", "b", "c")] + [_view("dspy", "final_answer", one_a_step)]
-    assert report.divergence(views).line == (
+    assert divergence(views).line == (
         "dspy answered in 4 model calls, making its tool calls one a step; "
         "the other 3 answered in 3, batching up to 2 tool calls in a step."
     )
@@ -389,7 +393,7 @@ def test_a_different_tool_call_and_a_failed_check_are_named() -> None:
     other = [[("read_file", ARGS[1])], []]
     views = [_view(n, "final_answer", usual) for n in ("a", "b", "c")]
     views.append(_view("d", "final_answer", other, failed=("answer_mentions",)))
-    line = report.divergence(views).line
+    line = divergence(views).line
     assert line == (
         "d called read_file(billing/discount.py) instead of read_file(tests/test_invoice.py), "
         "failing answer_mentions; the other 3 passed."
@@ -407,7 +411,7 @@ def test_many_behaviours_are_summed_up_by_stop_and_model_calls_in_one_line() -> 
         _view("h", "final_answer", [[("search_code", "x")], []]),
         _view("i", "final_answer", [[("run_tests", "")], []]),
     ]
-    found = report.divergence(views)
+    found = divergence(views)
     assert found.line == (
         "a and b stopped on error after 1 model call; c after 3; "
         "the other 6 answered in 2, with 5 different sets of tool calls."
@@ -416,7 +420,7 @@ def test_many_behaviours_are_summed_up_by_stop_and_model_calls_in_one_line() -> 
 
 
 def test_a_single_runner_is_not_a_divergence() -> None:
-    found = report.divergence([_view("handrolled", "final_answer", [[("run_tests", "")], []])])
+    found = divergence([_view("handrolled", "final_answer", [[("run_tests", "")], []])])
     assert (
         found.agree and found.line == "Only handrolled ran this case: it answered in 2 model calls, the same tool call."
     )
@@ -499,9 +503,9 @@ def test_each_of_fourteen_runners_has_its_own_colour_marker_and_dash_in_every_ch
         # Every runner is named, in the legend and in the hover title of its line.
         assert all(f">runner{i:02d}</text>" in svg and f"<title>runner{i:02d}</title>" in svg for i in range(14))
     # A runner's style is the same in every chart.
-    styles = report.runner_styles(built.runners)
+    styles = runner_styles(built.runners)
     assert len({(s.colour, s.marker, s.dashes) for s in styles.values()}) == 14
-    assert len(set(report.PALETTE)) >= 14 and len(set(report.DASHES)) >= 14 and len(set(report.MARKERS)) >= 14
+    assert len(set(PALETTE)) >= 14 and len(set(DASHES)) >= 14 and len(set(MARKERS)) >= 14
 
 
 @pytest.mark.full  # an eval of a matrix in a new process

@@ -18,16 +18,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from looplab.adapters.contract.errors import ResultsError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.cli import main
 from looplab.measure import bench_merge
 from looplab.records import results
+from looplab.records.document import SCHEMA, UNVERSIONED, CaseRecord
+from looplab.records.environment import Environment
+from looplab.records.identity import CellKey, case_hash, shard_of
 from looplab.records.outcome import RunOutcome
 from looplab.run import matrix
 from looplab.scenarios.cases import CheckResult, load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
-from looplab.views import report
+from looplab.views.runs import runs_from
 from tests.runs import run_runner
 
 CHECKS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True)
@@ -86,7 +90,7 @@ def test_a_document_round_trips_through_write_read_and_validate(tmp_path: Path, 
     doc = results.build(outcomes, model=model[0], api=model[1])
     path = results.write(doc, tmp_path / "doc.json")
     back = results.read(path)
-    assert json.loads(path.read_text())["looplab_schema"] == results.SCHEMA
+    assert json.loads(path.read_text())["looplab_schema"] == SCHEMA
     assert back.model_dump() == doc.model_dump()
     assert results.to_json(back) == results.to_json(doc)
     # Every cell finds its own run again, in order, with its checks.
@@ -108,7 +112,7 @@ def test_a_document_records_its_environment_and_each_case_hash() -> None:
     assert all(c.environment == env.id for c in doc.cells)
     suite = load_cases()
     assert doc.cases == {
-        cid: results.CaseRecord(hash=results.case_hash(suite[cid]), description=suite[cid].description)
+        cid: CaseRecord(hash=case_hash(suite[cid]), description=suite[cid].description)
         for cid in ("vip-compound", "tight-budget")
     }
     assert doc.cells[0].runner_version == sample().runner_version and doc.cells[1].runner_version is None
@@ -128,7 +132,7 @@ def _corrupt(data: dict[str, Any], how: str) -> None:
     elif how == "not a run":
         data["results"][0]["stop_reason"] = "bored"
     elif how == "another schema":
-        data["looplab_schema"] = results.SCHEMA + 1
+        data["looplab_schema"] = SCHEMA + 1
 
 
 @pytest.mark.parametrize(
@@ -143,14 +147,14 @@ def _corrupt(data: dict[str, Any], how: str) -> None:
             'cells[0].result: results[0] is "handrolled" on "vip-compound", the cell "langgraph"',
         ),
         ("not a run", "results[0].stop_reason: Input should be 'final_answer'"),
-        ("another schema", f"results schema {results.SCHEMA + 1}: this looplab reads schema {results.SCHEMA} (and 2,"),
+        ("another schema", f"results schema {SCHEMA + 1}: this looplab reads schema {SCHEMA} (and 2,"),
     ],
 )
 def test_an_inconsistent_document_is_refused_with_one_line_naming_it(tmp_path: Path, how: str, says: str) -> None:
     data = json.loads(results.to_json(results.build([outcome("handrolled", "vip-compound")])))
     _corrupt(data, how)
     path = write_json(tmp_path / "bad.json", data)
-    with pytest.raises(results.ResultsError) as info:
+    with pytest.raises(ResultsError) as info:
         results.read(path)
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"{path}: ") and says in message, message
@@ -169,9 +173,9 @@ def test_an_unversioned_eval_document_reads_as_schema_1_with_its_cells_paired() 
         "results": [run],
     }  # fmt: skip
     doc = results.load(old)
-    assert doc.looplab_schema == results.UNVERSIONED
+    assert doc.looplab_schema == UNVERSIONED
     assert [(c.repeat, c.result, c.error) for c in doc.cells] == [(1, None, "hung"), (2, 0, None)]
-    assert [v.result is not None for v in report.runs_from(old)] == [False, True]
+    assert [v.result is not None for v in runs_from(old)] == [False, True]
     listed = results.load([run, run])  # `looplab run --json` of old: no checks, repeats counted
     assert [(c.repeat, c.passed) for c in listed.cells] == [(1, None), (2, None)]
 
@@ -187,14 +191,14 @@ def test_a_case_hash_changes_with_any_fixture_byte_and_ignores_caches(tmp_path: 
     shutil.rmtree(repo, ignore_errors=True)
     shutil.copytree(base.repo_path, repo)
     case = base.model_copy(update={"repo": str(repo)})  # an absolute repo path wins the join
-    before = results.case_hash(case)
+    before = case_hash(case)
     (repo / "__pycache__").mkdir(exist_ok=True)
     (repo / "__pycache__" / "x.pyc").write_bytes(extra)  # not a file a run sees
-    assert results.case_hash(case) == before
+    assert case_hash(case) == before
     target = repo / "billing" / "discount.py"
     target.write_bytes(target.read_bytes() + extra)
-    assert results.case_hash(case) != before
-    assert results.case_hash(case.model_copy(update={"task": case.task + "!"})) != before
+    assert case_hash(case) != before
+    assert case_hash(case.model_copy(update={"task": case.task + "!"})) != before
 
 
 # --- shards ----------------------------------------------------------------------------------------
@@ -210,7 +214,7 @@ def test_shards_partition_the_matrix(runners, case_ids, repeat, shards, model) -
     full = matrix.plan(runners, cases, repeat)
 
     def shard(i: int):
-        return lambda r, c, k: results.shard_of(results.CellKey(r, c, k, *model), shards, runners) == i
+        return lambda r, c, k: shard_of(CellKey(r, c, k, *model), shards, runners) == i
 
     slices = [matrix.plan(runners, cases, repeat, shard(i)) for i in range(1, shards + 1)]
     seen = Counter((r, c.id, k) for part in slices for r, c, k in part)
@@ -222,13 +226,13 @@ def test_shards_partition_the_matrix(runners, case_ids, repeat, shards, model) -
 
 def test_a_cells_shard_is_pinned_so_every_machine_agrees() -> None:
     # From sha256 of identities only: these values must not change between releases or machines.
-    assert results.CellKey("handrolled", "vip-compound", 1, "scripted", None).canonical() == (
+    assert CellKey("handrolled", "vip-compound", 1, "scripted", None).canonical() == (
         '["handrolled","vip-compound",1,"scripted",null]'
     )
-    key = results.CellKey("handrolled", "vip-compound", 1, "scripted", None)
-    assert results.shard_of(key, 1000, ["handrolled", "langgraph"]) == 601
-    key = results.CellKey("langgraph", "tight-budget", 2, "openai:gpt-4.1", "responses")
-    assert results.shard_of(key, 7, ["handrolled", "langgraph", "pydantic_ai"]) == 5
+    key = CellKey("handrolled", "vip-compound", 1, "scripted", None)
+    assert shard_of(key, 1000, ["handrolled", "langgraph"]) == 601
+    key = CellKey("langgraph", "tight-budget", 2, "openai:gpt-4.1", "responses")
+    assert shard_of(key, 7, ["handrolled", "langgraph", "pydantic_ai"]) == 5
 
 
 @CHECKS
@@ -237,7 +241,7 @@ def test_every_shard_gets_its_share_of_each_case_within_one_cell(runners, case_i
     # A case's cells cost about the same whatever the runner: dealt evenly, the shards take about as long.
     for case in case_ids:
         for k in range(1, repeat + 1):
-            counts = Counter(results.shard_of(results.CellKey(r, case, k, *model), shards, runners) for r in runners)
+            counts = Counter(shard_of(CellKey(r, case, k, *model), shards, runners) for r in runners)
             share = [counts.get(i, 0) for i in range(1, shards + 1)]
             assert max(share) - min(share) <= 1
 
@@ -285,7 +289,7 @@ def test_merge_keeps_two_versions_of_a_runner_and_both_environments(tmp_path: Pa
     other = json.loads(a.read_text())
     (env_id, env), = other["environments"].items()  # fmt: skip
     env = {**env, "python": "3.99.0", "packages": {**env["packages"], "anthropic": "9.9.9"}}
-    new_id = results.Environment.model_validate(env).id
+    new_id = Environment.model_validate(env).id
     other["environments"] = {new_id: env}
     other["cells"][0].update(environment=new_id, runner_version="anthropic 9.9.9")
     other["results"][0]["runner_version"] = "anthropic 9.9.9"
@@ -315,12 +319,12 @@ def test_merge_refuses_one_case_id_with_two_contents_in_one_line(tmp_path: Path,
 def test_merge_refuses_another_schema_in_one_line(tmp_path: Path, capsys, old: Any) -> None:
     a, _ = _docs(tmp_path)
     legacy = write_json(tmp_path / "legacy.json", old)
-    future = write_json(tmp_path / "future.json", {**json.loads(a.read_text()), "looplab_schema": results.SCHEMA + 1})
+    future = write_json(tmp_path / "future.json", {**json.loads(a.read_text()), "looplab_schema": SCHEMA + 1})
     out = tmp_path / "all.json"
     assert main(["merge", str(a), str(legacy), "-o", str(out)]) == 2
     assert one_line(capsys.readouterr().err).startswith(f"{legacy}: results schema 1 (unversioned")
     assert main(["merge", str(future), str(a), "-o", str(out)]) == 2
-    assert one_line(capsys.readouterr().err).startswith(f"{future}: results schema {results.SCHEMA + 1}: ")
+    assert one_line(capsys.readouterr().err).startswith(f"{future}: results schema {SCHEMA + 1}: ")
     assert not out.exists()
 
 
@@ -352,7 +356,7 @@ def test_a_schema_2_document_reads_and_merges_as_schema_3(tmp_path: Path) -> Non
     data = json.loads(results.to_json(results.build([outcome("handrolled", "vip-compound")])))
     two = write_json(tmp_path / "two.json", {**data, "looplab_schema": 2})
     doc = results.read(two)
-    assert doc.looplab_schema == results.SCHEMA == 3 and len(doc.results) == 1
+    assert doc.looplab_schema == SCHEMA == 3 and len(doc.results) == 1
     other = write_json(
         tmp_path / "other.json", json.loads(results.to_json(results.build([outcome("langgraph", "vip-compound")])))
     )

@@ -15,18 +15,19 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from looplab.adapters import registry
-from looplab.adapters.session import RunSession
+from looplab.adapters.boundary.budget import RunBudget
 from looplab.records import measurements, results
+from looplab.records.document import Document
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
 from looplab.shared_tools import Guard
-from looplab.views import scorecard
+from looplab.views import scorecard, scorecard_rows, scorecard_text
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COMMITTED_CAPS = scorecard.load_caps(DOCS / "iteration-caps.json")
 
 
-def _eval(runners: list[str], case_ids: list[str]) -> results.Document:
+def _eval(runners: list[str], case_ids: list[str]) -> Document:
     from looplab.run import matrix
 
     cases = [load_cases()[c] for c in case_ids]
@@ -38,10 +39,10 @@ def _eval(runners: list[str], case_ids: list[str]) -> results.Document:
 def test_without_measurements_every_behaviour_cell_says_not_measured() -> None:
     card = scorecard.build(["handrolled"])
     cells = card.cards[0].cells
-    assert set(cells) == {r.key for r in scorecard.ROWS}
+    assert set(cells) == {r.key for r in scorecard_rows.ROWS}
     # What the runner declares is known without measuring: its wire APIs (and that it cannot delegate, if so).
     declared = {"apis"} | ({"delegation"} if registry.RUNNERS["handrolled"].delegation is None else set())
-    assert {k for k, c in cells.items() if c.text != scorecard.NOT_MEASURED} == declared
+    assert {k for k, c in cells.items() if c.text != scorecard_rows.NOT_MEASURED} == declared
     assert all(not c.measured for k, c in cells.items() if k not in declared)
     without_delegation = scorecard.build(["external"]).cards[0].cells["delegation"]
     assert without_delegation.text == "cannot delegate"
@@ -70,7 +71,7 @@ def test_the_token_budget_cell_says_whether_the_budget_held(monkeypatch) -> None
     cell = held.cards[0].cells["token_budget"]
     assert re.fullmatch(r"held: [\d,]+ tokens of 3,000, \d+ calls", cell.text) and cell.evidence == "eval: token-budget"
     # A gate that no longer counts tokens: the run spends past the budget and answers, and the cell says so.
-    monkeypatch.setattr(RunSession, "budget_stop", lambda self, request_bytes=0: None)
+    monkeypatch.setattr(RunBudget, "refusal", lambda self, request_bytes=0: None)
     spent = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["token-budget"])))
     assert spent.cards[0].cells["token_budget"].text.startswith("failed (stop: final_answer): ")
 
@@ -145,7 +146,7 @@ def test_an_exception_at_the_cap_reads_as_the_frameworks_with_its_module() -> No
 @pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
 def test_every_markdown_cap_link_names_a_section_of_the_caps_doc() -> None:
     runners = [r.runner for r in COMMITTED_CAPS.runners]
-    text = scorecard.markdown(scorecard.build(runners, caps=COMMITTED_CAPS))
+    text = scorecard_text.markdown(scorecard.build(runners, caps=COMMITTED_CAPS))
     headings = re.findall(r"^## (.+)$", (DOCS / "iteration-caps.md").read_text(encoding="utf-8"), re.M)
     anchors = {
         "".join(ch for ch in h.lower().replace("`", "") if ch.isalnum() or ch in " -_").replace(" ", "-")
@@ -163,24 +164,24 @@ words = st.text(st.characters(categories=("L", "N"), max_codepoint=0x7F), min_si
 @given(width=st.sampled_from([80, 160]), texts=st.lists(st.lists(words, min_size=1, max_size=6), min_size=1))
 def test_the_terminal_scorecard_fits_its_width_and_cuts_nothing(width: int, texts: list[list[str]]) -> None:
     cards = [
-        scorecard.RunnerCard(
+        scorecard_rows.RunnerCard(
             runner=f"runner_with_a_long_name_{i}",
             version="1.0",
-            cells={r.key: scorecard.Cell(text=" ".join(t), evidence="x") for r in scorecard.ROWS},
+            cells={r.key: scorecard_rows.Cell(text=" ".join(t), evidence="x") for r in scorecard_rows.ROWS},
         )
         for i, t in enumerate(texts[:14])
     ]
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=False, color_system=None)
-    scorecard.print_terminal(scorecard.Scorecard(cards=cards, sources={"eval": "e.json"}), console)
+    scorecard_text.print_terminal(scorecard_rows.Scorecard(cards=cards, sources={"eval": "e.json"}), console)
     printed = out.getvalue()
     assert max(len(line) for line in printed.splitlines()) <= width
     assert "…" not in printed
     # wrapped, never cut: every character of every cell is printed somewhere; a behaviour every runner shares is
     # said once, above its group
-    shared = {r.key for r in scorecard.ROWS if len(cards) > 1 and len({c.cells[r.key].text for c in cards}) == 1}
+    shared = {r.key for r in scorecard_rows.ROWS if len(cards) > 1 and len({c.cells[r.key].text for c in cards}) == 1}
     texts_shown = [c.runner for c in cards] + [cards[0].cells[k].text for k in shared]
-    texts_shown += [c.cells[r.key].text for c in cards for r in scorecard.ROWS if r.key not in shared]
+    texts_shown += [c.cells[r.key].text for c in cards for r in scorecard_rows.ROWS if r.key not in shared]
     wanted = Counter(ch for text in texts_shown for ch in text if ch.isalnum())
     assert not wanted - Counter(ch for ch in printed if ch.isalnum())
 
@@ -191,7 +192,7 @@ def test_a_teams_cases_get_their_own_group_and_looplabs_alone_do_not(tmp_path: P
 
     suite = write_team_suite(tmp_path)
     builtin_only = scorecard.build(["handrolled"], scorecard.observed(_eval(["handrolled"], ["vip-compound"])))
-    assert "your cases" not in scorecard.groups_of(builtin_only)
+    assert "your cases" not in scorecard_rows.groups_of(builtin_only)
     assert not builtin_only.cards[0].cells["own_cases"].measured
 
     out = tmp_path / "card.md"

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from looplab.adapters.boundary.recorder import ModelRecorder, http_module_for, parse_exchange
+from looplab.adapters.boundary.recorder import ModelRecorder
+from looplab.adapters.boundary.transport import http_module_for
+from looplab.adapters.boundary.wire import parse_exchange
 from looplab.scenarios.scripted.conversation import PERSONA_HEADER
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import run_clock

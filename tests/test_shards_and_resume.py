@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from looplab.adapters import registry
 from looplab.cli import main
 from looplab.records import results
+from looplab.records.identity import CellKey
+from looplab.records.merge import without
 from looplab.run import schedule
 
 MATRIX = ["--runner", "handrolled", "--runner", "langgraph", "--case", "vip-compound", "--case", "tight-budget"]
@@ -52,7 +54,7 @@ def minus_timings(value: Any) -> Any:
     return value
 
 
-def keys(path: Path) -> list[results.CellKey]:
+def keys(path: Path) -> list[CellKey]:
     return [c.key for c in results.read(path).cells]
 
 
@@ -112,7 +114,7 @@ def test_resume_runs_only_the_cells_missing_and_keeps_the_others(runs, tmp_path:
 def test_resume_runs_a_cell_that_errored_again_and_replaces_it(runs, tmp_path: Path, ran) -> None:
     doc = results.read(runs["1"])
     lost = doc.cells[0]
-    doc = results.without(doc, {lost.key})
+    doc = without(doc, {lost.key})
     errored = lost.model_copy(update={"result": None, "passed": False, "stop_reason": None, "error": "hung"})
     doc.cells.append(errored)
     source = results.write(doc, tmp_path / "errored.json")
@@ -138,12 +140,12 @@ def test_resume_refuses_a_case_that_changed_before_running_anything(runs, tmp_pa
 
 def test_the_terminal_matrix_marks_the_cells_another_shard_runs(capsys) -> None:
     from looplab.records import summary
-    from looplab.views import render
+    from looplab.views import eval_tables
 
     ran = summary.Cell(
         runner="handrolled", case="vip-compound", repeat=1, passed=True, stop_reason="final_answer", failed_checks=[]
     )
-    render.matrix_table([ran], ["handrolled", "langgraph"], ["vip-compound"])
+    eval_tables.matrix_table([ran], ["handrolled", "langgraph"], ["vip-compound"])
     row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("vip-compound"))
     assert row.count("✓") == 1 and "–" in row  # langgraph's cell is another shard's: neither passed nor failed
 
@@ -171,7 +173,7 @@ def test_resume_refuses_a_broken_document_before_running_anything_and_leaves_it(
 def test_a_cell_asked_for_without_stream_keeps_its_identity_and_shard(
     runner: str, case: str, repeat: int, api: str | None
 ) -> None:
-    key = results.CellKey(runner, case, repeat, "scripted", api)
+    key = CellKey(runner, case, repeat, "scripted", api)
     assert key.canonical() == json.dumps([runner, case, repeat, "scripted", api], separators=(",", ":"))
     on, off = key._replace(stream=True), key._replace(stream=False)
     assert len({key.canonical(), on.canonical(), off.canonical()}) == 3  # each choice a cell of its own

@@ -14,10 +14,10 @@ import dataclasses
 import pytest
 
 from looplab.adapters import registry
-from looplab.adapters.boundary.recorder import forecast_input_tokens
+from looplab.adapters.boundary.budget import forecast_input_tokens
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.model import ModelSpec
-from looplab.adapters.contract.runner import Runner
+from looplab.adapters.contract.runner import RunnerDeclaration
 from looplab.cli import main
 from looplab.records import results
 from looplab.run.harness import Endpoint, ModelChoice, run_one
@@ -99,11 +99,11 @@ def test_a_streamed_run_makes_the_same_calls_stop_and_answer_as_a_whole_one(runn
 def test_a_runner_refuses_a_mode_its_loop_cannot_run_in_one_line() -> None:
     whole_only = dataclasses.replace(registry.RUNNERS["handrolled"], streams=(False,))
     with pytest.raises(LooplabError, match=r"cannot run with --stream on: its loop takes every reply whole$"):
-        Runner.stream_for(whole_only, ModelSpec("anthropic", "m", stream=True))  # type: ignore[arg-type]
-    assert Runner.stream_for(whole_only, ModelSpec("anthropic", "m")) is False  # unasked: its own
+        RunnerDeclaration.stream_for(whole_only, ModelSpec("anthropic", "m", stream=True))  # type: ignore[arg-type]
+    assert RunnerDeclaration.stream_for(whole_only, ModelSpec("anthropic", "m")) is False  # unasked: its own
     streamed_only = dataclasses.replace(whole_only, streams=(True,))
     with pytest.raises(LooplabError, match=r"--stream off: its loop streams every reply$"):
-        Runner.stream_for(streamed_only, ModelSpec("anthropic", "m", stream=False))  # type: ignore[arg-type]
+        RunnerDeclaration.stream_for(streamed_only, ModelSpec("anthropic", "m", stream=False))  # type: ignore[arg-type]
 
 
 def test_the_stream_asked_for_is_kept_in_each_cell_and_evals_of_each_merge(tmp_path, capsys) -> None:  # noqa: ANN001

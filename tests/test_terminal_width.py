@@ -27,11 +27,11 @@ from looplab.adapters.boundary.noise import framework_noise
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.trace import api_of
 from looplab.cli import main
-from looplab.measure import bench
+from looplab.measure import bench_report
 from looplab.records import measurements, results, summary
 from looplab.run import harness
 from looplab.scenarios.cases import CheckResult, load_cases
-from looplab.views import render, report
+from looplab.views import eval_tables, headline, listings, render, terminal
 
 WIDTHS = (80, 160)
 #: Every runner, as `looplab runners` lists them.
@@ -222,7 +222,7 @@ def bench_result() -> measurements.BenchResult:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_runners_listing_fits_and_shows_every_word(width: int) -> None:
     out = recording(width)
-    render.runners_table(registry.RUNNERS.values(), out=out)
+    listings.runners_table(registry.RUNNERS.values(), out=out)
     text = out.export_text()
     assert_fits(text, width)
     assert_whole(text, [w for info in registry.RUNNERS.values() for w in (info.name, info.extra, info.summary)])
@@ -232,7 +232,7 @@ def test_the_runners_listing_fits_and_shows_every_word(width: int) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_cases_listing_fits_and_shows_every_word(width: int) -> None:
     out = recording(width)
-    render.cases_table(CASES.values(), out=out)
+    listings.cases_table(CASES.values(), out=out)
     text = out.export_text()
     assert_fits(text, width)
     assert_whole(text, [w for c in CASES.values() for w in (c.id, c.model.persona, c.description)])
@@ -285,7 +285,7 @@ def test_when_every_runner_agrees_the_answer_says_all_of_them(one_run) -> None:
 def test_the_eval_matrix_fits_every_runner_and_case(width: int) -> None:
     out = recording(width)
     cells = matrix_cells()
-    render.matrix_table(cells, DEFAULT_RUNNERS, list(CASES), out=out)
+    eval_tables.matrix_table(cells, DEFAULT_RUNNERS, list(CASES), out=out)
     text = out.export_text()
     assert_fits(text, width)
     lines = text.splitlines()
@@ -322,7 +322,7 @@ def test_the_eval_matrix_fits_every_runner_and_case(width: int) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_per_runner_eval_summary_fits(width: int) -> None:
     out = recording(width)
-    render.runner_summary(summaries(), out=out)
+    eval_tables.runner_summary(summaries(), out=out)
     text = out.export_text()
     assert_fits(text, width)
     assert_whole(text, RUNNERS + ["unknown", "final_answer", "repetition", "120/130", "0.0123/0.0456"])
@@ -335,7 +335,7 @@ def test_the_headline_and_native_caps_fit(width: int, one_run) -> None:
     out = recording(width)
     case = CASES["vip-compound"]
     doc = results.build(every_runner(one_run), runners=RUNNERS, cases=[case])
-    report.print_headline(doc, out=out)
+    headline.print_headline(doc, out=out)
     text = out.export_text()
     assert_fits(text, width)
     assert "per runner" in text and "native caps" in text
@@ -348,10 +348,11 @@ def test_the_headline_and_native_caps_fit(width: int, one_run) -> None:
 def test_the_bench_tables_fit(width: int) -> None:
     out = recording(width)
     result = bench_result()
-    bench.print_tables(result, out=out)
+    bench_report.print_tables(result, out=out)
     text = out.export_text()
     assert_fits(text, width)
-    assert_whole(text, RUNNERS + [r.version for r in result.runners] + [bench.NO_BARE_LOOP, "scripted model server"])
+    shown = [bench_report.NO_BARE_LOOP, "scripted model server"]
+    assert_whole(text, RUNNERS + [r.version for r in result.runners] + shown)
     if width == 160:
         assert "legend:" not in text and "excl. tools ms" in text and "whole run ms" in text
 
@@ -371,8 +372,8 @@ def test_the_bench_modes_markdown_tables_fit(width: int) -> None:
         for j, r in enumerate(RUNNERS)
     ]
     out = recording(width)
-    render.markdown_lines(bench_concurrency.table(conc), out=out)
-    render.markdown_lines(bench_matrix.isolation_table(iso), out=out)
+    terminal.markdown_lines(bench_concurrency.table(conc), out=out)
+    terminal.markdown_lines(bench_matrix.isolation_table(iso), out=out)
     text = out.export_text()
     assert_fits(text, width)
     assert_whole(text, RUNNERS + ["worker processes", "speedup", "environment created now s", "cached"])
@@ -397,21 +398,21 @@ cell = st.lists(words, min_size=0, max_size=12).map(" ".join)
 
 
 @st.composite
-def tables(draw: Any) -> tuple[list[render.Col], list[list[str]]]:
+def tables(draw: Any) -> tuple[list[terminal.Col], list[list[str]]]:
     n = draw(st.integers(1, 9))
     cols = []
     for k in range(n):
         header = draw(st.lists(words, min_size=1, max_size=3).map(" ".join))
         short = draw(st.one_of(st.just(""), words))
         fold = draw(st.sampled_from(["", "line", "under"])) if k else ""
-        cols.append(render.Col(header, short=short, right=draw(st.booleans()), prose=draw(st.booleans()), fold=fold))
+        cols.append(terminal.Col(header, short=short, right=draw(st.booleans()), prose=draw(st.booleans()), fold=fold))
     rows = draw(st.lists(st.lists(cell, min_size=n, max_size=n), max_size=8))
     return cols, rows
 
 
 #: A long word in a cell folded under the first column: its indent counts with the word (found by Hypothesis).
 _INDENTED_WORD = (
-    [render.Col("0", prose=True), render.Col("0", fold="under"), render.Col("x")],
+    [terminal.Col("0", prose=True), terminal.Col("0", fold="under"), terminal.Col("x")],
     [["", "0" * 23 + " 0" + " 1" * 20, "y" * 15]],
 )
 
@@ -422,7 +423,7 @@ _INDENTED_WORD = (
 def test_a_generated_table_fits_any_width_and_keeps_every_word(table, width: int) -> None:
     cols, rows = table
     out = recording(width)
-    render.print_table("generated", cols, rows, ["a note under it"], out=out)
+    terminal.print_table("generated", cols, rows, ["a note under it"], out=out)
     text = out.export_text()
     assert_fits(text, width)
     assert_whole(text, [c for row in rows for c in row])
@@ -447,7 +448,7 @@ def test_a_generated_matrix_fits_any_width(runners: list[str], cases: list[str],
         for j, r in enumerate(runners)
     ]
     out = recording(width)
-    render.matrix_table(cells, runners, cases, out=out)
+    eval_tables.matrix_table(cells, runners, cases, out=out)
     assert_fits(out.export_text(), width)
 
 
@@ -460,10 +461,10 @@ def columns(monkeypatch) -> Iterator[Any]:
 
     def set_to(width: int) -> None:
         monkeypatch.setenv("COLUMNS", str(width))
-        render.console.cache_clear()
+        terminal.console.cache_clear()
 
     yield set_to
-    render.console.cache_clear()
+    terminal.console.cache_clear()
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -661,13 +662,13 @@ def test_the_estimate_says_what_every_cell_shares_once_above_the_table() -> None
 
 
 def test_the_scorecard_at_80_columns_fits_with_a_line_a_behaviour(one_run) -> None:
-    from looplab.views import scorecard
+    from looplab.views import scorecard, scorecard_rows, scorecard_text
 
     doc = results.build(every_runner(one_run), runners=RUNNERS, cases=[CASES["vip-compound"]])
     caps = scorecard.load_caps(Path(__file__).resolve().parent.parent / "docs" / "iteration-caps.json")
     card = scorecard.build(RUNNERS, scorecard.observed(doc), caps)
     out = recording(80)
-    scorecard.print_terminal(card, out)
+    scorecard_text.print_terminal(card, out)
     text = out.export_text()
     assert_fits(text, 80)
     lines = text.splitlines()
@@ -678,7 +679,7 @@ def test_the_scorecard_at_80_columns_fits_with_a_line_a_behaviour(one_run) -> No
     assert "  tools of the last call: ran" in lines
     # Laid out a runner at a time, a cell one line can hold is on one line, whole (under its title if need be).
     for c in card.cards:
-        for row in scorecard.group_rows("the cap"):
+        for row in scorecard_rows.group_rows("the cap"):
             cell = c.cells[row.key].text
             if cell_len(cell) <= 76:
                 assert any(cell in line for line in lines), (c.runner, cell)

@@ -32,6 +32,7 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.cli import main
 from looplab.records.outcome import RunOutcome
 from looplab.run import harness, matrix, schedule
+from looplab.run.options import RunOptions
 from looplab.scenarios.cases import load_cases
 from looplab.shared_tools import Guard, PathRefused, Workspace, builtin_tool, confine, tools
 
@@ -421,13 +422,13 @@ def test_a_workspace_asking_for_a_sandbox_that_cannot_be_made_refuses_the_comman
 def test_sandbox_reaches_every_run(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    asked: list[dict[str, Any]] = []
+    asked: list[RunOptions] = []
 
-    def run_one(runner: str, case: Any, where: Any, **options: Any) -> RunOutcome:
+    def run_one(runner: str, case: Any, where: Any, options: RunOptions, **_: Any) -> RunOutcome:
         asked.append(options)
         return RunOutcome(runner, case.id, error="not run: the test looks at its options")
 
-    def run_matrix(runners: Any, cases: Any, where: Any, **options: Any) -> list[RunOutcome]:
+    def run_matrix(runners: Any, cases: Any, where: Any, options: RunOptions, **_: Any) -> list[RunOutcome]:
         asked.append(options)
         return []
 
@@ -436,7 +437,7 @@ def test_sandbox_reaches_every_run(
     argv = [command, "--runner", "handrolled", "--case", "vip-compound", "--sandbox"]
     exit_code(argv + (["--out", str(tmp_path)] if command == "run" else []))
     capsys.readouterr()
-    assert asked and all(options.get("sandbox") is True for options in asked), asked
+    assert asked and all(options.sandbox is True for options in asked), asked
 
 
 def test_run_one_makes_a_sandboxed_workspace(monkeypatch: pytest.MonkeyPatch) -> None:

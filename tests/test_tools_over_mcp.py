@@ -1,6 +1,6 @@
 """The same in-process runner with its tools called in-process and over MCP: the same run.
 
-`Adapter.run(..., tools="mcp")` serves the run's Guard on loopback and hands the adapter an MCP
+`Runner.run(..., tools="mcp")` serves the run's Guard on loopback and hands the adapter an MCP
 client of it in place of the Guard; the records are still the Guard's. What crosses MCP is only
 what the runner reads back, so if any of it were lost or changed (a result's text, an error flag,
 a call id), the model's next step, and so the trajectory, would differ.

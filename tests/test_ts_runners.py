@@ -46,7 +46,7 @@ RUNNERS = {
 CELLS = [
     pytest.param(r, api, id=f"{r}-{api}")
     for r in RUNNERS
-    for api in importlib.import_module(f"looplab.adapters.runners.{r}").ADAPTER.apis
+    for api in importlib.import_module(f"looplab.adapters.runners.{r}").RUNNER.apis
 ]
 ENDPOINT = {"chat": "chat.completions", "responses": "responses", "messages": "messages", "gemini": "generateContent"}
 LOCK = json.loads((_node.TS_DIR / "package-lock.json").read_text())
@@ -61,7 +61,7 @@ needs_npm = pytest.mark.skipif(
 
 
 def adapter(runner: str) -> Any:
-    return importlib.import_module(f"looplab.adapters.runners.{runner}").ADAPTER
+    return importlib.import_module(f"looplab.adapters.runners.{runner}").RUNNER
 
 
 def run(

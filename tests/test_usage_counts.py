@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from looplab.adapters.boundary.recorder import MAX_REPORTED_TOKENS, parse_exchange
+from looplab.adapters.boundary.wire import parse_exchange
+from looplab.adapters.boundary.wire_reply import MAX_REPORTED_TOKENS
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.pricing import Pricing
 from looplab.scenarios.scripted.server import ScriptedModelServer

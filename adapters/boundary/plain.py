@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from looplab.adapters.boundary.recorder import http_module_for
+from looplab.adapters.boundary.transport import http_module_for
 
 __all__ = ["plain_http_client", "plain_openai_client"]
 

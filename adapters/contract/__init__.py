@@ -42,7 +42,7 @@ from looplab.adapters.contract.result import Finished, NativeCap, NativeEnd, Run
 from looplab.adapters.contract.runner import (
     KnobDefault,
     Probe,
-    Runner,
+    RunnerDeclaration,
     installed_version,
     read_default,
     signature_default,
@@ -81,7 +81,7 @@ __all__ = [
     "Probe",
     "ResultsError",
     "RunResult",
-    "Runner",
+    "RunnerDeclaration",
     "ServerFailed",
     "Step",
     "StopReason",

@@ -1,11 +1,12 @@
 """A runner's declaration, read from its module's source without importing it.
 
-Everything looplab knows about a runner is declared once, on its class (`Runner`); what must be known before its
-module is imported is written as literal class attributes (`DECLARED` below). The runner's module imports its
-framework, so listing runners, naming the extra a missing one needs, the noxfile's sessions and the CI matrix read
-those literals from the source instead: this module finds the class that the module's `ADAPTER = Class()` builds,
-and reads its attributes and those of its bases that can be located, the nearest first (the way Python's attribute
-lookup goes for single inheritance).
+Everything looplab knows about a runner is declared once, on its class (`RunnerDeclaration` and below); what must
+be known before its module is imported is written as literal class attributes (the fields of `Declaration`). The
+runner's module imports its framework, so listing runners, naming the extra a missing one needs, the noxfile's
+sessions and the CI matrix read those literals from the source instead: this module finds the class that the
+module's `RUNNER = Class()` builds, and reads its attributes and those of its bases that can be located, the nearest
+first (the way Python's attribute lookup goes for single inheritance). An attribute no class on the way declares
+takes its default: the value `RunnerDeclaration` sets, read from its source the same way.
 
 It needs nothing but the standard library, so the noxfile (which runs without looplab's dependencies) can load it
 by path; its error derives from looplab's root exception only where looplab can be imported.
@@ -17,8 +18,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import shutil
+import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,60 +31,80 @@ except ImportError:  # loaded by path where looplab is not installed (the noxfil
 
 __all__ = ["DECLARED", "Declaration", "DeclarationError", "findable", "read", "read_folder", "source_of"]
 
-#: The declaration's fields, as `Runner` (adapters/contract/runner.py) spells them on the class.
-DECLARED = (
-    "name",
-    "summary",
-    "extra",
-    "extras",
-    "distribution",
-    "requires",
-    "apis",
-    "out_of_process",
-    "commands",
-    "programs",
-    "by_default",
-    "in_all",
-    "one_tool_a_reply",
-    "streams",
-    "delegation",
-    "npm_packages",
-    "npm_lines",
-    "oldest_companions",
-    "listed",
-)
 #: Where the reader starts: the name of the object every runner module exports.
-EXPORT = "ADAPTER"
+EXPORT = "RUNNER"
+#: What runner modules exported before `RUNNER`: still read, with a `DeprecationWarning`.
+OLD_EXPORT = "ADAPTER"
+#: The class every runner's class derives from, in `runner.py` beside this module: its literal attributes are the
+#: declaration's defaults.
+CONTRACT = "RunnerDeclaration"
 
 
 class DeclarationError(LooplabException):
     """A runner module whose declaration cannot be read; the message is one line naming the module and the field."""
 
 
+def _parse(path: Path) -> ast.Module:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        raise DeclarationError(f"{path}: cannot read a runner declaration: {exc}") from None
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _assignment(node: ast.stmt) -> tuple[str | None, ast.expr | None]:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id, node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id, node.value
+    return None, None
+
+
+def _contract_defaults() -> dict[str, Any]:
+    """The literal attributes `RunnerDeclaration` declares: what a runner whose classes do not declare one has."""
+    path = Path(__file__).with_name("runner.py")
+    cls = _class(_parse(path), CONTRACT)
+    if cls is None:
+        raise DeclarationError(f"{path}: no class {CONTRACT}")
+    defaults = {}
+    for node in cls.body:
+        target, value = _assignment(node)
+        if target is not None and value is not None:
+            defaults[target] = ast.literal_eval(value)
+    return defaults
+
+
+_default = _contract_defaults().__getitem__
+
+
 @dataclass(frozen=True)
 class Declaration:
-    """What looplab knows about a runner before importing it (see `Runner` for what each field means)."""
+    """A runner's declaration as read from its module's source, before the module is imported: the attributes of
+    its `RunnerDeclaration` class known that early (documented there), each defaulting to the value set there."""
 
     name: str
     module: str
     extra: str
     distribution: str
-    summary: str = ""
-    extras: tuple[str, ...] = ()
-    requires: tuple[str, ...] = ()
-    apis: tuple[str, ...] = ("chat",)
-    out_of_process: bool = False
-    commands: tuple[str, ...] = ()
-    programs: str = ""
-    by_default: bool = True
-    in_all: bool = True
-    one_tool_a_reply: bool = False
-    streams: tuple[bool, ...] = (False,)
-    delegation: str | None = None
-    npm_packages: dict[str, str] = field(default_factory=dict, hash=False)
-    npm_lines: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict, hash=False)
-    oldest_companions: tuple[str, ...] = ()
-    listed: int = 1000
+    summary: str = _default("summary")
+    extras: tuple[str, ...] = _default("extras")
+    requires: tuple[str, ...] = _default("requires")
+    apis: tuple[str, ...] = _default("apis")
+    out_of_process: bool = _default("out_of_process")
+    commands: tuple[str, ...] = _default("commands")
+    programs: str = _default("programs")
+    by_default: bool = _default("by_default")
+    in_all: bool = _default("in_all")
+    one_tool_a_reply: bool = _default("one_tool_a_reply")
+    streams: tuple[bool, ...] = _default("streams")
+    delegation: str | None = _default("delegation")
+    npm_packages: dict[str, str] = field(default_factory=_default("npm_packages").copy, hash=False)
+    npm_lines: dict[str, tuple[int, dict[str, str]]] = field(default_factory=_default("npm_lines").copy, hash=False)
+    oldest_companions: tuple[str, ...] = _default("oldest_companions")
+    listed: int = _default("listed")
 
     @property
     def all_extras(self) -> tuple[str, ...]:
@@ -100,6 +122,10 @@ class Declaration:
     def elsewhere(self) -> bool:
         """Whether it can run only in its own runner environment: it cannot share this one and is not in it."""
         return not self.in_all and not self.installed()
+
+
+#: The attributes read from a runner's source: `Declaration`'s fields but the module it was read from.
+DECLARED = tuple(f.name for f in fields(Declaration) if f.name != "module")
 
 
 def findable(module: str) -> bool:
@@ -120,7 +146,9 @@ def source_of(module: str) -> Path | None:
 
 
 def read(module: str, locate: Callable[[str], Path | None]) -> Declaration | None:
-    """The declaration of the runner `module` exports as `ADAPTER`; None if it exports none (a helper module).
+    """The declaration of the runner `module` exports as `RUNNER`; None if it exports none (a helper module).
+
+    A module that exports it as `ADAPTER`, the name before `RUNNER`, is read too, with a `DeprecationWarning`.
 
     `locate` maps a module name to its source file (None: not found, e.g. a framework's module): the module
     itself, and the modules its runner class's bases come from.
@@ -129,9 +157,16 @@ def read(module: str, locate: Callable[[str], Path | None]) -> Declaration | Non
     if path is None:
         raise DeclarationError(f"runner module {module!r} not found")
     tree = _parse(path)
-    cls = _exported_class(tree)
+    cls = _exported_class(tree, EXPORT)
     if cls is None:
-        return None
+        cls = _exported_class(tree, OLD_EXPORT)
+        if cls is None:
+            return None
+        warnings.warn(
+            f"runner module {module!r} exports {OLD_EXPORT}: name it {EXPORT} ({OLD_EXPORT} will not be read)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     values: dict[str, Any] = {}
     for name, value in _attributes(module, tree, cls, locate, depth=0):
         values.setdefault(name, value)
@@ -174,28 +209,17 @@ def _file_under(root: Path, parts: list[str]) -> Path | None:
     return None
 
 
-def _parse(path: Path) -> ast.Module:
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
-        raise DeclarationError(f"{path}: cannot read a runner declaration: {exc}") from None
-
-
-def _exported_class(tree: ast.Module) -> ast.ClassDef | None:
-    """The class of `ADAPTER = Class()` at the module's top level."""
+def _exported_class(tree: ast.Module, export: str) -> ast.ClassDef | None:
+    """The class of `RUNNER = Class()` (`export` names the variable) at the module's top level."""
     for node in tree.body:
         if (
             isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == EXPORT for t in node.targets)
+            and any(isinstance(t, ast.Name) and t.id == export for t in node.targets)
             and isinstance(node.value, ast.Call)
             and isinstance(node.value.func, ast.Name)
         ):
             return _class(tree, node.value.func.id)
     return None
-
-
-def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
-    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
 
 
 def _attributes(
@@ -220,14 +244,6 @@ def _attributes(
         found = _base(module, tree, base.id, locate)
         if found is not None:
             yield from _attributes(*found, locate, depth + 1)
-
-
-def _assignment(node: ast.stmt) -> tuple[str | None, ast.expr | None]:
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-        return node.targets[0].id, node.value
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return node.target.id, node.value
-    return None, None
 
 
 def _base(

@@ -1,7 +1,7 @@
 """What a model call costs: a model's price, and the shipped table of provider prices.
 
 The table (`prices.json` beside this file) is data, taken on the date it
-names from the `genai-prices` package's snapshot; `python -m looplab.measure.prices`
+names from the `genai-prices` package's snapshot; `python -m looplab.measure prices`
 takes it again. A model the table does not know has no price: its cost is
 unknown (`None`), never zero.
 """

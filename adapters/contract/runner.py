@@ -19,7 +19,15 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import PROVIDER_OF_API, Api, ModelSpec, check_api
 from looplab.adapters.contract.result import NativeCap
 
-__all__ = ["CAP_BLOCK", "KnobDefault", "Probe", "Runner", "installed_version", "read_default", "signature_default"]
+__all__ = [
+    "CAP_BLOCK",
+    "KnobDefault",
+    "Probe",
+    "RunnerDeclaration",
+    "installed_version",
+    "read_default",
+    "signature_default",
+]
 
 #: A cap block in a runner's source: `# cap:begin` ... `# cap:end` (`//` in a JavaScript program).
 CAP_BLOCK = re.compile(r"^[ \t]*(?:#|//) cap:begin\n(.*?)^[ \t]*(?:#|//) cap:end", re.S | re.M)
@@ -72,14 +80,15 @@ def installed_version(distribution: str) -> str:
         return "not installed"
 
 
-class Runner(ABC):
-    """What looplab knows about a runner, declared once, on it.
+class RunnerDeclaration(ABC):
+    """What looplab knows about a runner, declared once, on it: the declaration and the policy read from it.
 
     The declaration is the class attributes below, written as literals in the runner's class (or a base it
-    shares with other runners): the registry, `looplab runners`, the noxfile's version sessions and the CI
-    matrix read them from the source without importing the framework (`contract.declaration`); the caps doc
-    reads `cap_code()`, the bench `bare_loop()`. `Adapter` (in `looplab.adapters.session`) adds the loop; a
-    runner module subclasses that and exports its runner as `ADAPTER`.
+    shares with other runners). Those known before its module is imported (the fields of
+    `contract.declaration.Declaration`, whose defaults are the values written here) are read from the source
+    without importing the framework: by the registry, `looplab runners`, the noxfile's version sessions and the CI
+    matrix. The caps doc reads `cap_code()`, the bench `bare_loop()`. `Runner` (in `looplab.adapters.session`)
+    adds the loop; a runner module subclasses that and exports its runner as `RUNNER`.
     """
 
     #: Runner name, as the CLI spells it.

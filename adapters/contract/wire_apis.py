@@ -1,7 +1,9 @@
 """The wire-API table: each model API looplab speaks, its request paths and how a recorded call names it.
 
 Every room that routes, records, fakes or checks a model request reads its paths from here (the recorder, the
-proxy, the scripted model server and its faults, the conformance checks), so a path is written once.
+proxy, the scripted model server and its faults, the conformance checks), so a path is written once. The
+recorder finds the reader of an API's replies through it too: the boundary's module named after the API
+(`boundary/wire_chat.py`, ..., `boundary/wire_gemini.py`).
 """
 
 from __future__ import annotations

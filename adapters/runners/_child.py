@@ -30,7 +30,7 @@ tail of its output; the boundaries decide the stop either way, as for every runn
 read only if it is a regular file (never through a link, never a FIFO or a device) of at most
 `OUTCOME_MAX_BYTES` holding a JSON object; anything else ends the run as `error` saying what it was.
 
-`LOOPLAB_DELEGATE` reaches only a runner that declares `delegation` (`Adapter.run` refuses a delegate to any
+`LOOPLAB_DELEGATE` reaches only a runner that declares `delegation` (`Runner.run` refuses a delegate to any
 other, `external` among them); its `parameters` are the JSON Schema of the tool that asks the agent (one
 `question` string), for a framework where the program writes that tool.
 
@@ -57,14 +57,12 @@ from looplab.adapters.boundary.proxy import ModelProxy
 from looplab.adapters.boundary.tool_server import ToolServer, require_mcp
 from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import ChildFailed, ChildRaised
-from looplab.adapters.contract.limits import Limits
-from looplab.adapters.contract.model import ModelSpec
-from looplab.adapters.contract.result import Finished, NativeEnd, RunResult
-from looplab.adapters.session import Adapter, RunSession
-from looplab.shared_tools import Guard
+from looplab.adapters.contract.model import ModelSpec, ToolTransport
+from looplab.adapters.contract.result import Finished, NativeEnd
+from looplab.adapters.session import Runner, RunSession
 
 
-class ChildRunner(Adapter):
+class ChildRunner(Runner):
     """A runner whose loop is another program; subclasses say which command starts it."""
 
     out_of_process = True
@@ -77,10 +75,10 @@ class ChildRunner(Adapter):
         """Where the program runs (None: its scratch folder)."""
         return None
 
-    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec, *args: Any, **kwargs: Any) -> RunResult:
-        """Import the MCP SDK first (seconds, once a process), so the tool server's start stays off the run's clock."""
+    def prepare(self, model: ModelSpec, tools: ToolTransport) -> Any:
+        """Import the MCP SDK (seconds, once a process), so the tool server's start stays off the run's clock."""
         require_mcp()
-        return super().run(task, guard, limits, model, *args, **kwargs)
+        return None
 
     def loop(self, task: str, session: RunSession) -> Finished:
         api = self.api_for(session.model)
@@ -134,7 +132,7 @@ class ChildRunner(Adapter):
 
 
 def _delegate(session: RunSession) -> dict[str, str]:
-    """`LOOPLAB_DELEGATE`'s entry, for a run with a delegate (`Adapter.run` refuses one to a runner that cannot)."""
+    """`LOOPLAB_DELEGATE`'s entry, for a run with a delegate (`Runner.run` refuses one to a runner that cannot)."""
     if (d := session.delegate) is None:
         return {}
     fields = {"name": d.name, "description": d.description, "instructions": d.instructions, "parameters": d.parameters}

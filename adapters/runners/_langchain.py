@@ -40,14 +40,14 @@ from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, Api
 from looplab.adapters.contract.result import Finished, NativeEnd
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.runners._gemini import gemini_class
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 from looplab.shared_tools.records import shorten
 
 #: The most of a kept call's arguments, and of the framework's reason, a run's record quotes.
 QUOTED_CHARS = 300
 
 
-def chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
+def chat_model(runner: Runner, session: RunSession) -> BaseChatModel:
     """`runner`'s LangChain chat model for the session's model and wire API, sending every request through the
     session's recorded SDK clients."""
     api: Api = runner.api_for(session.model)
@@ -82,7 +82,7 @@ def chat_model(runner: Adapter, session: RunSession) -> BaseChatModel:
     )
 
 
-def _gemini_chat_model(runner: Adapter, session: RunSession, streamed: dict[str, Any]) -> BaseChatModel:
+def _gemini_chat_model(runner: Runner, session: RunSession, streamed: dict[str, Any]) -> BaseChatModel:
     """`ChatGoogleGenerativeAI` on the session's recorded google-genai client (a missing package: `MissingExtra`)."""
     chat_google = gemini_class(runner.name, runner.extra, "langchain_google_genai", "ChatGoogleGenerativeAI")
     model = chat_google(
@@ -136,7 +136,7 @@ def delegating_tool(delegate: Delegate, child: Runnable, config: RunnableConfig,
     A separate `invoke` is a separate Pregel loop with a step count of its own (`config`'s `recursion_limit`), and
     the child's state (a step counter, a middleware's call count) starts afresh: no native cap of the parent counts
     the child's calls. The session's boundary counts them all. A `StopRun` from that boundary inside the child is a
-    BaseException: it passes every `except Exception` on the way out (ToolNode's among them) to `Adapter.run`.
+    BaseException: it passes every `except Exception` on the way out (ToolNode's among them) to `Runner.run`.
     """
 
     def ask(question: str) -> str:

@@ -26,7 +26,7 @@ from dspy._vendor.lm15.transports import (
 from dspy.clients.engines.lm15_engine import LM15Engine
 from dspy.lm15 import RouterConfig
 
-from looplab.adapters.boundary.recorder import DEADLINE_PASSED
+from looplab.adapters.boundary.deadline import DEADLINE_PASSED
 from looplab.adapters.contract.model import Api
 from looplab.adapters.runners._litellm import GEMINI_API_VERSION
 from looplab.adapters.session import RunSession

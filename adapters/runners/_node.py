@@ -30,13 +30,10 @@ from looplab.adapters.boundary.processes import run_bounded
 from looplab.adapters.contract import files
 from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.errors import LooplabError
-from looplab.adapters.contract.limits import Limits
-from looplab.adapters.contract.model import PROVIDER_ENV, ModelSpec
-from looplab.adapters.contract.result import RunResult
+from looplab.adapters.contract.model import PROVIDER_ENV, ModelSpec, ToolTransport
 from looplab.adapters.runners import _bare_child
 from looplab.adapters.runners._child import ChildRunner
 from looplab.adapters.session import RunSession
-from looplab.shared_tools import Guard
 
 #: The shipped programs, `package.json` and `package-lock.json`.
 TS_DIR = Path(__file__).resolve().parent / "ts"
@@ -158,20 +155,20 @@ class NodeRunner(ChildRunner):
     #: The program's file name in `adapters/runners/ts/`.
     program: str
 
-    def run(self, task: str, guard: Guard, limits: Limits, model: ModelSpec, *args: Any, **kwargs: Any) -> RunResult:
-        """Check `node` and install the packages first, so neither counts against the run's clock."""
+    def prepare(self, model: ModelSpec, tools: ToolTransport) -> Any:
+        """Check `node` and install the packages, so neither counts against the run's clock."""
         check_node(self.name)
         ensure_installed()
-        return super().run(task, guard, limits, model, *args, **kwargs)
+        return super().prepare(model, tools)
 
     def command(self, session: RunSession | None = None) -> list[str]:
-        """`node PROGRAM` from the install folder (installed by `run()`; here too if called directly)."""
+        """`node PROGRAM` from the install folder (installed by `prepare()`; here too if called directly)."""
         check_node(self.name)
         return [shutil.which("node") or "node", str(ensure_installed() / self.program)]
 
     def bare_loop(self) -> BareRun:
         """The program with none of looplab's boundaries (`_bare_child`), its model requests counted in node by
-        `REQUEST_COUNTER`; node is checked and the packages installed within the run, as `run()` does."""
+        `REQUEST_COUNTER`; node is checked and the packages installed within the run, as `prepare()` does."""
         return functools.partial(_bare_child.bare_run, self, self.counted_command)
 
     def counted_command(self) -> list[str]:

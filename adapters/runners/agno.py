@@ -36,9 +36,9 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._agno import agno_tool, bare_run, build_model, delegating_tool, run_agent
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "HOOK", "TOOL_CALL_LIMIT", "Agno", "AgnoRunFailed", "stop_after"]
+__all__ = ["RUNNER", "HOOK", "TOOL_CALL_LIMIT", "Agno", "AgnoRunFailed", "stop_after"]
 
 HOOK = "Agent(tool_hooks=[model-call counter raising StopAgentRun])"
 TOOL_CALL_LIMIT = "Agent(tool_call_limit=)"
@@ -64,7 +64,7 @@ class AgnoRunFailed(LooplabException):
     """Agno caught an error and returned a run whose status is not `completed` (its `content` holds the error)."""
 
 
-class Agno(Adapter):
+class Agno(Runner):
     """Agno's `Agent`, capped by a tool hook that ends the run in the tools of model call `max_steps`."""
 
     name = "agno"
@@ -90,7 +90,7 @@ class Agno(Adapter):
         }
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Run the agent once; a refusal at the model boundary (`StopRun`) propagates to `Adapter.run`."""
+        """Run the agent once; a refusal at the model boundary (`StopRun`) propagates to `Runner.run`."""
 
         def guarded(name: str) -> Callable[..., str]:
             # Agno passes the `FunctionCall` as `fc` (for its call id); OpenAI's APIs carry no error flag: the text
@@ -118,4 +118,4 @@ class Agno(Adapter):
         return functools.partial(bare_run, stop_after=stop_after)
 
 
-ADAPTER = Agno()
+RUNNER = Agno()

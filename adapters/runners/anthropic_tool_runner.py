@@ -32,12 +32,12 @@ from looplab.adapters.runners._anthropic_tool_runner import (
     replies,
     whole_history,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "AnthropicToolRunner", "bare_run"]
+__all__ = ["RUNNER", "AnthropicToolRunner", "bare_run"]
 
 
-class AnthropicToolRunner(Adapter):
+class AnthropicToolRunner(Runner):
     """`client.beta.messages.tool_runner(...)` with the Guard's tools as `BetaFunctionTool`s."""
 
     name = "anthropic_tool_runner"
@@ -126,4 +126,4 @@ def bare_run(
         return sum(1 for _ in runner)  # one reply per model request
 
 
-ADAPTER = AnthropicToolRunner()
+RUNNER = AnthropicToolRunner()

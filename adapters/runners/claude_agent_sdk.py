@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import contextvars
 import logging
 import tempfile
 from pathlib import Path
@@ -54,28 +53,23 @@ from claude_agent_sdk.types import AgentDefinition, McpSdkServerConfig
 from looplab.adapters.boundary.processes import STDERR_LINES
 from looplab.adapters.boundary.proxy import ModelProxy
 from looplab.adapters.boundary.tool_server import SERVER_NAME, mcp_server, require_mcp
-from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareRun
-from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
-from looplab.adapters.contract.result import Finished, NativeCap, NativeEnd, RunResult
-from looplab.adapters.contract.runner import KnobDefault, Probe, signature_default
+from looplab.adapters.contract.result import Finished, NativeCap, NativeEnd
+from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._claude_cli import SUBAGENT_TOOL, agent_options, ask, bare_run, check_bundled_cli
-from looplab.adapters.session import Adapter, RunSession
-from looplab.shared_tools import Guard
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "ClaudeAgentSdk"]
+__all__ = ["RUNNER", "ClaudeAgentSdk"]
 
 MAX_TURNS = "ClaudeAgentOptions(max_turns=)"
 #: Seconds past the run's deadline the loop is given to end on its own (the proxy refuses calls at the deadline
 #: itself, so the CLI normally ends first) before it is cancelled and the CLI killed.
 DEADLINE_GRACE_S = 0.5
-#: The tool transport `run` was asked for, read by `loop` (a context variable: runs may overlap in threads).
-_TRANSPORT: contextvars.ContextVar[ToolTransport] = contextvars.ContextVar("claude_agent_sdk_tools")
 
 
-class ClaudeAgentSdk(Adapter):
+class ClaudeAgentSdk(Runner):
     """The Claude Agent SDK's `query`, capped by `ClaudeAgentOptions(max_turns=N)`."""
 
     name = "claude_agent_sdk"
@@ -98,35 +92,18 @@ class ClaudeAgentSdk(Adapter):
         """Unset by default: `ClaudeAgentOptions.max_turns` is None, and the SDK then passes no `--max-turns`."""
         return {MAX_TURNS: signature_default(ClaudeAgentOptions, "max_turns")}
 
-    def run(
-        self,
-        task: str,
-        guard: Guard,
-        limits: Limits,
-        model: ModelSpec,
-        probe: Probe | None = None,
-        tools: ToolTransport = "in-process",
-        *,
-        system_prompt: str,
-        cancel: Cancellation | None = None,
-        delegate: Delegate | None = None,
-    ) -> RunResult:
-        """`Adapter.run`, keeping `tools` for `loop`: the loop is out of process, so `Adapter.run` leaves the tool
-        transport to it, and the in-process MCP server the CLI calls reaches the Guard either way."""
-        require_mcp()  # imported off the run's clock
-        chosen = _TRANSPORT.set(tools)
-        try:
-            return super().run(
-                task, guard, limits, model, probe, tools, system_prompt=system_prompt, cancel=cancel, delegate=delegate
-            )
-        finally:
-            _TRANSPORT.reset(chosen)
+    def prepare(self, model: ModelSpec, tools: ToolTransport) -> ToolTransport:
+        """Import the MCP SDK off the run's clock, and keep `tools` for `loop`: the loop is out of process, so
+        `Runner.run` leaves the tool transport to it, and the in-process MCP server the CLI calls reaches the Guard
+        either way."""
+        require_mcp()
+        return tools
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """One `query`; its CLI reaches the model through the proxy and the tools through the Guard only."""
         check_bundled_cli(self.name)
         with contextlib.ExitStack() as stack:
-            if _TRANSPORT.get() == "mcp":  # the Guard served on loopback, and the SDK's server a client of it
+            if session.prepared == "mcp":  # the Guard served on loopback, and the SDK's server a client of it
                 from looplab.adapters.boundary.mcp_tools import serve_to
 
                 session.tools, session.tool_transport = (
@@ -204,4 +181,4 @@ class _ResultError(Exception):
     """The CLI's result message said the query did not succeed (`error_max_turns`, `error_during_execution`, ...)."""
 
 
-ADAPTER = ClaudeAgentSdk()
+RUNNER = ClaudeAgentSdk()

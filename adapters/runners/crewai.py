@@ -38,9 +38,9 @@ from looplab.adapters.runners._crewai import (
     delegating_tool,
     on_clients,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "FIELDS", "KNOB", "CrewAI"]
+__all__ = ["RUNNER", "FIELDS", "KNOB", "CrewAI"]
 
 KNOB = "Agent(max_iter=)"
 #: Each knob's `Agent` field. `max_execution_time` is not one: it counts seconds of the machine's time, so what it
@@ -53,7 +53,7 @@ def _guarded(session: RunSession, name: str) -> Callable[..., str]:
     return lambda **kwargs: session.tools.call(name, kwargs, call_id.get()).result
 
 
-class CrewAI(Adapter):
+class CrewAI(Runner):
     """Runner `crewai`: an `Agent` + `Task` in a `Crew`, capped by `max_iter`."""
 
     name = "crewai"
@@ -100,4 +100,4 @@ class CrewAI(Adapter):
         return bare_run
 
 
-ADAPTER = CrewAI()
+RUNNER = CrewAI()

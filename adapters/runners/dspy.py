@@ -37,9 +37,9 @@ from looplab.adapters.contract.result import Finished, NativeCap  # noqa: E402
 from looplab.adapters.contract.runner import KnobDefault, signature_default  # noqa: E402
 from looplab.adapters.runners._dspy import FINISH, delegating_tool, guarded_tool, predict, react_agent  # noqa: E402
 from looplab.adapters.runners._lm15 import LM15_PROVIDER, RecordedTransport, engine, lm15_base_url  # noqa: E402
-from looplab.adapters.session import Adapter, RunSession  # noqa: E402
+from looplab.adapters.session import Runner, RunSession  # noqa: E402
 
-__all__ = ["ADAPTER", "DSPy", "FINISH", "KNOB", "NEXT_TOOL_NAME", "bare_run", "react_agent"]
+__all__ = ["RUNNER", "DSPy", "FINISH", "KNOB", "NEXT_TOOL_NAME", "bare_run", "react_agent"]
 
 KNOB = "dspy.ReAct(max_iters=)"
 #: The tool a reply names in ReAct's `next_tool_name` field, in the field format (ChatAdapter) or the JSON one
@@ -47,7 +47,7 @@ KNOB = "dspy.ReAct(max_iters=)"
 NEXT_TOOL_NAME = re.compile(r'\[\[ ## next_tool_name ## \]\]\s*(\S+)|"next_tool_name"\s*:\s*"([^"]*)"')
 
 
-class DSPy(Adapter):
+class DSPy(Runner):
     """Runner `dspy`: `dspy.ReAct`, capped by `max_iters`."""
 
     name = "dspy"
@@ -117,4 +117,4 @@ def bare_run(
     return len(lm.history)
 
 
-ADAPTER = DSPy()
+RUNNER = DSPy()

@@ -20,7 +20,7 @@ from looplab.adapters.contract.result import NativeCap
 from looplab.adapters.runners._child import ChildRunner
 from looplab.adapters.session import RunSession
 
-__all__ = ["ADAPTER", "EXTERNAL_COMMAND_ENV", "External"]
+__all__ = ["RUNNER", "EXTERNAL_COMMAND_ENV", "External"]
 
 #: Where `--runner external` reads its command (the CLI sets it from `--cmd`; worker processes inherit it).
 EXTERNAL_COMMAND_ENV = "LOOPLAB_EXTERNAL_CMD"
@@ -54,4 +54,4 @@ class External(ChildRunner):
         return NativeCap(knob=self.knobs[0], value=limits.max_steps)
 
 
-ADAPTER = External()
+RUNNER = External()

@@ -30,15 +30,15 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._google_adk import GuardTool, bare_run, build_model, guard_call, guarded_agent, run_agent
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "KNOB", "GoogleAdk"]
+__all__ = ["RUNNER", "KNOB", "GoogleAdk"]
 
 #: Where `max_steps` maps: the per-run `RunConfig` handed to `Runner.run_async`.
 KNOB = "Runner.run_async(run_config=RunConfig(max_llm_calls=))"
 
 
-class GoogleAdk(Adapter):
+class GoogleAdk(Runner):
     """Runner `google_adk`: `LlmAgent` + `Runner`, capped by `RunConfig.max_llm_calls`."""
 
     name = "google_adk"
@@ -64,7 +64,7 @@ class GoogleAdk(Adapter):
         return {KNOB: KnobDefault(value=RunConfig().max_llm_calls, source=source)}
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Run the agent once; `LlmCallsLimitExceededError` or `StopRun` propagate to `Adapter.run`."""
+        """Run the agent once; `LlmCallsLimitExceededError` or `StopRun` propagate to `Runner.run`."""
         model = build_model(self.api_for(session.model), session)
         return session.run_async(self._run(task, session, model))
 
@@ -89,4 +89,4 @@ class GoogleAdk(Adapter):
         return bare_run
 
 
-ADAPTER = GoogleAdk()
+RUNNER = GoogleAdk()

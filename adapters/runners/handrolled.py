@@ -31,12 +31,12 @@ from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS, ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, installed_version
 from looplab.adapters.runners._handrolled import Ending, bare_run, offered, run_tree, tool_answers
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "HandRolled", "bare_run"]
+__all__ = ["RUNNER", "HandRolled", "bare_run"]
 
 
-class HandRolled(Adapter):
+class HandRolled(Runner):
     name = "handrolled"
     summary = "hand-written loop on the Anthropic SDK (or the OpenAI SDK with an openai: model)"
     requires = ("anthropic",)
@@ -151,4 +151,4 @@ def _steps(session: RunSession) -> Iterable[int]:
     # cap:end
 
 
-ADAPTER = HandRolled()
+RUNNER = HandRolled()

@@ -30,10 +30,10 @@ from looplab.adapters.runners._langchain import (
     plain_chat_model,
     plain_tools,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
 __all__ = [
-    "ADAPTER",
+    "RUNNER",
     "LangChainAgent",
     "MODEL_CALLS",
     "MODEL_CALLS_END",
@@ -59,7 +59,7 @@ TOOL_CALLS = "ToolCallLimitMiddleware(run_limit=)"
 RECURSION = "recursion_limit"
 
 
-class LangChainAgent(Adapter):
+class LangChainAgent(Runner):
     """`create_agent(model, tools, system_prompt=..., middleware=[ModelCallLimitMiddleware])`."""
 
     name = "langchain"
@@ -145,4 +145,4 @@ def bare_run(
     return sum(isinstance(m, AIMessage) for m in state["messages"])
 
 
-ADAPTER = LangChainAgent()
+RUNNER = LangChainAgent()

@@ -35,10 +35,10 @@ from looplab.adapters.runners._langchain import (
     plain_chat_model,
     plain_tools,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
 __all__ = [
-    "ADAPTER",
+    "RUNNER",
     "AgentState",
     "COUNTER",
     "LangGraphAgent",
@@ -93,7 +93,7 @@ def build_graph(model: BaseChatModel, tools: list[BaseTool], system_prompt: str,
     return graph.compile()
 
 
-class LangGraphAgent(Adapter):
+class LangGraphAgent(Runner):
     """A two-node ReAct `StateGraph` with the cap as state, not as a recursion limit."""
 
     name = "langgraph"
@@ -163,4 +163,4 @@ def bare_run(
     return state["steps"]
 
 
-ADAPTER = LangGraphAgent()
+RUNNER = LangGraphAgent()

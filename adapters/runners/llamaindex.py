@@ -36,9 +36,9 @@ from looplab.adapters.runners._llamaindex import (
     plain_llm,
     plain_tools,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "GENERATE", "KNOB", "LlamaIndexAgent", "MAPPED", "TIMEOUT_GRACE_S", "bare_run"]
+__all__ = ["RUNNER", "GENERATE", "KNOB", "LlamaIndexAgent", "MAPPED", "TIMEOUT_GRACE_S", "bare_run"]
 
 MAPPED = "FunctionAgent.run(max_iterations=max_steps + 1)"
 KNOB = "FunctionAgent.run(max_iterations=)"
@@ -47,7 +47,7 @@ GENERATE = "FunctionAgent.run(max_iterations=, early_stopping_method='generate')
 TIMEOUT_GRACE_S = 5.0
 
 
-class LlamaIndexAgent(Adapter):
+class LlamaIndexAgent(Runner):
     """Runner `llamaindex`: a `FunctionAgent` workflow capped by `max_iterations`."""
 
     name = "llamaindex"
@@ -72,7 +72,7 @@ class LlamaIndexAgent(Adapter):
         return dict.fromkeys(self.knobs, default)
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Run the workflow once; `WorkflowRuntimeError` at the cap, or `StopRun`, propagates to `Adapter.run`."""
+        """Run the workflow once; `WorkflowRuntimeError` at the cap, or `StopRun`, propagates to `Runner.run`."""
         return session.run_async(self._run(task, session, self.api_for(session.model)))
 
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
@@ -119,4 +119,4 @@ def bare_run(
     return asyncio.run(main())
 
 
-ADAPTER = LlamaIndexAgent()
+RUNNER = LlamaIndexAgent()

@@ -41,14 +41,14 @@ from looplab.adapters.runners._ms_agent_framework import (
     request_options,
     run_agent,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "KNOB", "MsAgentFramework"]
+__all__ = ["RUNNER", "KNOB", "MsAgentFramework"]
 
 KNOB = "ChatClient(function_invocation_configuration={'max_iterations': })"
 
 
-class MsAgentFramework(Adapter):
+class MsAgentFramework(Runner):
     """Runner `ms_agent_framework`: an `Agent` run once, capped by the client's `max_iterations`."""
 
     name = "ms_agent_framework"
@@ -74,7 +74,7 @@ class MsAgentFramework(Adapter):
         return {KNOB: KnobDefault(value=value, source=source)}
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Run the agent; the model boundary's refusal of the call past the cap propagates to `Adapter.run`."""
+        """Run the agent; the model boundary's refusal of the call past the cap propagates to `Runner.run`."""
         api = self.api_for(session.model)
         by_api = {"messages": session.anthropic_client, "gemini": session.gemini_client}
         clients = by_api.get(api, session.openai_client)
@@ -103,4 +103,4 @@ class MsAgentFramework(Adapter):
         return bare_run
 
 
-ADAPTER = MsAgentFramework()
+RUNNER = MsAgentFramework()

@@ -41,14 +41,15 @@ from looplab.adapters.runners._openai_agents import (
     litellm_model,
     run_agent,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner as LooplabRunner  # `Runner` here is the SDK's
+from looplab.adapters.session import RunSession
 
-__all__ = ["ADAPTER", "KNOB", "OpenAIAgents", "bare_run"]
+__all__ = ["RUNNER", "KNOB", "OpenAIAgents", "bare_run"]
 
 KNOB = "Runner.run(max_turns=)"
 
 
-class OpenAIAgents(ViaLiteLLM, Adapter):
+class OpenAIAgents(ViaLiteLLM, LooplabRunner):
     """Runner `openai_agents`: `Agent` + `Runner.run`, capped by `max_turns`."""
 
     name = "openai_agents"
@@ -71,7 +72,7 @@ class OpenAIAgents(ViaLiteLLM, Adapter):
         return dict.fromkeys(self.knobs, default)
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Run the agent once; `MaxTurnsExceeded` or `StopRun` propagate to `Adapter.run`."""
+        """Run the agent once; `MaxTurnsExceeded` or `StopRun` propagate to `Runner.run`."""
         return session.run_async(self._run(task, session, self.api_for(session.model)))
 
     async def _run(self, task: str, session: RunSession, api: str) -> Finished:
@@ -132,4 +133,4 @@ def bare_run(
     return asyncio.run(run())
 
 
-ADAPTER = OpenAIAgents()
+RUNNER = OpenAIAgents()

@@ -25,12 +25,12 @@ from looplab.adapters.runners._pydantic_ai import (
     guarded_tool,
     run_options,
 )
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "PydanticAI"]
+__all__ = ["RUNNER", "PydanticAI"]
 
 
-class PydanticAI(Adapter):
+class PydanticAI(Runner):
     """Pydantic AI's `Agent`, capped by `UsageLimits.request_limit`; it delegates through a tool that runs another
     `Agent` with the parent's usage, so the parent's limits count the child's requests."""
 
@@ -84,4 +84,4 @@ class PydanticAI(Adapter):
         return bare_run
 
 
-ADAPTER = PydanticAI()
+RUNNER = PydanticAI()

@@ -33,14 +33,14 @@ from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
 from looplab.adapters.runners._smolagents import ChatModel, LiteLLMTextModel, SchemaTool, guarded_agent
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "KNOB", "Smolagents", "bare_run"]
+__all__ = ["RUNNER", "KNOB", "Smolagents", "bare_run"]
 
 KNOB = "ToolCallingAgent(max_steps=)"
 
 
-class Smolagents(ViaLiteLLM, Adapter):
+class Smolagents(ViaLiteLLM, Runner):
     """Runner `smolagents`: `ToolCallingAgent.run`, capped by `max_steps`."""
 
     name = "smolagents"
@@ -63,7 +63,7 @@ class Smolagents(ViaLiteLLM, Adapter):
         return {KNOB: signature_default(MultiStepAgent.__init__, "max_steps")}
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Run the agent; the `StopRun` that refuses the wrap-up call propagates to `Adapter.run`."""
+        """Run the agent; the `StopRun` that refuses the wrap-up call propagates to `Runner.run`."""
         api = self.api_for(session.model)
         with ModelProxy(session) if api in LITELLM_APIS else nullcontext() as proxy:
             # retry=False: smolagents' own retry of rate-limit errors (60 s waits) would add to the SDK's
@@ -113,4 +113,4 @@ def bare_run(
     return sum(isinstance(step, ActionStep) for step in agent.memory.steps)
 
 
-ADAPTER = Smolagents()
+RUNNER = Smolagents()

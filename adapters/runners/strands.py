@@ -30,15 +30,15 @@ from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._strands import agent_tool, build_model, delegating_tool
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["ADAPTER", "Strands", "bare_run"]
+__all__ = ["RUNNER", "Strands", "bare_run"]
 
 TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
 TOKENS = "Agent.invoke_async(limits={'total_tokens': })"
 
 
-class Strands(Adapter):
+class Strands(Runner):
     """Strands Agents' `Agent`, capped by `invoke_async(limits={"turns": N})`."""
 
     name = "strands"
@@ -75,7 +75,7 @@ class Strands(Adapter):
         return True
 
     def loop(self, task: str, session: RunSession) -> Finished:
-        """Run the agent once; `StopRun` from the model boundary propagates to `Adapter.run`."""
+        """Run the agent once; `StopRun` from the model boundary propagates to `Runner.run`."""
 
         def guard(tool_use: ToolUse, **_: Any) -> ToolResult:  # sync: Strands runs it on a thread, so calls overlap
             # `input` is already a dict: Strands parses the JSON itself and replaces text that is not JSON with {}.
@@ -149,4 +149,4 @@ def bare_run(
     return asyncio.run(run())
 
 
-ADAPTER = Strands()
+RUNNER = Strands()

@@ -31,7 +31,7 @@ from looplab.adapters.contract.result import NativeCap
 from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._node import NodeRunner
 
-__all__ = ["ADAPTER", "TsAiSdk"]
+__all__ = ["RUNNER", "TsAiSdk"]
 
 
 class TsAiSdk(NodeRunner):
@@ -64,4 +64,4 @@ class TsAiSdk(NodeRunner):
         return {self.knobs[0]: KnobDefault(value=read["value"], source=read["source"])}
 
 
-ADAPTER = TsAiSdk()
+RUNNER = TsAiSdk()

@@ -24,7 +24,7 @@ from looplab.adapters.contract.result import NativeCap
 from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._node import NodeRunner
 
-__all__ = ["ADAPTER", "TsAnthropicToolRunner"]
+__all__ = ["RUNNER", "TsAnthropicToolRunner"]
 
 
 class TsAnthropicToolRunner(NodeRunner):
@@ -52,4 +52,4 @@ class TsAnthropicToolRunner(NodeRunner):
         return {self.knobs[0]: KnobDefault(value=read["value"], source=read["source"])}
 
 
-ADAPTER = TsAnthropicToolRunner()
+RUNNER = TsAnthropicToolRunner()

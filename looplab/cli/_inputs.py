@@ -123,9 +123,9 @@ def select(
     if elsewhere and not args.runner and own_environments:  # measured there, in the order runners are listed
         runners = [n for n in RUNNERS if n in runners or (n in elsewhere and RUNNERS[n].programs_found())]
     elif elsewhere and not args.runner and hasattr(args, "isolate"):
-        from looplab.views import render
+        from looplab.views import terminal
 
-        render.console().print(f"left out: {', '.join(elsewhere)} (add --isolate to run them)", style="dim")
+        terminal.console().print(f"left out: {', '.join(elsewhere)} (add --isolate to run them)", style="dim")
     if getattr(args, "cmd", None):  # for --runner external, here and in every worker process
         import os
 
@@ -144,10 +144,10 @@ def runners_taking(choice: Any, runners: list[str]) -> list[str]:
     anything runs, with one line naming them. None left is bad input: the first one's reason, in one line."""
     from looplab.adapters.contract.errors import LooplabError
     from looplab.adapters.contract.model import PROVIDER_OF_API, ModelSpec, parse_model
-    from looplab.adapters.contract.runner import Runner
+    from looplab.adapters.contract.runner import RunnerDeclaration
     from looplab.adapters.registry import RUNNERS
     from looplab.run.harness import SCRIPTED
-    from looplab.views import render
+    from looplab.views import terminal
 
     stream = choice.stream
     if choice.model == SCRIPTED:
@@ -165,12 +165,12 @@ def runners_taking(choice: Any, runners: list[str]) -> list[str]:
         try:
             # The rules each runner's `run` applies, read off its declaration: no framework is imported for them.
             if choice.model != SCRIPTED or choice.api is not None:
-                Runner.api_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
+                RunnerDeclaration.api_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
         except LooplabError as exc:
             refused[runner] = exc
             continue
         try:
-            Runner.stream_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
+            RunnerDeclaration.stream_for(RUNNERS[runner], spec)  # type: ignore[arg-type]
         except LooplabError as exc:
             unstreamed[runner] = exc
         else:
@@ -180,13 +180,13 @@ def runners_taking(choice: Any, runners: list[str]) -> list[str]:
     if unstreamed:
         who = "it" if len(unstreamed) == 1 else "they"
         mode = "on" if stream else "off"
-        render.console().print(
+        terminal.console().print(
             f"skipping {', '.join(unstreamed)}: {who} cannot run with --stream {mode}", style="yellow"
         )
     if refused:
         speak = sorted({", ".join(RUNNERS[r].apis) for r in refused})
         who = "it" if len(refused) == 1 else "they"
-        render.console().print(
+        terminal.console().print(
             f"skipping {', '.join(refused)}: {who} cannot take {target} (APIs: {'; '.join(speak)})",
             style="yellow",
         )
@@ -196,12 +196,12 @@ def runners_taking(choice: Any, runners: list[str]) -> list[str]:
 def prepare_environments(args: argparse.Namespace, runners: list[str]) -> tuple[list[str], Any]:
     """With --isolate or --versions: the runner labels and a lookup of their environments, created now if new."""
     from looplab.run import environments
-    from looplab.views import render
+    from looplab.views import terminal
 
     if not (args.isolate or args.versions):
         return runners, None
     labels = environments.labels(runners, environments.parse_pins(args.versions or []))
-    out = render.console()
+    out = terminal.console()
 
     def created(env: environments.RunnerEnv) -> None:
         out.print(f"created the {env.spec.label} environment in {env.created_s:.1f} s (first use, kept in {env.path})")

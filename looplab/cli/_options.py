@@ -218,11 +218,11 @@ def write_otel(path: str, doc: Any, *, announce: bool = True, anchor: Any = None
     """
     from pathlib import Path
 
-    from looplab.views import otel, render
+    from looplab.views import otel, terminal
 
     done = otel.export(doc.run_results(), Path(path), anchor=anchor)
     if done.warning:
         print(f"looplab: warning: {done.warning}", file=sys.stderr)
     if announce:
         sent = f", sent to {done.endpoint}" if done.endpoint and not done.warning else ""
-        render.console().print(f"OpenTelemetry: {path} ({done.spans} spans{sent})")
+        terminal.console().print(f"OpenTelemetry: {path} ({done.spans} spans{sent})")

@@ -29,7 +29,7 @@ def _add_new_suite(sub: argparse._SubParsersAction) -> None:
 
 def _runners(args: argparse.Namespace) -> int:
     from looplab.adapters.registry import RUNNERS
-    from looplab.views.render import runners_table
+    from looplab.views.listings import runners_table
 
     runners_table(RUNNERS.values())
     return 0
@@ -37,7 +37,7 @@ def _runners(args: argparse.Namespace) -> int:
 
 def _cases(args: argparse.Namespace) -> int:
     from looplab.scenarios.cases import load_cases
-    from looplab.views.render import cases_table
+    from looplab.views.listings import cases_table
 
     # A listing reads each suite's tools.py and runs none of it: the tools a case names are checked by name.
     cases_table(load_cases(case_sources(args), import_tools=False).values())

@@ -60,10 +60,10 @@ def _history(args: argparse.Namespace) -> int:
         from looplab.adapters.contract.errors import LooplabError
 
         raise LooplabError(f"{folder} is not a folder of kept measurements (`looplab history record` writes one)")
-    from looplab.views import render
+    from looplab.views import terminal
 
     kept = history.runners_of(history.read(folder), args.runner or ())
-    print(shown.terminal(kept, width=render.console().width), end="")  # the terminal's width, or COLUMNS
+    print(shown.terminal(kept, width=terminal.console().width), end="")  # the terminal's width, or COLUMNS
     return 0
 
 

@@ -102,7 +102,7 @@ def _caps(args: argparse.Namespace) -> int:
     from looplab.adapters.registry import RUNNERS
     from looplab.measure import caps
     from looplab.records import measurements
-    from looplab.views import render
+    from looplab.views import terminal
 
     args.case = ["vip-compound"]
     if args.api and not args.check:
@@ -133,7 +133,7 @@ def _caps(args: argparse.Namespace) -> int:
         raise LooplabError(f"{json_path} does not exist: run `looplab caps` to write it")
     # Read too when writing after `--runner`: the runners not measured keep their sections.
     committed_json = files.read_text(json_path) if args.check or (args.runner and json_path.exists()) else ""
-    out = render.console()
+    out = terminal.console()
     doc = caps.measure(
         runners,
         on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"),
@@ -177,7 +177,7 @@ def _caps(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from looplab.adapters.contract import files
     from looplab.adapters.contract.errors import LooplabError
-    from looplab.measure import bench
+    from looplab.measure import bench, bench_report
 
     ready_to_write("--json", args.json)
     if args.repeat < 1 or args.import_repeat < 1:
@@ -188,9 +188,9 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_matrix(args)
     runners, [case] = select(argparse.Namespace(runner=args.runner, case=[args.case or "vip-compound"]), None)
     result = bench.run_bench(runners, case, repeat=args.repeat, import_repeat=args.import_repeat)
-    bench.print_tables(result)
+    bench_report.print_tables(result)
     if args.markdown:
-        print(bench.markdown(result))
+        print(bench_report.markdown(result))
     if args.json:
         files.write_text(args.json, result.model_dump_json(indent=2) + "\n")
     return 0
@@ -199,13 +199,13 @@ def _bench(args: argparse.Namespace) -> int:
 def _bench_matrix(args: argparse.Namespace) -> int:
     """`bench --isolation` and `bench --shards`."""
     from looplab.measure import bench_matrix
-    from looplab.views import render
+    from looplab.views import terminal
 
     runners, _ = select(argparse.Namespace(runner=args.runner, case=None), None)
     if args.isolation:
-        render.markdown_lines(bench_matrix.isolation_table(bench_matrix.isolation(runners)))
+        terminal.markdown_lines(bench_matrix.isolation_table(bench_matrix.isolation(runners)))
     if args.shards:
-        render.markdown_lines(bench_matrix.shard_table(bench_matrix.shards(args.shards, args.runner or ())))
+        terminal.markdown_lines(bench_matrix.shard_table(bench_matrix.shards(args.shards, args.runner or ())))
     return 0
 
 
@@ -216,12 +216,12 @@ def _bench_concurrency(args: argparse.Namespace) -> int:
     from looplab.adapters.contract import files
     from looplab.measure import bench_concurrency
     from looplab.run import matrix
-    from looplab.views import render
+    from looplab.views import terminal
 
     named = [args.case] if args.case else None  # the whole matrix unless a case was named
     runners, cases = select(argparse.Namespace(runner=args.runner, case=named), None)
     rows = bench_concurrency.measure(runners, cases, args.concurrency, jobs=matrix.default_jobs())
-    render.markdown_lines(bench_concurrency.table(rows))
+    terminal.markdown_lines(bench_concurrency.table(rows))
     if args.json:
         files.write_text(args.json, json.dumps([r.model_dump() for r in rows], indent=2) + "\n")
     return 0

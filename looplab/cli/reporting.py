@@ -68,7 +68,7 @@ def _scorecard(args: argparse.Namespace) -> int:
     from looplab.adapters.registry import RUNNERS
     from looplab.records import results
     from looplab.run import matrix
-    from looplab.views import render, scorecard
+    from looplab.views import scorecard, scorecard_text, terminal
 
     ready_to_write("--markdown", args.markdown)
     known = [n for n, info in RUNNERS.items() if info.by_default]
@@ -76,7 +76,7 @@ def _scorecard(args: argparse.Namespace) -> int:
     caps_path = Path(args.caps)
     caps = scorecard.load_caps(caps_path)
     sources = {"caps": str(caps_path) if caps else f"{caps_path} (missing: not measured)"}
-    out = render.console()
+    out = terminal.console()
     from_file = args.results
     if not from_file and not args.rerun:
         from_file = _newest_holding(args, out)
@@ -111,10 +111,10 @@ def _scorecard(args: argparse.Namespace) -> int:
     bench = scorecard.load_bench(Path(args.bench)) if args.bench else None
     sources["bench"] = args.bench or "none given (--bench PATH from `looplab bench --json`): not measured"
     card = scorecard.build(runners, scorecard.observed(document), caps, bench, sources=sources)
-    scorecard.print_terminal(card)
+    scorecard_text.print_terminal(card)
     if args.markdown:
-        files.write_text(args.markdown, scorecard.markdown(card))
-        render.console().print(f"Markdown: {args.markdown}")
+        files.write_text(args.markdown, scorecard_text.markdown(card))
+        terminal.console().print(f"Markdown: {args.markdown}")
     return 0
 
 
@@ -167,14 +167,14 @@ def _newest_holding(args: argparse.Namespace, out: Console) -> str | None:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from looplab.views import render, report
+    from looplab.views import headline, report, terminal
 
     source = Path(args.results)
     doc = report.read_document(source)  # a file that is not one, or holds no runs: one line naming it
     out_path = Path(args.output) if args.output else source.with_suffix(".html")
     out = report.write_html(doc, out_path, source=str(source))  # the target checked before the charts are drawn
-    report.print_headline(doc)
-    render.console().print(f"HTML: {out}")
+    headline.print_headline(doc)
+    terminal.console().print(f"HTML: {out}")
     return 0
 
 

@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looplab.cli._inputs import prepare_environments, ready_to_write, runners_taking, select
 from looplab.cli._options import (
@@ -28,6 +28,9 @@ from looplab.cli._options import (
     shard,
     write_otel,
 )
+
+if TYPE_CHECKING:
+    from looplab.run.options import RunOptions
 
 __all__ = ["COMMANDS", "FIRST_CASES", "FIRST_CASES_REAL_MODEL", "PARSERS", "exit_code", "loading", "starting"]
 
@@ -184,8 +187,9 @@ def _run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from looplab.records import results
+        from looplab.records.document import Document
         from looplab.run import harness, interrupt, isolation, matrix, schedule
-        from looplab.views import first_screen, render
+        from looplab.views import first_screen, render, terminal
 
     runners, cases = select(args, list(FIRST_CASES if args.model == harness.SCRIPTED else FIRST_CASES_REAL_MODEL))
     sandbox_ready(args.sandbox)
@@ -204,7 +208,7 @@ def _run(args: argparse.Namespace) -> int:
     outcomes: list[harness.RunOutcome] = []
     total = sum(matrix.applies(runner, case) for case in cases for runner in runners)
 
-    def document(incomplete: str | None = None) -> results.Document:
+    def document(incomplete: str | None = None) -> Document:
         return _document(args, outcomes, runners, cases, incomplete)
 
     def save(stop: interrupt.Interrupted | None = None) -> str:
@@ -227,17 +231,13 @@ def _run(args: argparse.Namespace) -> int:
                 advance(outcome)
 
             plan = [(runner, case) for case in cases for runner in runners if matrix.applies(runner, case)]
-            options = {"max_steps": args.max_steps, "max_tokens": args.max_tokens, "tools": args.tools}
-            options |= {"sandbox": True} if args.sandbox else {}
-            if isolated is None:
-                schedule.run_here(plan, where, 1, done, options)
-            else:
-                isolation.run_isolated(plan, where, isolated, 1, 1, done, options)
+            scheduler = schedule.Here() if isolated is None else isolation.Isolated(isolated)
+            scheduler.run(plan, where, _run_options(args), done)
     if args.steps:
         render.summary_table(outcomes)
     save()
     if args.json:
-        render.console().print(f"JSON: {args.json}")
+        terminal.console().print(f"JSON: {args.json}")
     first_screen.print_screen(
         document(), out_dir / "results.json", per_runner=not args.quiet, native_caps=args.native_caps
     )
@@ -248,9 +248,10 @@ def _eval(args: argparse.Namespace) -> int:
     with loading("eval"):
         from pathlib import Path
 
-        from looplab.records import results, summary
+        from looplab.records import identity, merge, results, summary
+        from looplab.records.document import Document
         from looplab.run import harness, interrupt, matrix
-        from looplab.views import render, report
+        from looplab.views import eval_tables, headline, render, report, terminal
 
     sandbox_ready(args.sandbox)
     runners, cases = select(args, None)
@@ -273,24 +274,24 @@ def _eval(args: argparse.Namespace) -> int:
     ready_to_write("--json" if args.json else "--resume", str(json_path) if json_path else None)
     ready_to_write("--html", args.html)
     runners, isolated = prepare_environments(args, runners)  # last: the inputs above are checked before anything
-    done_before = results.finished(earlier) if earlier else set()
+    done_before = merge.finished(earlier) if earlier else set()
 
     def wanted(runner: str, case: str, repeat: int) -> bool:
-        key = results.CellKey(runner, case, repeat, args.model, args.api, _stream(args))
-        in_shard = args.shard is None or results.shard_of(key, args.shard[1], runners) == args.shard[0]
+        key = identity.CellKey(runner, case, repeat, args.model, args.api, _stream(args))
+        in_shard = args.shard is None or identity.shard_of(key, args.shard[1], runners) == args.shard[0]
         return in_shard and key not in done_before
 
     planned = matrix.plan(runners, cases, args.repeat, wanted)
     total = len(planned)
     finished: list[harness.RunOutcome] = []
 
-    def document(outcomes: list[harness.RunOutcome], incomplete: str | None = None) -> results.Document:
+    def document(outcomes: list[harness.RunOutcome], incomplete: str | None = None) -> Document:
         doc = _document(args, outcomes, runners, cases, incomplete)
         if earlier is None:
             return doc
         # The cells run again (they had no result) replace their old records; the rest are kept as they were.
         rerun = {c.key for c in doc.cells}
-        merged = results.merge([(str(resume_path), results.without(earlier, rerun)), ("this run", doc)])
+        merged = merge.merge([(str(resume_path), merge.without(earlier, rerun)), ("this run", doc)])
         merged.incomplete = incomplete  # the old file's interruption is what this run finished
         return merged
 
@@ -322,20 +323,19 @@ def _eval(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
                 select=wanted,
                 isolated=isolated,
-                tools=args.tools,
-                **({"sandbox": True} if args.sandbox else {}),
+                options=_run_options(args),
             )
     doc = document(outcomes)
     cells = [summary.Cell.model_validate(c.model_dump()) for c in doc.cells]
-    render.matrix_table(cells, runners, [c.id for c in cases])
-    render.runner_summary(summary.RunnerSummary.model_validate(s) for s in doc.summary)
-    report.print_headline(doc)
+    eval_tables.matrix_table(cells, runners, [c.id for c in cases])
+    eval_tables.runner_summary(summary.RunnerSummary.model_validate(s) for s in doc.summary)
+    headline.print_headline(doc)
     if json_path:
         results.write(doc, json_path)
-        render.console().print(f"JSON: {json_path}")
+        terminal.console().print(f"JSON: {json_path}")
     if args.html:
         report.write_html(doc, Path(args.html), source="looplab eval")
-        render.console().print(f"HTML: {args.html}")
+        terminal.console().print(f"HTML: {args.html}")
     if args.otel:
         write_otel(args.otel, doc)
     if earlier is not None or args.shard:
@@ -344,7 +344,7 @@ def _eval(args: argparse.Namespace) -> int:
             ([f"in another shard than {args.shard[0]}/{args.shard[1]}"] if args.shard else [])
             + ([f"already in {args.resume}"] if earlier is not None else [])
         )
-        render.console().print(f"ran {total} of the matrix's cells; {skipped} were {why}")
+        terminal.console().print(f"ran {total} of the matrix's cells; {skipped} were {why}")
     return exit_code(cells)
 
 
@@ -352,14 +352,14 @@ def _estimate(args: argparse.Namespace, runners: list[str], cases: list, jobs: i
     """`eval --estimate`: the matrix against the scripted model, priced at the named model's rates."""
     from looplab.adapters.contract.errors import LooplabError
     from looplab.measure import estimate
-    from looplab.views import render
+    from looplab.views import terminal
 
     if args.model == "scripted":
         raise LooplabError("--estimate needs --model PROVIDER:NAME: the model whose price the tokens are costed at")
     found = estimate.estimate(
         cases, runners, args.model, args.price, jobs=jobs, isolated=isolated, sandbox=args.sandbox
     )
-    out = render.console()
+    out = terminal.console()
     out.print(estimate.render(found, width=out.width), highlight=False, markup=False)
     return 0
 
@@ -369,7 +369,7 @@ def _merge(args: argparse.Namespace) -> int:
 
     from looplab.adapters.contract.errors import LooplabError
     from looplab.records import results
-    from looplab.views import render, report
+    from looplab.views import report, terminal
 
     if not args.output and not args.html:
         raise LooplabError("merge needs -o PATH (the merged results) and/or --html PATH (its report)")
@@ -381,14 +381,14 @@ def _merge(args: argparse.Namespace) -> int:
     if args.html:
         report.write_html(doc, Path(args.html), source=", ".join(args.results))
     environments = len(doc.environments)
-    render.console().print(
+    terminal.console().print(
         f"merged {len(args.results)} documents: {len(doc.cells)} cells, {len(doc.results)} results, "
         f"{environments} environment{'s' * (environments != 1)}"
         + (f"; incomplete: {doc.incomplete}" if doc.incomplete else "")
     )
     for target in (args.output, args.html):
         if target:
-            render.console().print(f"wrote {target}")
+            terminal.console().print(f"wrote {target}")
     return 0
 
 
@@ -400,6 +400,19 @@ PARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
 }
 #: What runs each command; it returns the exit code.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": _run, "eval": _eval, "merge": _merge}
+
+
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    """The `RunOptions` of every run a command makes: `--max-steps`, `--max-tokens`, `--tools` and `--sandbox`
+    where the command has them."""
+    from looplab.run.options import RunOptions
+
+    return RunOptions(
+        max_steps=getattr(args, "max_steps", None),
+        max_tokens=getattr(args, "max_tokens", None),
+        tools=args.tools,
+        sandbox=bool(args.sandbox),
+    )
 
 
 def _stream(args: argparse.Namespace) -> bool | None:

@@ -1,4 +1,4 @@
-"""How long merging a sharded full matrix takes: `python -m looplab.measure.bench_merge [--shards N]`."""
+"""How long merging a sharded full matrix takes: `python -m looplab.measure bench-merge [--shards N]`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from pathlib import Path
 from looplab.adapters import registry
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.result import RunResult
+from looplab.records.identity import shard_of
 from looplab.records.measurements import MergeBench
+from looplab.records.merge import without
 from looplab.records.outcome import RunOutcome
-from looplab.records.results import build, merge_files, shard_of, without, write
+from looplab.records.results import build, merge_files, write
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
 
-__all__ = ["bench_line", "bench_merge"]
+__all__ = ["bench_line", "bench_merge", "main"]
 
 
 def bench_merge(shards: int = 10, sample: RunResult | None = None, repeat: int = 3) -> MergeBench:
@@ -61,9 +63,9 @@ def bench_line(bench: MergeBench) -> str:
     )
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
-    """`python -m looplab.measure.bench_merge [--shards N]`: the merge benchmark alone."""
-    parser = argparse.ArgumentParser(prog="python -m looplab.measure.bench_merge")
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m looplab.measure bench-merge [--shards N]`: the merge benchmark alone."""
+    parser = argparse.ArgumentParser(prog="python -m looplab.measure bench-merge")
     parser.add_argument("--shards", type=int, default=10)
     args = parser.parse_args(argv)
     print(bench_line(bench_merge(args.shards)))
@@ -71,4 +73,4 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""What a run's copy of a repository costs: `python -m looplab.measure.bench_workspace [--repeat N]`.
+"""What a run's copy of a repository costs: `python -m looplab.measure bench-workspace [--repeat N]`.
 
 It prints the time to copy the built-in fixture repo, a repository of 20,000 small files and one holding a 2 GiB
 sparse file; to fingerprint the 20,000 files' copy; and, over 50,000 small files (more than a copy takes, made in a
@@ -21,7 +21,7 @@ from looplab.scenarios.cases import load_cases
 from looplab.shared_tools.tools import read_file, search_code
 from looplab.shared_tools.workspace import Workspace
 
-__all__ = ["build_tree", "measure", "timed"]
+__all__ = ["build_tree", "main", "measure", "timed"]
 
 #: Files in the copied tree and in the searched tree: a large real project, and more than a copy allows.
 COPY_FILES = 20_000
@@ -95,9 +95,9 @@ def measure(repeat: int = 3) -> list[str]:
     return lines
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
-    """`python -m looplab.measure.bench_workspace [--repeat N]`."""
-    parser = argparse.ArgumentParser(prog="python -m looplab.measure.bench_workspace")
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m looplab.measure bench-workspace [--repeat N]`."""
+    parser = argparse.ArgumentParser(prog="python -m looplab.measure bench-workspace")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     for line in measure(args.repeat):
@@ -106,4 +106,4 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(main())

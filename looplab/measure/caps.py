@@ -30,7 +30,7 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import Probe
-from looplab.adapters.session import Adapter
+from looplab.adapters.session import Runner
 from looplab.measure import caps_budgets
 from looplab.records import caps_changes
 from looplab.records.caps_changes import Change
@@ -94,7 +94,7 @@ class Prober:
 
     def run(
         self,
-        adapter: Adapter,
+        adapter: Runner,
         policy: str,
         probe: Probe | None,
         max_steps: int = SAFETY_STOP,
@@ -111,7 +111,7 @@ class Prober:
                 self.task, guard, limits, spec, probe, system_prompt=self.system_prompt, delegate=delegate
             )
 
-    def row(self, adapter: Adapter, probe: Probe | None, max_steps: int = SAFETY_STOP) -> Row:
+    def row(self, adapter: Runner, probe: Probe | None, max_steps: int = SAFETY_STOP) -> Row:
         result = self.run(adapter, "never-stops", probe, max_steps)
         return Row(
             value=probe.value if probe else max_steps,
@@ -122,14 +122,14 @@ class Prober:
             last_call_tools=_last_call_tools(result),
         )
 
-    def smallest_to_finish(self, adapter: Adapter, knob: str) -> int | None:
+    def smallest_to_finish(self, adapter: Runner, knob: str) -> int | None:
         for value in range(1, MAX_SEARCH + 1):
             result = self.run(adapter, "answers-on-3", Probe(knob=knob, value=value))
             if result.answer == f"answered on model call {ANSWER_ON}":
                 return value
         return None
 
-    def knob(self, adapter: Adapter, knob: str, default: Any) -> KnobReport:
+    def knob(self, adapter: Runner, knob: str, default: Any) -> KnobReport:
         rows = [self.row(adapter, Probe(knob=knob, value=v)) for v in UNIT_VALUES]
         return KnobReport(
             knob=knob,
@@ -189,7 +189,7 @@ def measure(
     probe servers live for the whole measurement.
 
     `isolate` measures each in its runner environment (`measure_in_environment`); None (the default) does
-    so for a runner whose framework cannot share this environment (`RunnerInfo.in_all` false) and is not
+    so for a runner whose framework cannot share this environment (`Declaration.in_all` false) and is not
     installed here; False measures every one here. A runner in `versions` is measured in an environment with that
     version of its framework (`spec_for`'s pin: `1.0.10`, `>=1.0,<1.1`), whatever `isolate` says.
     """

@@ -24,7 +24,7 @@ from looplab.views.markdown import cell, ending_text
 
 if TYPE_CHECKING:
     from looplab.adapters.contract.result import RunResult
-    from looplab.adapters.session import Adapter
+    from looplab.adapters.session import Runner
 
 #: One probe run, as `caps.Prober.run` makes it: `(adapter, probe server, probe, delegate=...) -> RunResult`.
 ProbeRun = Callable[..., "RunResult"]
@@ -52,7 +52,7 @@ TOKEN_VALUES = (1500, 4000)
 SAW_CHARS = 160
 
 
-def delegation(run: ProbeRun, adapter: Adapter) -> DelegationReport | None:
+def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
     """The runner's `max_steps` knob measured with the delegating probe; None for a runner that cannot delegate."""
     if adapter.delegation is None:
         return None
@@ -102,7 +102,7 @@ def _whose(rows: list[DelegationRow]) -> str:
     return "neither agent's alone: " + ", ".join(f"{v} -> {r.parent_calls} + {r.child_calls}" for r, v in capped)
 
 
-def token_budget(run: ProbeRun, adapter: Adapter, default: KnobDefault | None) -> TokenReport | None:
+def token_budget(run: ProbeRun, adapter: Runner, default: KnobDefault | None) -> TokenReport | None:
     """The framework's run-wide token budget measured with the runaway probe; None when it has none."""
     if adapter.token_knob is None:
         return None

@@ -21,7 +21,9 @@ from looplab.run import harness
 from looplab.run.environments import RunnerEnv
 from looplab.run.matrix import run_matrix
 from looplab.scenarios.cases import Case
-from looplab.views.render import SHORT_STOP, TOKENS_IN, TOKENS_OUT, Col, table_lines
+from looplab.views.eval_tables import SHORT_STOP
+from looplab.views.render import TOKENS_IN, TOKENS_OUT
+from looplab.views.terminal import Col, table_lines
 
 __all__ = ["Bound", "Cell", "Estimate", "TOKENS_NOTE", "WIDTH", "estimate", "render"]
 

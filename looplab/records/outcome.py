@@ -22,7 +22,7 @@ class RunOutcome:
     error: str | None = None
     #: Which repeat of its cell this is (1-based), set by the matrix; None: count the outcomes in order.
     repeat: int | None = None
-    #: Where it ran (a `looplab.records.results.Environment`) when not in this process: a runner environment's lane.
+    #: Where it ran (a `looplab.records.environment.Environment`) when not in this process: a runner environment's lane.
     environment: Any = None
 
     @property

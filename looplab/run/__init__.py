@@ -1,1 +1,2 @@
-"""Running: one cell (harness), the matrix, scheduling, lanes, runner environments, interrupts."""
+"""Running: one cell (harness) and its options, the matrix, one scheduler interface (this process, worker processes,
+runner environments' lanes), runner environments, interrupts."""

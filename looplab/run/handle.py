@@ -11,6 +11,7 @@ from typing import Any
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.records.outcome import RunOutcome
 from looplab.run.harness import Endpoint, run_one
+from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case
 
 __all__ = ["Cancels", "RunHandle", "start"]
@@ -59,14 +60,16 @@ class Cancels:
         self.of(runner, case, repeat).cancel(detail)
 
 
-def start(runner: str, case: Case, where: Endpoint, **options: Any) -> RunHandle:
-    """`run_one(runner, case, where, **options)` on a thread of its own; the handle cancels it and waits for it."""
+def start(runner: str, case: Case, where: Endpoint, options: RunOptions | None = None, **given: Any) -> RunHandle:
+    """`run_one(runner, case, where, options, **given)` on a thread of its own; the handle cancels it and waits for
+    it."""
+    options = RunOptions.of(options, **given)
     cancellation = Cancellation()
     future: Future[RunOutcome] = Future()
 
     def run() -> None:
         try:
-            future.set_result(run_one(runner, case, where, cancel=cancellation, **options))
+            future.set_result(run_one(runner, case, where, options, cancel=cancellation))
         except BaseException as exc:  # run_one never raises; a bug here still reaches the caller
             future.set_exception(exc)
 

@@ -26,14 +26,15 @@ from looplab.adapters.contract.model import (
     PROVIDER_OF_API,
     Api,
     ModelSpec,
-    ToolTransport,
     check_api,
     parse_model,
 )
 from looplab.adapters.contract.pricing import Pricing, price_of
-from looplab.adapters.session import Adapter, check_priced
+from looplab.adapters.session import Runner, check_priced
 from looplab.records import results
+from looplab.records.document import Document
 from looplab.records.outcome import RunOutcome
+from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case, ScriptedModel, check
 from looplab.shared_tools import Approver, Guard, Workspace, run_clock
 from looplab.shared_tools.live import WAIT_SLICE_S
@@ -142,7 +143,7 @@ class Endpoint:
     choice: ModelChoice
     scripted_urls: dict[str, str] | None = None
 
-    def spec_for(self, adapter: Adapter, scripted: ScriptedModel | None = None) -> ModelSpec:
+    def spec_for(self, adapter: Runner, scripted: ScriptedModel | None = None) -> ModelSpec:
         """The model spec for one run; `scripted` (a case's persona and price) applies to the scripted model only."""
         choice = self.choice
         if self.scripted_urls is None:
@@ -234,27 +235,27 @@ def run_one(
     runner: str,
     case: Case,
     where: Endpoint,
-    max_steps: int | None = None,
+    options: RunOptions | None = None,
     *,
-    max_tokens: int | None = None,
-    approver: Approver | None = None,
-    grace_s: float = 30.0,
-    tools: ToolTransport = "in-process",
     cancel: Cancellation | None = None,
-    sandbox: bool = False,
+    **given: Any,
 ) -> RunOutcome:
     """Run one case through one runner. Never raises: a failure is a row, not a crash.
 
-    `tools="mcp"` has an in-process runner call the tools as an MCP client (`Adapter.run`). `cancel` ends the run
-    as `cancelled` when it is set, with its partial trace (`start` gives a handle that holds one). `sandbox` runs the
-    team's code (its test command, its own tools) in a sandbox (`looplab.shared_tools.confine`; `--sandbox`).
+    `options` (`RunOptions`) say how; any of their fields may be given by name instead (`tools="mcp"`), over
+    `options`. `tools="mcp"` has an in-process runner call the tools as an MCP client (`Runner.run`). `cancel` ends
+    the run as `cancelled` when it is set, with its partial trace (`start` gives a handle that holds one). `sandbox`
+    runs the team's code (its test command, its own tools) in a sandbox (`looplab.shared_tools.confine`;
+    `--sandbox`).
 
     The run happens on a worker thread; one still going `grace_s` after its
     `max_seconds` (or `CANCEL_GRACE_S` after it was cancelled) is abandoned and recorded as hung, so one runner
     that hangs cannot stall a matrix.
     """
-    given = {"max_steps": max_steps, "max_tokens": max_tokens}
-    limits = case.limits.model_copy(update={k: v for k, v in given.items() if v is not None})
+    options = RunOptions.of(options, **given)
+    tools, approver, grace_s, sandbox = options.tools, options.approver, options.grace_s, options.sandbox
+    asked = {"max_steps": options.max_steps, "max_tokens": options.max_tokens}
+    limits = case.limits.model_copy(update={k: v for k, v in asked.items() if v is not None})
     # The worker fills `done`, never the outcome returned: a run abandoned as hung that finishes
     # later must not change what was already reported (its workspace goes at exit, see Workspace).
     done = RunOutcome(runner, case.id)
@@ -304,7 +305,7 @@ def run_one(
     return done
 
 
-def write_outputs(doc: results.Document, out_dir: Path) -> tuple[Path, Path]:
+def write_outputs(doc: Document, out_dir: Path) -> tuple[Path, Path]:
     """`results.json` (the results document) and `traces.jsonl` (one line per step) in `out_dir`."""
     results_path = results.write(doc, out_dir / "results.json")
     traces_path = out_dir / "traces.jsonl"

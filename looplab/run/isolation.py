@@ -1,11 +1,11 @@
 """Cells in runner environments: each environment's cells in a lane process of its own interpreter.
 
 `looplab eval --isolate` plans the matrix as usual, then hands each runner's cells to a lane
-(`python -m looplab.run.lane`) started with that runner's environment (`looplab.run.environments`). The
-scripted model stays in this process; lanes reach it over loopback, as the worker processes of
-`--jobs` do. Up to `jobs` lanes run at once. Every wait has a bound: a lane silent for longer
-than any of its cells may take is killed, and its unfinished cells become errors that name the
-end of its stderr; a lane that dies loses only its own cells.
+(`python -m looplab.run.lane`) started with that runner's environment (`looplab.run.environments`): the
+`Isolated` scheduler (`looplab.run.schedule.Scheduler`). The scripted model stays in this process; lanes
+reach it over loopback, as the worker processes of `--jobs` do. Up to `jobs` lanes run at once. Every wait
+has a bound: a lane silent for longer than any of its cells may take is killed, and its unfinished cells
+become errors that name the end of its stderr; a lane that dies loses only its own cells.
 """
 
 from __future__ import annotations
@@ -27,13 +27,28 @@ from looplab.records.outcome import RunOutcome
 from looplab.run.environments import RunnerEnv, runner_of
 from looplab.run.harness import Endpoint
 from looplab.run.lane import decode_outcome, encode_cancel, encode_job
-from looplab.run.schedule import LANE_START_S, POLL_S, CancelOf
+from looplab.run.options import RunOptions
+from looplab.run.schedule import LANE_START_S, POLL_S, CancelOf, OnDone, Plan, quiet_limit
 from looplab.scenarios.cases import Case
 
-__all__ = ["STDERR_LINES", "run_isolated"]
+__all__ = ["STDERR_LINES", "Isolated", "run_isolated"]
 
 #: Lines of a dead lane's stderr kept in its cells' errors.
 STDERR_LINES = 3
+
+
+class Isolated:
+    """The cells in their runners' environments (`env_of(label)`), `jobs` lanes at a time, `concurrency` threads
+    between them."""
+
+    def __init__(self, env_of: Callable[[str], RunnerEnv], jobs: int = 1, concurrency: int = 1) -> None:
+        self.env_of, self.jobs, self.concurrency = env_of, jobs, concurrency
+
+    def run(
+        self, plan: Plan, where: Endpoint, options: RunOptions, on_done: OnDone, cancel_of: CancelOf | None = None
+    ) -> None:
+        """See `looplab.run.schedule.Scheduler.run`; `plan` holds runner labels (`run_isolated`)."""
+        run_isolated(plan, where, self.env_of, self.jobs, self.concurrency, on_done, options, cancel_of)
 
 
 def run_isolated(
@@ -42,12 +57,13 @@ def run_isolated(
     env_of: Callable[[str], RunnerEnv],
     jobs: int,
     concurrency: int,
-    on_done: Callable[[int, RunOutcome], None],
-    options: dict[str, Any],
+    on_done: OnDone,
+    options: RunOptions | dict[str, Any],
     cancel_of: CancelOf | None = None,
 ) -> None:
     """Every cell in its runner's environment; `plan` holds runner labels, `env_of(label)` their environments.
-    A cell cancelled (`cancel_of(i)`) is cancelled in its lane, before or while it runs.
+    A cell cancelled (`cancel_of(i)`) is cancelled in its lane, before or while it runs. `options`: `RunOptions`,
+    or their fields by name.
 
     `on_done(i, outcome)` is called here, one at a time, as each cell ends; an outcome's `runner`
     is the cell's label (`langgraph@1.0.0` for a pinned version), and so is its result's.
@@ -56,6 +72,7 @@ def run_isolated(
     for i, (label, _) in enumerate(plan):
         groups.setdefault(label, []).append(i)
     lock = threading.Lock()
+    options = RunOptions.of(options)
 
     def report(i: int, outcome: RunOutcome) -> None:
         label = plan[i][0]
@@ -85,8 +102,8 @@ def _lane(
     cells: list[tuple[int, Case]],
     where: Endpoint,
     threads: int,
-    report: Callable[[int, RunOutcome], None],
-    options: dict[str, Any],
+    report: OnDone,
+    options: RunOptions,
     cancel_of: CancelOf | None = None,
 ) -> None:
     """One lane: start it, feed it its cells (and their cancels, a line each), relay its outcomes; its unfinished
@@ -94,7 +111,8 @@ def _lane(
     runner = env.spec.runner
     job = encode_job(where, [(i, runner, case) for i, case in cells], threads, options)
     left = {i: case for i, case in cells}
-    quiet_limit = max(c.limits.max_seconds for _, c in cells) + options.get("grace_s", 30.0) + LANE_START_S
+    # This module's start bound: a lane of another interpreter may be given its own.
+    silent_for = quiet_limit((c for _, c in cells), options, LANE_START_S)
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(
             [str(env.python), "-m", "looplab.run.lane"],
@@ -127,9 +145,9 @@ def _lane(
                 try:
                     line = lines.get(timeout=POLL_S)
                 except queue.Empty:
-                    if time.monotonic() - last_news > quiet_limit:
+                    if time.monotonic() - last_news > silent_for:
                         kill_group(proc)
-                        _fail(left, runner, report, f"the {env.spec.label} lane was silent for {quiet_limit:g} s")
+                        _fail(left, runner, report, f"the {env.spec.label} lane was silent for {silent_for:g} s")
                     continue
                 if line is None:  # its stdout closed: it ended, with or without every outcome
                     break
@@ -168,7 +186,7 @@ def _read(stream: IO[str], lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
-def _fail(left: dict[int, Case], runner: str, report: Callable[[int, RunOutcome], None], why: str) -> None:
+def _fail(left: dict[int, Case], runner: str, report: OnDone, why: str) -> None:
     for i, case in sorted(left.items()):
         report(i, RunOutcome(runner, case.id, error=why))
     left.clear()

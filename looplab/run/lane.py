@@ -2,11 +2,10 @@
 
 The parent (`looplab.run.isolation`) starts it with a runner environment's interpreter and writes one
 JSON line to its stdin: the model endpoint (the scripted model's URLs, served by the parent), the
-run options and the cells (`[index, runner, case id]`); then a line `{"cancel": N, "detail": ...}` for each
-cell its caller cancels, until it closes stdin. The lane answers on its stdout, one JSON
-line `{"i": N, "outcome": {...}}` per cell as each ends, and nothing else: whatever a framework
-prints goes to stderr, so it cannot break a line. It never raises for a cell: a failure is that
-cell's outcome.
+run options (`RunOptions.to_wire`) and the cells (`[index, runner, case id]`); then a line
+`{"cancel": N, "detail": ...}` for each cell its caller cancels, until it closes stdin. The lane answers on its
+stdout, one JSON line `{"i": N, "outcome": {...}}` per cell as each ends, and nothing else: whatever a framework
+prints goes to stderr, so it cannot break a line. It never raises for a cell: a failure is that cell's outcome.
 """
 
 from __future__ import annotations
@@ -22,22 +21,23 @@ from looplab.adapters.boundary import pacing
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.pricing import Pricing
 from looplab.adapters.contract.result import RunResult
+from looplab.records.environment import Environment, current_environment
 from looplab.records.outcome import RunOutcome
-from looplab.records.results import Environment, current_environment
 from looplab.run.harness import Endpoint, ModelChoice
 from looplab.run.interrupt import worker_signals
+from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case, CheckResult, case_from_wire, case_to_wire
 
 __all__ = ["decode_job", "decode_outcome", "encode_cancel", "encode_job", "encode_outcome", "main"]
 
 
-def encode_job(where: Endpoint, cells: list[tuple[int, str, Case]], concurrency: int, options: dict[str, Any]) -> str:
+def encode_job(where: Endpoint, cells: list[tuple[int, str, Case]], concurrency: int, options: RunOptions) -> str:
     """The one line a lane reads: where the model is, what to run (each case whole: a team's suite is not in the
     lane's looplab), how many at once."""
     choice = dataclasses.asdict(where.choice)
     sent = [[i, runner, case_to_wire(case)] for i, runner, case in cells]
     job = {"choice": choice, "urls": where.scripted_urls, "cells": sent, "concurrency": concurrency}
-    return json.dumps({**job, "options": options}) + "\n"
+    return json.dumps({**job, "options": options.to_wire()}) + "\n"
 
 
 def encode_cancel(i: int, detail: str) -> str:
@@ -58,14 +58,14 @@ def _read_cancels(switches: dict[int, Cancellation], lock: threading.Lock) -> No
         switch.cancel(detail)
 
 
-def decode_job(line: str) -> tuple[Endpoint, list[tuple[int, str, Case]], int, dict[str, Any]]:
+def decode_job(line: str) -> tuple[Endpoint, list[tuple[int, str, Case]], int, RunOptions]:
     job = json.loads(line)
     choice = dict(job["choice"])
     if choice.get("pricing") is not None:
         choice["pricing"] = Pricing(**choice["pricing"])
     where = Endpoint(ModelChoice(**choice), job["urls"])
     cells = [(int(i), str(runner), case_from_wire(case)) for i, runner, case in job["cells"]]
-    return where, cells, int(job["concurrency"]), job["options"]
+    return where, cells, int(job["concurrency"]), RunOptions.from_wire(job["options"])
 
 
 def encode_outcome(outcome: RunOutcome) -> dict[str, Any]:
@@ -124,7 +124,7 @@ def main() -> None:
             out.write(line + "\n")
             out.flush()
 
-    schedule.run_here(plan, where, concurrency, done, options, cancel_of)
+    schedule.Here(concurrency).run(plan, where, options, done, cancel_of)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,13 @@ from looplab.adapters import registry
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError
 from looplab.records import results
+from looplab.records.document import Document
 from looplab.records.outcome import RunOutcome
 from looplab.run import harness, isolation, schedule
 from looplab.run.environments import RunnerEnv
 from looplab.run.handle import Cancels
 from looplab.run.harness import Endpoint
+from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case, load_cases
 
 __all__ = ["applies", "default_jobs", "plan", "run_matrix", "run_scripted"]
@@ -40,7 +42,8 @@ def run_matrix(
     select: Callable[[str, str, int], bool] | None = None,
     isolated: Callable[[str], RunnerEnv] | None = None,
     cancels: Cancels | None = None,
-    **options: Any,
+    options: RunOptions | None = None,
+    **given: Any,
 ) -> list[RunOutcome]:
     """Every runner on every case, `repeat` times; each run independent of the others.
 
@@ -51,8 +54,10 @@ def run_matrix(
     `select(runner, case_id, repeat)` keeps a slice of the matrix (a shard, the cells `--resume` lacks).
     `isolated(runner)` gives each runner's environment: its cells then run there, in lanes of its
     interpreter, `jobs` lanes at a time (see `looplab.run.isolation`). `cancels` cancels a cell from any thread,
-    before or while it runs, wherever it runs: it ends as `cancelled` and the others go on.
+    before or while it runs, wherever it runs: it ends as `cancelled` and the others go on. `options`
+    (`RunOptions`, any field of which may be given by name instead) are how every cell runs.
     """
+    options = RunOptions.of(options, **given)
     planned = plan(runners, cases, repeat, select)
     concurrency = max(1, jobs if concurrency is None else concurrency)
     cells_here = [(runner, case) for runner, case, _ in planned]
@@ -69,32 +74,30 @@ def run_matrix(
         runner, case, k = planned[i]
         return cancels.of(runner, case.id, k) if cancels is not None else None
 
-    def run_shared(cells: list[int], finished: Callable[[int, RunOutcome], None]) -> None:
-        plan_ = [cells_here[i] for i in cells]
+    def run(scheduler: schedule.Scheduler, cells: list[int]) -> None:
         cancel_of = (lambda k: switch(cells[k])) if cancels is not None else None
+        plan_ = [cells_here[i] for i in cells]
+        scheduler.run(plan_, where, options, lambda k, outcome: done(cells[k], outcome), cancel_of)
+
+    def shared_by(cells: list[int]) -> schedule.Scheduler:
         if jobs <= 1 or len(cells) <= 1 or concurrency <= 1:
-            schedule.run_here(plan_, where, concurrency, finished, options, cancel_of)
-        else:
-            schedule.run_in_lanes(plan_, where, jobs, concurrency, finished, options, cancel_of)
+            return schedule.Here(concurrency)
+        return schedule.Lanes(jobs, concurrency)
 
     if isolated is None:
-        run_shared(list(range(len(cells_here))), done)
+        everyone = list(range(len(cells_here)))
+        run(shared_by(everyone), everyone)
         return [o for o in slots if o is not None]
-
-    def run_apart(cells: list[int], finished: Callable[[int, RunOutcome], None]) -> None:
-        cancel_of = (lambda k: switch(cells[k])) if cancels is not None else None
-        plan_ = [cells_here[i] for i in cells]
-        isolation.run_isolated(plan_, where, isolated, jobs, concurrency, finished, options, cancel_of)
-
     # The runners that need no environment of their own share this one's worker processes and their one queue (a
     # lane each would start an interpreter and import a framework per runner); the others run in lanes of their
     # environments, first.
     apart = [i for i, (label, _) in enumerate(cells_here) if not _runs_here(label, isolated)]
     kept = set(apart)
     shared = [i for i in range(len(cells_here)) if i not in kept]
-    for subset, runs in ((apart, run_apart), (shared, run_shared)):
-        if subset:
-            runs(subset, lambda k, outcome, subset=subset: done(subset[k], outcome))
+    if apart:
+        run(isolation.Isolated(isolated, jobs, concurrency), apart)
+    if shared:
+        run(shared_by(shared), shared)
     return [o for o in slots if o is not None]
 
 
@@ -129,7 +132,7 @@ def applies(runner: str, case: Case) -> bool:
     return info is None or case.runs_on(info)
 
 
-def run_scripted(runners: Sequence[str], cases: Sequence[Case | str], *, jobs: int) -> results.Document:
+def run_scripted(runners: Sequence[str], cases: Sequence[Case | str], *, jobs: int) -> Document:
     """`cases` (a case, or a case id of looplab's own suite) run through `runners` against the scripted model, as
     `looplab eval` runs them, as a document."""
     cases = [load_cases()[c] if isinstance(c, str) else c for c in cases]

@@ -17,313 +17,38 @@ largest group and says what the others did, in the words of someone choosing a f
 A case on which every runner behaved the same (stop, model calls, tool calls, checks, answer) is one line, under
 `same`, or under `all failed` when they agree on failing a check of the case.
 
-The comparison underneath lives here too: a run as the views see it (`RunView`), what it did as far as comparing
-runners goes (`behaviour`), and the one line on how a case's runners differ (`divergence`), which the report shows
-above each case.
+How one case's runners differ in one line (`divergence`) is in `looplab.views.divergence`, and a run as the views
+see it (`RunView`) in `looplab.views.runs`.
 """
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from looplab.adapters.contract.result import RunResult
 from looplab.records import results
 from looplab.records.measurements import CapsDoc
-from looplab.shared_tools.records import ToolCallRecord
-from looplab.views import scorecard
+from looplab.views import scorecard, scorecard_rows
+from looplab.views.divergence import Behaviour, behaviour, describe_divergence, span, stop_phrase
+from looplab.views.runs import RunView, first_runs, runs_from
 
 __all__ = [
-    "LINE_ARG_CHARS",
-    "MOST_VARIANTS",
-    "Behaviour",
+    "AT_CAP",
+    "BAD_CALLS",
     "Differences",
-    "Divergence",
-    "RunView",
+    "FAILED",
+    "FIRST_REQUEST",
+    "LAST_TOOLS",
+    "NOT_RUN",
+    "RAN",
+    "SAME",
+    "STOPS",
+    "TIME",
     "Topic",
-    "behaviour",
     "compare",
-    "describe_divergence",
-    "divergence",
-    "first_runs",
-    "runner_names",
-    "runs_from",
-    "slug",
     "topics",
 ]
-
-
-@dataclass
-class RunView:
-    """One run (or one cell that did not run) as the report shows it."""
-
-    runner: str
-    case: str
-    repeat: int
-    result: RunResult | None
-    passed: bool | None = None
-    failed_checks: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def anchor(self) -> str:
-        """The HTML id of this run's details, linked from the matrix."""
-        return slug(f"run-{self.runner}-{self.case}-{self.repeat}")
-
-    @property
-    def stop(self) -> str:
-        """The stop reason, or 'not run'."""
-        return str(self.result.stop_reason) if self.result else "not run"
-
-    @property
-    def why(self) -> str:
-        """A short reason for the tooltip: the first failed check, the stop detail or the error."""
-        if self.error:
-            return self.error
-        if self.failed_checks:
-            return "failed: " + ", ".join(self.failed_checks)
-        return (self.result.stop_detail or "") if self.result else ""
-
-
-def slug(text: str) -> str:
-    """An HTML id from free text."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")
-
-
-def runs_from(doc: Any) -> list[RunView]:
-    """The runs in a results document (a `results.Document`, or its parsed JSON of any readable schema).
-
-    Each result is paired with its cell (pass/fail and failed checks); cells that did not run stay
-    as rows without a result. Schema 1 `run` output has no checks, so `passed` stays None there.
-    """
-    document = results.load(doc)
-    return [
-        RunView(c.runner, c.case, c.repeat, document.result_of(c), c.passed, c.failed_checks, c.error)
-        for c in document.cells
-    ]
-
-
-#: How much of a tool call's first argument a divergence line quotes.
-LINE_ARG_CHARS = 32
-#: Past this many behaviours in one case, a divergence line compares model calls and stops only, then stops only.
-MOST_VARIANTS = 4
-
-
-@dataclass(frozen=True)
-class Behaviour:
-    """What one run did, as far as comparing runners goes (tokens and bytes differ by framework by design)."""
-
-    stop: str  # the stop reason, or "not run"
-    model_calls: int
-    #: Each step's tool calls as `name(first argument)`, sorted within the step: the calls of one model
-    #: reply may run at once, so their order within a step is the scheduler's, not the runner's.
-    steps: tuple[tuple[str, ...], ...] = ()
-    failed_checks: tuple[str, ...] = ()
-
-
-def _call_label(call: ToolCallRecord) -> str:
-    first = call.first_arg if call.args else ""
-    return f"{call.name}({first if len(first) <= LINE_ARG_CHARS else first[: LINE_ARG_CHARS - 1] + '…'})"
-
-
-def behaviour(view: RunView) -> Behaviour:
-    """The behaviour of one run: how it stopped, its model calls, its tool calls a step, the checks it failed."""
-    if view.result is None:
-        return Behaviour("not run", 0, (), tuple(view.failed_checks))
-    return Behaviour(
-        stop=str(view.result.stop_reason),
-        model_calls=view.result.totals.model_calls,
-        steps=tuple(tuple(sorted(_call_label(c) for c in step.tool_calls)) for step in view.result.trace.steps),
-        failed_checks=tuple(view.failed_checks),
-    )
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """How a case's runners differ, in one line; `differs` names the runners outside the largest group."""
-
-    agree: bool
-    line: str
-    differs: tuple[str, ...] = ()
-
-
-def divergence(views: Sequence[RunView]) -> Divergence:
-    """One line saying how the runners of one case differ (or that they agree), from their first runs."""
-    firsts: dict[str, RunView] = {}
-    for view in views:
-        if view.runner not in firsts or (firsts[view.runner].result is None and view.result is not None):
-            firsts[view.runner] = view
-    return describe_divergence({runner: behaviour(view) for runner, view in firsts.items()})
-
-
-def _span(low: int, high: int) -> str:
-    return str(low) if low == high else f"{low}–{high}"
-
-
-def _stop_phrase(stop: str, calls: tuple[int, int], *, short: str = "") -> str:
-    """`answered in 5 model calls`; `short="verb"` drops the unit (`answered in 5`), `short="all"` the verb too."""
-    count = _span(*calls)
-    unit = "" if short else (" model call" if calls == (1, 1) else " model calls")
-    if stop == "not run":
-        return "did not run"
-    if stop == "final_answer":
-        return f"in {count}{unit}" if short == "all" else f"answered in {count}{unit}"
-    head = {"max_steps": "stopped at max_steps", "rejected": "stopped on a rejection"}.get(stop, f"stopped on {stop}")
-    return f"after {count}{unit}" if short == "all" else f"{head} after {count}{unit}"
-
-
-def runner_names(runners: Sequence[str]) -> str:
-    """`a`, `a and b`, `a, b and c`; past four, `a, b, c and 3 others`."""
-    if len(runners) > 4:
-        return f"{', '.join(runners[:3])} and {len(runners) - 3} others"
-    return " and ".join([", ".join(runners[:-1]), runners[-1]]) if len(runners) > 1 else "".join(runners)
-
-
-def _times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n}×")
-
-
-def _most_a_step(b: Behaviour) -> int:
-    return max((len(step) for step in b.steps), default=0)
-
-
-def _tool_phrase(b: Behaviour, usual: Behaviour) -> tuple[str, str, str]:
-    """How `b`'s tool calls differ from `usual`'s: (kind, finite phrase, participle phrase); kind "" if alike."""
-    if b.steps == usual.steps or "not run" in (b.stop, usual.stop):
-        return "", "", ""
-    mine = Counter(c for step in b.steps for c in step)
-    theirs = Counter(c for step in usual.steps for c in step)
-    if mine != theirs:
-        extra, missing = mine - theirs, theirs - mine
-        if sum(extra.values()) == sum(missing.values()) == 1:  # one call swapped for another
-            swap = f"{next(iter(extra))} instead of {next(iter(missing))}"
-            return "tools", f"called {swap}", f"calling {swap}"
-        diffs = []
-        for label in dict.fromkeys([*mine, *theirs]):
-            x, y = mine[label], theirs[label]
-            if x == y:
-                continue
-            if y == 0:
-                more = "" if x == 1 else f" {_times(x)}"
-                diffs.append((f"also called {label}{more}", f"also calling {label}{more}"))
-            elif x == 0:
-                diffs.append((f"never called {label}", f"never calling {label}"))
-            else:
-                times = f"{_times(x)} (not {_times(y)})"
-                diffs.append((f"called {label} {times}", f"calling {label} {times}"))
-        more = f" and {len(diffs) - 2} more" if len(diffs) > 2 else ""
-        return "tools", ", ".join(d[0] for d in diffs[:2]) + more, ", ".join(d[1] for d in diffs[:2]) + more
-    most, usual_most = _most_a_step(b), _most_a_step(usual)
-    if most == 1 and usual_most > 1:
-        return "grouping", "made its tool calls one a step", "making its tool calls one a step"
-    if most > 1 and most != usual_most:
-        return "grouping", f"batched up to {most} tool calls in a step", f"batching up to {most} tool calls in a step"
-    mine_steps, their_steps = [s for s in b.steps if s], [s for s in usual.steps if s]
-    if mine_steps == their_steps:
-        # The same tool calls step for step; only model calls that asked for no tool differ, which the
-        # model-call count says (or, with the same count, where they fell).
-        if len(b.steps) != len(usual.steps):
-            return "", "", ""
-        return "spread", "answered without tool calls at other steps", "answering without tool calls at other steps"
-    if [len(s) for s in mine_steps] != [len(s) for s in their_steps]:
-        return "spread", "spread the same tool calls over its steps differently", "spreading its tool calls differently"
-    return "order", "made the same tool calls in another order", "making the same tool calls in another order"
-
-
-def describe_divergence(behaviours: dict[str, Behaviour]) -> Divergence:
-    """One line on how the runners' behaviours differ, or that they agree (runners in the dict's order).
-
-    The runners are grouped by behaviour and the largest group (the first, on a tie) is the yardstick:
-    each other group is named with what it did differently (stop and model calls first, then its tool
-    calls, then its checks), and the line ends with what the largest group did. Past `MOST_VARIANTS`
-    behaviours the line compares only stops and model calls, then only stops, so it stays one line.
-    """
-    if not behaviours:
-        return Divergence(True, "No runs.")
-    runners = list(behaviours)
-    fine: dict[Behaviour, list[str]] = {}
-    for runner, b in behaviours.items():
-        fine.setdefault(b, []).append(runner)
-    if len(fine) == 1:
-        b = next(iter(fine))
-        calls = sum(len(step) for step in b.steps)
-        what = _stop_phrase(b.stop, (b.model_calls, b.model_calls))
-        if b.stop != "not run":
-            same = {0: "no tool calls", 1: "the same tool call"}.get(calls, f"the same {calls} tool calls")
-            what += f", {same}"
-        if b.failed_checks:
-            what += f", failing {', '.join(b.failed_checks)}"
-        if len(runners) == 1:
-            return Divergence(True, f"Only {runners[0]} ran this case: it {what}.")
-        return Divergence(True, f"All {len(runners)} runners agree: {what}.")
-
-    # The level of detail: whole behaviours, else (stop, model calls), else the stop alone.
-    levels = (lambda b: b, lambda b: (b.stop, b.model_calls), lambda b: b.stop)
-    for level, key in enumerate(levels):
-        groups: dict[Any, list[str]] = {}
-        for runner, b in behaviours.items():
-            groups.setdefault(key(b), []).append(runner)
-        if len(groups) <= MOST_VARIANTS or level == len(levels) - 1:
-            break
-    largest = max(groups.values(), key=len)  # max keeps the first of equals: the earlier runner wins a tie
-    usual = behaviours[largest[0]]
-
-    def calls_of(names: list[str]) -> tuple[int, int]:
-        counts = [behaviours[n].model_calls for n in names]
-        return min(counts), max(counts)
-
-    clauses: list[str] = []
-    kinds: set[str] = set()
-    previous_stop = None
-    for names in groups.values():
-        if names is largest:
-            continue
-        b = behaviours[names[0]]
-        bits: list[str] = []
-        stop_differs = b.stop != usual.stop or calls_of(names) != calls_of(largest)
-        if stop_differs:
-            kinds.add("stop")
-            # Runs of clauses with the same stop say it once: "a stopped on error after 1 model call; b after 3".
-            bits.append(_stop_phrase(b.stop, calls_of(names), short="all" if b.stop == previous_stop else ""))
-            previous_stop = b.stop
-        if level == 0:
-            kind, finite, participle = _tool_phrase(b, usual)
-            if kind:
-                kinds.add(kind)
-                bits.append(participle if bits else finite)
-            if b.failed_checks != usual.failed_checks:
-                kinds.add("checks")
-                failing = f"failing {', '.join(b.failed_checks)}" if b.failed_checks else "passing its checks"
-                bits.append(failing if bits else failing.replace("failing", "failed").replace("passing", "passed"))
-        if not bits:  # a recorded run's count matches its steps; this guards hand-made records
-            bits.append("ran otherwise step by step")
-        clauses.append(f"{runner_names(names)} {', '.join(bits)}")
-
-    tail: list[str] = []
-    if "stop" in kinds:
-        tail.append(_stop_phrase(usual.stop, calls_of(largest), short="verb"))
-    if "grouping" in kinds:
-        most = _most_a_step(usual)
-        if most > 1:
-            tail.append(f"{'batching' if tail else 'batched'} up to {most} tool calls in a step")
-        else:
-            tail.append("one tool call a step" if tail else "made one tool call a step")
-    if "checks" in kinds:
-        verb = "failing" if tail else "failed"
-        tail.append(f"{verb} {', '.join(usual.failed_checks)}" if usual.failed_checks else verb.replace("fail", "pass"))
-    if not tail:  # only tool calls differ: "a also called X; the other 11 did not"
-        tail.append("did not" if len(clauses) == 1 else "ran alike")
-    variants = len({behaviours[n] for n in largest})
-    if variants > 1:
-        tail.append(f"with {variants} different sets of tool calls")
-    others = len(largest)
-    who = runner_names(largest) if others <= 2 else f"the other {others}"
-    clauses.append(f"{who} {', '.join(tail)}")
-    differs = tuple(r for r in runners if r not in largest)
-    return Divergence(False, "; ".join(clauses) + ".", differs)
 
 
 @dataclass(frozen=True)
@@ -437,16 +162,6 @@ def _every_name(runners: Sequence[str]) -> str:
     return " and ".join([", ".join(runners[:-1]), runners[-1]]) if len(runners) > 1 else "".join(runners)
 
 
-def first_runs(runs: Sequence[RunView]) -> dict[str, dict[str, RunView]]:
-    """Per case, each runner's first run (a run that ran preferred to one that did not)."""
-    cases: dict[str, dict[str, RunView]] = {}
-    for view in runs:
-        mine = cases.setdefault(view.case, {})
-        if view.runner not in mine or (mine[view.runner].result is None and view.result is not None):
-            mine[view.runner] = view
-    return cases
-
-
 def _answer(view: RunView) -> str:
     answer = view.result.answer if view.result else None
     return " ".join((answer or "").split())  # whitespace differences are not different answers
@@ -459,7 +174,7 @@ def _same_line(views: dict[str, RunView]) -> str:
     result = first.result
     assert result is not None  # a case where every runner agrees and one did not run is under "not run"
     calls = result.totals.model_calls
-    what = _stop_phrase(str(result.stop_reason), (calls, calls))
+    what = stop_phrase(str(result.stop_reason), (calls, calls))
     answers = {_answer(v) for v in views.values()}
     if answers != {""} and len(views) > 1:
         what += ", the same answer" if len(answers) == 1 else f", {len(answers)} different answers"
@@ -489,16 +204,16 @@ def _at_cap(views: dict[str, RunView]) -> str | None:
     if len(set(ways.values())) < 2:
         return None
     calls = sorted(result.totals.model_calls for result in capped.values())
-    after = _span(calls[0], calls[-1])
+    after = span(calls[0], calls[-1])
     return f"after {after} model call{'' if calls == [1] * len(calls) else 's'}, {_grouped_line(ways)}"
 
 
-def _verdict(cell: scorecard.Cell) -> str:
+def _verdict(cell: scorecard_rows.Cell) -> str:
     """A bad-call cell's verdict: `stops: error` without the framework's reason the scorecard adds in brackets."""
     return cell.text.split(" (", 1)[0] if cell.text.startswith("stops: ") else cell.text
 
 
-def _bad_call_phrase(malformed: scorecard.Cell, unknown: scorecard.Cell) -> str:
+def _bad_call_phrase(malformed: scorecard_rows.Cell, unknown: scorecard_rows.Cell) -> str:
     """What a run did with malformed tool calls and a call to a tool that does not exist, as a verb phrase in the
     plural (`recover`, `stop at the first malformed call`), from the scorecard's two cells."""
     if malformed.text.startswith("recovers"):
@@ -511,7 +226,7 @@ def _bad_call_phrase(malformed: scorecard.Cell, unknown: scorecard.Cell) -> str:
     return where if stop == "error" else f"{where} ({stop})"
 
 
-def _bad_calls(card: scorecard.Scorecard) -> tuple[str, str] | None:
+def _bad_calls(card: scorecard_rows.Scorecard) -> tuple[str, str] | None:
     """(case, line): who recovers from malformed tool calls and who stops, and where; None where not measured."""
     ways = {
         c.runner: _bad_call_phrase(c.cells["malformed"], c.cells["unknown_tool"])
@@ -524,7 +239,7 @@ def _bad_calls(card: scorecard.Scorecard) -> tuple[str, str] | None:
     return (case or "").removeprefix("eval: "), _grouped_line(ways)
 
 
-def _last_tools(card: scorecard.Scorecard) -> str | None:
+def _last_tools(card: scorecard_rows.Scorecard) -> str | None:
     """Stopped by its own cap, whether a framework runs the tools its last model call asked for (the caps
     measurement)."""
     ways = {

@@ -23,9 +23,12 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.pricing import format_cost
 from looplab.records import results
 from looplab.records.measurements import CapsDoc
-from looplab.views import differences, render, scorecard
-from looplab.views.render import SHORT_STOP, Col, Value
-from looplab.views.report import NATIVE_CAP_COLUMNS, headline, native_cap_row
+from looplab.views import differences, scorecard, terminal
+from looplab.views.eval_tables import SHORT_STOP
+from looplab.views.headline import NATIVE_CAP_COLUMNS, headline, native_cap_row
+from looplab.views.render import WALL_S
+from looplab.views.runs import RunView, first_runs, runs_from
+from looplab.views.terminal import Col, Value
 
 __all__ = ["ENDED", "differences_lines", "endings_lines", "native_caps_lines", "print_screen", "screen_lines"]
 
@@ -44,7 +47,7 @@ ENDED = {
 MOST_FAILURES_LISTED = 4
 
 
-def _ending(view: differences.RunView) -> Text:
+def _ending(view: RunView) -> Text:
     """A run as a cell: its stop in a word and its model calls (`answer 5`), ✗ when it failed a check."""
     if view.result is None:
         return Text("not run", style="dim")
@@ -55,11 +58,11 @@ def _ending(view: differences.RunView) -> Text:
     return text
 
 
-def _summary(views: list[differences.RunView]) -> Text:
+def _summary(views: list[RunView]) -> Text:
     """A runner's cases in one cell where a column each does not fit: the answers counted, every other ending
     named with its case, or counted where several cases ended alike (`20 answer; sloppy-calls error 1; cap 2 ×10`)."""
     answered = [v for v in views if _is_answer(v) and v.passed is not False]
-    others: dict[str, list[differences.RunView]] = {}
+    others: dict[str, list[RunView]] = {}
     for view in views:
         if view not in answered:
             others.setdefault(_ending(view).plain, []).append(view)
@@ -70,22 +73,22 @@ def _summary(views: list[differences.RunView]) -> Text:
     return Text("; ").join(parts)
 
 
-def _is_answer(view: differences.RunView) -> bool:
+def _is_answer(view: RunView) -> bool:
     return view.result is not None and str(view.result.stop_reason) == "final_answer"
 
 
 def endings_lines(doc: Any, *, width: int, out: Console | None = None) -> list[Text]:
     """Per runner, how each case ended and what the runner spent, laid out for `width` columns."""
-    out = out or render.console()
-    runs = differences.runs_from(doc)
+    out = out or terminal.console()
+    runs = runs_from(doc)
     cases = list(dict.fromkeys(v.case for v in runs))
-    by_cell = {(r, case): v for case, views in differences.first_runs(runs).items() for r, v in views.items()}
+    by_cell = {(r, case): v for case, views in first_runs(runs).items() for r, v in views.items()}
     totals = {row.runner: row for row in headline(runs)}
     runners = list(totals)
     spent: list[tuple[Col, Callable[[Any], str]]] = [
         (Col("tokens", right=True), lambda r: f"{r.input_tokens + r.output_tokens:,}"),
         (Col("cost $", right=True), lambda r: format_cost(r.cost_usd)),
-        (render.WALL_S, lambda r: f"{r.wall_s:.1f}"),
+        (WALL_S, lambda r: f"{r.wall_s:.1f}"),
     ]
     # A column of zeros says nothing (the scripted model is free), and where several runners ran, neither does a
     # column whose every value is the same: it tells them apart no better than none.
@@ -112,7 +115,7 @@ def endings_lines(doc: Any, *, width: int, out: Console | None = None) -> list[T
 
     by_case = [[r, *(cell(r, c) for c in cases), *n] for r, n in zip(runners, numbers, strict=True)]
     cols = [Col("runner"), *(Col(c) for c in cases), *(col for col, _ in spent)]
-    lines = render.tabular_lines(title, cols, by_case, notes, width=width, out=out)
+    lines = terminal.tabular_lines(title, cols, by_case, notes, width=width, out=out)
     if lines is not None:
         return lines
     one_cell = [
@@ -120,7 +123,7 @@ def endings_lines(doc: Any, *, width: int, out: Console | None = None) -> list[T
         for r, n in zip(runners, numbers, strict=True)
     ]
     cols = [Col("runner"), Col("cases", prose=True), *(col for col, _ in spent)]
-    return render.table_lines(title, cols, one_cell, notes, width=width, out=out)
+    return terminal.table_lines(title, cols, one_cell, notes, width=width, out=out)
 
 
 def differences_lines(doc: Any, *, width: int, caps: CapsDoc | None = None, out: Console | None = None) -> list[Text]:
@@ -128,14 +131,14 @@ def differences_lines(doc: Any, *, width: int, caps: CapsDoc | None = None, out:
     found = differences.compare(doc, caps=caps)
     rows = [[Text(t.label, style="bold"), t.line] for t in found.topics]
     cols = (Col("topic"), Col("how", prose=True))
-    return render.table_lines(found.title, cols, rows, width=width, out=out, show_header=False)
+    return terminal.table_lines(found.title, cols, rows, width=width, out=out, show_header=False)
 
 
 def native_caps_lines(doc: Any, *, width: int, out: Console | None = None) -> list[Text]:
     """Each runner's own cap: its version, the knob and the value `max_steps` set it to (another where a case set
     another)."""
-    rows = [native_cap_row(row) for row in headline(differences.runs_from(doc))]
-    return render.table_lines("native caps", NATIVE_CAP_COLUMNS, rows, width=width, out=out)
+    rows = [native_cap_row(row) for row in headline(runs_from(doc))]
+    return terminal.table_lines("native caps", NATIVE_CAP_COLUMNS, rows, width=width, out=out)
 
 
 def _caps_or_none() -> CapsDoc | None:
@@ -158,7 +161,7 @@ def screen_lines(
 ) -> list[Text]:
     """The closing screen of a run, laid out for `width` columns (see the module docstring); `caps` is the caps
     measurement the "last call" row reads (None: the row is left out)."""
-    out = out or render.console()
+    out = out or terminal.console()
     document = results.load(doc)
     lines = differences_lines(document, width=width, caps=caps, out=out)
     if per_runner:
@@ -175,7 +178,7 @@ def screen_lines(
         ]
         if not native_caps:
             where.append(("native caps", "add --native-caps: each runner's own knob and its value"))
-        lines += render.table_lines(
+        lines += terminal.table_lines(
             "", (Col("what"), Col("where", prose=True)), where, width=width, out=out, show_header=False
         )
     return lines
@@ -191,7 +194,7 @@ def print_screen(
     native_caps: bool = False,
 ) -> None:
     """Print `screen_lines` at the console's width; `caps` defaults to the caps measurement, if found."""
-    out = out or render.console()
+    out = out or terminal.console()
     caps = caps if caps is not None else _caps_or_none()
     lines = screen_lines(
         doc, results_path, width=out.width, caps=caps, per_runner=per_runner, native_caps=native_caps, out=out

@@ -12,11 +12,11 @@ from itertools import pairwise
 
 from packaging.version import InvalidVersion, Version
 
-from looplab.records import results
 from looplab.records.caps_changes import Change, shown
+from looplab.records.document import Document
 from looplab.records.history import Recorded, VersionRecord, changes_between
 from looplab.records.measurements import CapsDoc, KnobReport
-from looplab.views import scorecard
+from looplab.views import scorecard, scorecard_rows, scorecard_text
 from looplab.views.markdown import code, ending_text, link, text
 
 __all__ = [
@@ -274,10 +274,12 @@ def drift_issue(news: Recorded, run_url: str | None = None) -> str:
 #: The scorecard's rows worth keeping per framework version: what the framework does, not what this machine
 #: measured (the bench's timings), a team's cases, or a size relative to another runner's (each case's request
 #: sizes are kept on their own).
-KEPT_ROWS = tuple(r.key for r in scorecard.ROWS if r.group in ("the cap", "bad calls", "budgets") or r.key == "apis")
+KEPT_ROWS = tuple(
+    r.key for r in scorecard_rows.ROWS if r.group in ("the cap", "bad calls", "budgets") or r.key == "apis"
+)
 
 
-def scorecard_cells(caps: CapsDoc | None, document: results.Document | None) -> dict[str, dict[str, str]]:
+def scorecard_cells(caps: CapsDoc | None, document: Document | None) -> dict[str, dict[str, str]]:
     """Each runner's measured scorecard cells (`KEPT_ROWS`), by runner, for `history.records_from` to keep."""
     runners = sorted({r.runner for r in caps.runners} if caps else set())
     runners += sorted({c.runner for c in document.cells} - set(runners)) if document else []
@@ -288,17 +290,17 @@ def scorecard_cells(caps: CapsDoc | None, document: results.Document | None) -> 
 def scorecard_markdown(kept: dict[str, list[VersionRecord]]) -> str:
     """The scorecard of each runner's newest kept version, as `looplab scorecard --markdown` lays it out."""
     cards = [
-        scorecard.RunnerCard(
+        scorecard_rows.RunnerCard(
             runner=runner,
             version=versions[-1].version,
             cells={
-                row.key: scorecard.Cell(text=versions[-1].scorecard[row.key], evidence="kept")
+                row.key: scorecard_rows.Cell(text=versions[-1].scorecard[row.key], evidence="kept")
                 if row.key in versions[-1].scorecard
-                else scorecard.Cell(text="not measured")
-                for row in scorecard.ROWS
+                else scorecard_rows.Cell(text="not measured")
+                for row in scorecard_rows.ROWS
             },
         )
         for runner, versions in kept.items()
     ]
     sources = {"kept data": "each runner's newest version in history/ (its caps and its cases)"}
-    return scorecard.markdown(scorecard.Scorecard(cards=cards, sources=sources))
+    return scorecard_text.markdown(scorecard_rows.Scorecard(cards=cards, sources=sources))

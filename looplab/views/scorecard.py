@@ -15,6 +15,9 @@ Three sources, each optional, and a cell whose source is missing says "not measu
 
 Every cell keeps its evidence (the file and the runner's section or case it was read from), so a reader can
 check it; the terminal, Markdown and the HTML report show the same cells.
+
+What a scorecard holds (its rows, cards and cells) is in `looplab.views.scorecard_rows`, and how the terminal and
+Markdown show it in `looplab.views.scorecard_text`.
 """
 
 from __future__ import annotations
@@ -25,112 +28,35 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel
-from rich.cells import cell_len
-from rich.console import Console
-from rich.text import Text
-
 from looplab.adapters import registry
 from looplab.adapters.contract import files
 from looplab.adapters.contract.agents import MAIN_AGENT
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
-from looplab.records import results
+from looplab.records.document import Document, case_descriptions
 from looplab.records.measurements import BenchResult, CapsDoc, KnobReport, RunnerReport, history_of, version_label
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
-from looplab.views import markdown as md
+from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
 
 __all__ = [
     "CAPS_PATH",
     "CASES",
-    "Cell",
-    "GROUPS",
-    "GROUP_SOURCES",
-    "NOT_MEASURED",
     "Observed",
-    "ROWS",
-    "Row",
-    "RunnerCard",
-    "Scorecard",
-    "UNKNOWN_TOOL",
     "REASON_CHARS",
+    "UNKNOWN_TOOL",
     "build",
     "caps_anchor",
-    "group_rows",
-    "groups_of",
     "kept_call",
     "load_bench",
     "load_caps",
-    "markdown",
     "observed",
-    "print_terminal",
 ]
 
-NOT_MEASURED = "not measured"
 CAPS_PATH = Path("docs") / "iteration-caps.json"
 #: The scripted model's made-up tool in `sloppy-calls` (scenarios/scripted/policy.py MISTAKES).
 UNKNOWN_TOOL = "run_shell"
-
-
-class Cell(BaseModel):
-    """One behaviour of one runner: what was seen, and where (None: not measured)."""
-
-    text: str
-    evidence: str | None = None
-    #: The anchor of the runner's section in the caps doc, for cells read from it.
-    caps_section: str | None = None
-
-    @property
-    def measured(self) -> bool:
-        return self.evidence is not None
-
-
-@dataclass(frozen=True)
-class Row:
-    """A behaviour the scorecard shows: its key, its heading, and the group of columns it belongs to."""
-
-    key: str
-    title: str
-    group: str
-
-
-ROWS = (
-    Row("default_cap", "default cap", "the cap"),
-    Row("at_cap", "at the cap", "the cap"),
-    Row("history", "partial history at the cap", "the cap"),
-    Row("last_tools", "tools of the last call", "the cap"),
-    Row("malformed", "malformed arguments", "bad calls"),
-    Row("unknown_tool", "unknown tool", "bad calls"),
-    Row("parallel", "two tools in one reply", "bad calls"),
-    Row("guards", "repetition / approval", "bad calls"),
-    Row("token_budget", "token budget (max_tokens)", "budgets"),
-    Row("delegation", "delegation (one budget for both agents)", "budgets"),
-    Row("delegated_cap", "the framework's cap under delegation", "budgets"),
-    Row("native_tokens", "the framework's own token budget", "budgets"),
-    Row("first_request", "first request", "cost"),
-    Row("turn_overhead", "per-turn overhead", "cost"),
-    Row("import_time", "import time", "cost"),
-    Row("apis", "wire APIs", "cost"),
-    Row("own_cases", "passed, median model calls", "your cases"),
-)
-GROUPS = tuple(dict.fromkeys(r.group for r in ROWS))
-
-
-class RunnerCard(BaseModel):
-    """One runner's row: its version and a cell per behaviour (`ROWS` keys)."""
-
-    runner: str
-    version: str
-    cells: dict[str, Cell]
-
-
-class Scorecard(BaseModel):
-    """Every runner's card, and the sources the cells were read from."""
-
-    cards: list[RunnerCard]
-    sources: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -143,7 +69,7 @@ class Observed:
     passed: bool | None
 
 
-def observed(document: results.Document) -> list[Observed]:
+def observed(document: Document) -> list[Observed]:
     """The runs in a results document, with their cells' verdicts."""
     out = []
     for cell in document.cells:
@@ -523,118 +449,10 @@ CASES = (
 def built_in_cases() -> frozenset[str]:
     """looplab's own cases: a run of any other is a team's, shown under "your cases" (read once, when first asked,
     so importing the scorecard loads no suite)."""
-    return frozenset(results.case_descriptions()) | frozenset(CASES)
-
-
-# --- showing it --------------------------------------------------------------------------------------------
-
-#: Where each group's cells come from, for the legend under its table.
-GROUP_SOURCES = {
-    "the cap": "caps",
-    "bad calls": "eval: sloppy-calls, parallel-reads, silent-read, injected-instruction",
-    "budgets": "eval: token-budget, delegation; runner declarations (which can delegate)",
-    "cost": "eval: vip-compound (first request); bench (overhead, import); registry (APIs)",
-    "your cases": "eval: the cases outside looplab's own suite",
-}
-
-
-def group_rows(group: str) -> list[Row]:
-    return [r for r in ROWS if r.group == group]
-
-
-def groups_of(card: Scorecard) -> list[str]:
-    """The groups worth showing: every one, but "your cases" only when some runner has run a team's case."""
-    own = any(c.cells["own_cases"].measured for c in card.cards)
-    return [g for g in GROUPS if g != "your cases" or own]
-
-
-def print_terminal(card: Scorecard, console: Console | None = None) -> None:
-    """One table per group of behaviours, each fitting the terminal (cells wrap at their words; nothing is cut)."""
-    from looplab.views import render
-
-    out = console or render.console()
-    shared_keys = {r.key for r in ROWS if len(card.cards) > 1 and len({c.cells[r.key].text for c in card.cards}) == 1}
-    if all(r.key in shared_keys for g in groups_of(card) for r in group_rows(g)):
-        # No table will name the runners, so "every runner" says whom it means here.
-        names = Text.assemble(("every runner: ", "dim"), ", ".join(c.runner for c in card.cards))
-        for line in _hanging(names, 0, out.width, out):
-            out.print(line, overflow="fold")
-    for group in groups_of(card):
-        rows = group_rows(group)
-        # A behaviour every runner shares is said once, above the group, not in a column of the same words.
-        shared = [r for r in rows if r.key in shared_keys]
-        rest = [r for r in rows if r not in shared]
-        cols = [render.Col("runner"), *(render.Col(r.title, prose=True) for r in rest)]
-        cells = [[c.runner, *(c.cells[r.key].text for r in rest)] for c in card.cards]
-        notes = [f"from {GROUP_SOURCES[group]}"]
-        head = render.wrap_text(Text(f"scorecard: {group}", style="bold"), out.width, out)
-        for r in shared:
-            said = Text.assemble(("every runner: ", "dim"), f"{r.title}: {card.cards[0].cells[r.key].text}")
-            head += _hanging(said, 0, out.width, out)
-        table = render.tabular_lines("", cols, cells, notes, width=out.width, out=out) if rest else None
-        body = table if table is not None else _narrow_lines(rest, card, out) if rest else []
-        out.print()  # a blank line sets each group apart
-        for line in head + body + ([] if table is not None else render.wrap_text(Text(notes[0]), out.width, out)):
-            out.print(line, overflow="fold")
-    for name, source in card.sources.items():
-        out.print(f"[dim]{name}: {source}[/dim]")
-
-
-def _narrow_lines(rows: list[Row], card: Scorecard, out: Console) -> list[Text]:
-    """Rows too wide for a table: per runner one line a behaviour (wrapped, its continuation indented, only when
-    the line cannot hold it)."""
-    from looplab.views import render
-
-    lines: list[Text] = []
-    for c in card.cards:
-        lines += render.wrap_text(Text(c.runner, style="bold"), out.width, out)
-        for r in rows:
-            cell = c.cells[r.key].text
-            if cell_len(f"  {r.title}: {cell}") > out.width >= cell_len(cell) + 4:
-                # The cell whole on a line of its own, under its behaviour, rather than broken after the title.
-                lines += [Text(f"  {r.title}:", style="dim"), Text(f"    {cell}")]
-                continue
-            lines += _hanging(Text.assemble((f"{r.title}: ", "dim"), cell), 2, out.width, out)
-    return lines
-
-
-def _hanging(text: Text, indent: int, width: int, out: Console) -> list[Text]:
-    """`text` at `indent`, its continuation lines two further in."""
-    from looplab.views import render
-
-    room = max(width - indent, 1)
-    first = render.wrap_text(text, room, out)[0]
-    lines = [Text(" " * indent) + first]
-    rest = text[len(first.plain) :]
-    rest = rest[len(rest.plain) - len(rest.plain.lstrip()) :]
-    if rest.plain:
-        more = min(indent + 2, width - 1)
-        lines += [Text(" " * more) + line for line in render.wrap_text(rest, max(width - more, 1), out)]
-    return lines
+    return frozenset(case_descriptions()) | frozenset(CASES)
 
 
 def caps_anchor(report: RunnerReport) -> str:
     """The GitHub anchor of a runner's section in docs/iteration-caps.md (`## `runner` (dist version)`)."""
     heading = f"{report.runner} ({version_label(report)})".lower()
     return "".join(ch for ch in heading if ch.isalnum() or ch in " -_").replace(" ", "-")
-
-
-def markdown(card: Scorecard, caps_doc: str = "iteration-caps.md") -> str:
-    """The scorecard as Markdown tables; each cap cell links to its runner's section of the caps doc. Every cell,
-    runner and source is read from a measurement (the site shows kept ones): each is inert Markdown."""
-    out = ["# Behaviour scorecard, measured", ""]
-    out += [f"- {md.text(k)}: {md.text(v)}" for k, v in card.sources.items()]
-    for group in groups_of(card):
-        rows = group_rows(group)
-        out += ["", f"## {group}", "", f"From {GROUP_SOURCES[group]}.", ""]
-        out += ["| runner | " + " | ".join(r.title for r in rows) + " |", "|---" * (len(rows) + 1) + "|"]
-        for c in card.cards:
-            cells = []
-            for r in rows:
-                found = c.cells[r.key]
-                text = md.text(found.text)
-                if found.caps_section:  # `caps_anchor` keeps letters, digits, `-` and `_`: the anchor as it is
-                    text = f"[{text}]({caps_doc}#{found.caps_section})"
-                cells.append(text)
-            out.append(f"| {md.code(c.runner)} | " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"

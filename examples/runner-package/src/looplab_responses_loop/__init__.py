@@ -13,10 +13,10 @@ from typing import Any
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault
-from looplab.adapters.session import Adapter, RunSession
+from looplab.adapters.session import Runner, RunSession
 
 
-class ResponsesLoop(Adapter):
+class ResponsesLoop(Runner):
     name = "responses_loop"
     summary = "an example runner from another package: a loop on the OpenAI Responses API"
     extra = "openai"
@@ -62,4 +62,4 @@ class ResponsesLoop(Adapter):
         return session.conclude(None)
 
 
-ADAPTER = ResponsesLoop()
+RUNNER = ResponsesLoop()
