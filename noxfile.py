@@ -145,8 +145,8 @@ def _adapter_session(declared, suffix: str, specs: list[str], node: int | None) 
         env = {"LOOPLAB_RUNNERS": runner, "LOOPLAB_NPM_VERSIONS": " ".join(specs)}
         session.run(
             "pytest",
-            "tests/test_conformance.py",
-            "tests/test_cases.py",
+            "tests/testing/test_conformance.py",
+            "tests/scenarios/test_cases.py",
             "--full",  # every case and every wire API, for this one runner
             "-k",
             runner,

@@ -1,5 +1,6 @@
 """A real browser for the tests, headless: Chromium loads a page from disk, and a script measures how its tables lay
-out (tests/test_report.py, tests/test_site_layout.py). Tests using it are `full` and skip when Chromium is missing."""
+out (tests/views/test_report.py, tests/views/test_site_layout.py). Tests using it are `full` and skip when Chromium
+is missing."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
 
-#: The conformance checks, which a package shipping its own runner runs too (`tests/test_conformance.py`).
+#: The conformance checks, which a package shipping its own runner runs too (`tests/testing/test_conformance.py`).
 pytest_plugins = ["looplab.testing.conformance"]
 
 FIXTURE_REPO = load_cases()["vip-compound"].repo_path

@@ -23,8 +23,8 @@ __all__ = [
 
 #: The runners under test: those that run here by default, or those named in LOOPLAB_RUNNERS (comma-separated),
 #: as the per-adapter nox sessions do when only one framework is installed. (`external` needs a command:
-#: tests/test_external_runner.py gives it one; a runner that cannot share this environment runs these tests in its
-#: own: tests/test_own_environments.py.)
+#: tests/runners/test_external_runner.py gives it one; a runner that cannot share this environment runs these tests
+#: in its own: tests/run/test_own_environments.py.)
 ALL_RUNNERS = runners_from_environment() or default_runners()
 #: The runners that reach Gemini through something other than google-genai (LiteLLM, lm15, the TypeScript providers):
 #: these retry a reply that breaks off, as on their other wire APIs; google-genai retries none, streamed or not.

@@ -10,7 +10,7 @@ takes its default: the value `RunnerDeclaration` sets, read from its source the 
 
 It needs nothing but the standard library, so the noxfile (which runs without looplab's dependencies) can load it
 by path; its error derives from looplab's root exception only where looplab can be imported.
-`tests/test_declarations.py` checks that what it reads equals what the imported class holds.
+`tests/contract/test_declarations.py` checks that what it reads equals what the imported class holds.
 """
 
 from __future__ import annotations

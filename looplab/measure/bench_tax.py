@@ -19,7 +19,7 @@ BASELINE = "handrolled"
 #: framework builds its own HTTP client from a base URL (LiteLLM, LlamaIndex's Anthropic LLM), so it is pointed at
 #: the proxy. A runner whose loop runs in another process (a node program, the Claude Code CLI) always reaches the
 #: model through the proxy; every other request goes through a recorded SDK client or transport
-#: (`tests/test_bench.py` checks both against the runs).
+#: (`tests/measure/test_bench.py` checks both against the runs).
 VIA_MODEL_PROXY: dict[str, frozenset[Api]] = {
     "openai_agents": frozenset({"messages", "gemini"}),
     "smolagents": frozenset({"messages", "gemini"}),

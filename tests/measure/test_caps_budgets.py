@@ -1,0 +1,142 @@
+"""The caps doc's budgets beyond one agent's steps: a cap under delegation, and a framework's own token budget."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from looplab.adapters import registry
+from looplab.adapters.contract.agents import Delegate
+from looplab.measure import caps, caps_budgets
+from looplab.records import measurements
+from looplab.records.measurements import DelegationRow, Ending, TokenRow
+from looplab.scenarios.cases import CODE_READER_DESCRIPTION
+from looplab.scenarios.scripted.conversation import Conversation
+from looplab.scenarios.scripted.probes import PARENT_SAW, DelegatesToOneThatNeverStops, NeverStops, policy_named
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from tests.paths import REPO
+
+COMMITTED = (REPO / "docs" / "iteration-caps.json").read_text()
+needs_pydantic_ai = pytest.mark.skipif(
+    not registry.RUNNERS["pydantic_ai"].installed(), reason="the pydantic-ai extra is not installed"
+)
+
+
+@contextlib.contextmanager
+def _prober() -> Iterator[caps.Prober]:
+    with contextlib.ExitStack() as stack:
+        servers = {
+            "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
+            caps_budgets.DELEGATING_PROBE: stack.enter_context(ScriptedModelServer(DelegatesToOneThatNeverStops())),
+        }
+        yield caps.Prober(servers)
+
+
+@needs_pydantic_ai
+def test_under_delegation_the_rows_say_whose_calls_the_cap_counted() -> None:
+    """Pydantic AI's delegating tool runs the child on the parent's usage: its `request_limit` counts both agents."""
+    with _prober() as prober:
+        report = caps_budgets.delegation(prober.run, registry.load("pydantic_ai"))
+    assert report is not None and report.counts == "both agents' model calls, together"
+    capped = [(r.value, r.model_calls, r.parent_calls, r.child_calls) for r in report.rows if r.value is not None]
+    assert capped == [(v, v, 1, v - 1) for v in caps_budgets.DELEGATION_VALUES if v is not None]
+    assert all(r.parent_saw is None and r.ending.exception for r in report.rows)  # the limit ends the whole run
+
+
+@needs_pydantic_ai
+def test_a_token_budget_is_measured_against_the_call_whose_reply_passed_it() -> None:
+    with _prober() as prober:
+        adapter = registry.load("pydantic_ai")
+        report = caps_budgets.token_budget(prober.run, adapter, adapter.knob_defaults()[adapter.token_knob])
+    assert report is not None and report.default is None
+    assert report.counts.startswith("input plus output tokens, checked after each reply")
+    for row in report.rows:
+        assert row.tokens > row.value and row.passed_on_call == row.model_calls
+        assert row.ending.exception == "pydantic_ai.exceptions.UsageLimitExceeded"
+
+
+def test_a_runner_that_cannot_delegate_or_has_no_token_budget_is_said_so() -> None:
+    lines = "\n".join(caps_budgets.markdown(None, None))
+    assert "It cannot delegate here" in lines and "None of its own: looplab's `max_tokens`" in lines
+    assert caps_budgets.delegation_cell(None) == "cannot delegate" and caps_budgets.token_cell(None) == "none"
+
+
+def _row(value: int | None, parent: int, child: int) -> DelegationRow:
+    return DelegationRow(
+        value=value, model_calls=parent + child, parent_calls=parent, child_calls=child, ending=Ending(how="x")
+    )
+
+
+@given(st.lists(st.integers(1, 30), min_size=2, max_size=4, unique=True), st.data())
+def test_whose_calls_a_cap_counts_is_read_off_every_capped_row(values: list[int], data: st.DataObject) -> None:
+    together = [_row(v, p := data.draw(st.integers(1, v)), v - p) for v in values]
+    assert caps_budgets._whose([_row(None, 1, 59), *together]) == "both agents' model calls, together"
+    extra = data.draw(st.integers(0, 1))  # one more model call where the knob counts tool calls
+    own = [_row(v, 2, v + extra) for v in values]  # the child's counter reaches the value on its own
+    assert caps_budgets._whose(own).startswith("each agent's own")
+    stuck = data.draw(st.integers(31, 59))  # the child stops at the same count whatever the value
+    assert caps_budgets._whose([_row(v, 1, stuck) for v in values]).startswith("the parent's model calls only")
+
+
+def test_when_a_token_budget_stops_is_read_off_the_rows() -> None:
+    after = [TokenRow(value=100, model_calls=3, tokens=120, passed_on_call=3, ending=Ending(how="x"))]
+    before = [TokenRow(value=100, model_calls=2, tokens=90, passed_on_call=None, ending=Ending(how="x"))]
+    odd = [TokenRow(value=100, model_calls=5, tokens=300, passed_on_call=3, ending=Ending(how="x"))]
+    assert "checked after each reply" in caps_budgets._when(after)
+    assert "checked before each request" in caps_budgets._when(before)
+    assert caps_budgets._when(odd) == "not input plus output tokens alone: 100 -> 5 calls, 300 tokens"
+
+
+def _conversation(task: str, offered: bool, results: tuple[tuple[str, str], ...] = ()) -> Conversation:
+    """A chat request's conversation: the task, the delegating tool if `offered`, and each tool call's result."""
+    from looplab.scenarios.scripted import conversation as c
+
+    question = {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}
+    listed = [("search_code", "Search the code.", {"type": "object"})]
+    listed += [("code_reader", CODE_READER_DESCRIPTION, question)] if offered else []
+    tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": p}} for n, d, p in listed]
+    messages: list[dict] = [{"role": "user", "content": task}]
+    for i, (name, content) in enumerate(results):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": content},
+        ]
+    return c.from_chat(c.ChatRequest.model_validate({"model": "m", "messages": messages, "tools": tools}))
+
+
+def test_the_delegating_probe_asks_once_answers_with_what_came_back_and_its_child_never_stops() -> None:
+    probe = policy_named("delegates-to-never-stops")
+    [ask] = probe(_conversation("Why does the test fail?", offered=True)).calls
+    assert ask.name == "code_reader" and "probe_target" in ask.args["question"]
+    back = probe(_conversation("Why does the test fail?", True, (("code_reader", "Max turns (3) exceeded"),)))
+    assert back.answer == f"{PARENT_SAW}Max turns (3) exceeded"
+    child = probe(_conversation(Delegate.question("probe_target"), offered=False))
+    assert [c.name for c in child.calls] == ["search_code"]  # the child: one more tool call, every time
+
+
+def test_a_delegation_row_that_moved_is_named_under_delegation_with_its_value() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.delegation is not None)
+    committed = caps.to_json(doc)
+    report.delegation.rows[1].child_calls += 1
+    [change] = caps.drift(doc, committed).changes
+    assert (change.knob, change.value, change.field) == (
+        f"under delegation ({report.delegation.knob})",
+        str(report.delegation.rows[1].value),
+        "child_calls",
+    )
+
+
+def test_on_another_wire_api_a_token_budget_is_checked_by_how_it_ended_not_by_its_numbers() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.token_budget is not None)
+    row = report.token_budget.rows[0]
+    row.tokens, row.model_calls = row.tokens + 200, row.model_calls + 1  # a wire format with larger requests
+    assert caps.drift(doc, COMMITTED) and not caps.drift(doc, COMMITTED, across_apis=True)
+    row.ending.how = "returns silently (no exception, no answer)"  # what the budget does: the same on every API
+    assert caps.drift(doc, COMMITTED, across_apis=True)

@@ -1,0 +1,50 @@
+"""`python -m looplab.measure COMMAND`: the one entry point of the measurements that are not `looplab` commands."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from looplab.measure.__main__ import COMMANDS, main
+from tests.paths import REPO
+
+ROOT = REPO
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_a_main_and_its_help_names_the_command(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert callable(importlib.import_module(COMMANDS[command][0]).main)
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    assert f"usage: python -m looplab.measure {command}" in capsys.readouterr().out
+
+
+def test_no_command_or_an_unknown_one_is_a_usage_error_listing_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([], ["nope"]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(command in listed for command in COMMANDS)
+
+
+def test_the_release_check_refuses_a_tag_the_tree_does_not_name_before_building() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "looplab.measure", "release-check", "--tag", "v999.0.0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "CHANGELOG.md has no `## [999.0.0]` section" in done.stderr and "CITATION.cff's version is" in done.stderr
+    assert done.stdout == "", "nothing was installed or built"
