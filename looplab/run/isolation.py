@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import IO
 
 from looplab.adapters.boundary.processes import kill_group
 from looplab.adapters.contract.errors import LooplabError
@@ -58,12 +58,12 @@ def run_isolated(
     jobs: int,
     concurrency: int,
     on_done: OnDone,
-    options: RunOptions | dict[str, Any],
+    options: RunOptions,
     cancel_of: CancelOf | None = None,
 ) -> None:
     """Every cell in its runner's environment; `plan` holds runner labels, `env_of(label)` their environments.
-    A cell cancelled (`cancel_of(i)`) is cancelled in its lane, before or while it runs. `options`: `RunOptions`,
-    or their fields by name.
+    A cell cancelled (`cancel_of(i)`) is cancelled in its lane, before or while it runs; every cell runs with
+    `options`.
 
     `on_done(i, outcome)` is called here, one at a time, as each cell ends; an outcome's `runner`
     is the cell's label (`langgraph@1.0.0` for a pinned version), and so is its result's.
@@ -72,7 +72,6 @@ def run_isolated(
     for i, (label, _) in enumerate(plan):
         groups.setdefault(label, []).append(i)
     lock = threading.Lock()
-    options = RunOptions.of(options)
 
     def report(i: int, outcome: RunOutcome) -> None:
         label = plan[i][0]

@@ -44,8 +44,6 @@ __all__ = [
     "Plan",
     "Scheduler",
     "quiet_limit",
-    "run_here",
-    "run_in_lanes",
     "split",
 ]
 
@@ -166,21 +164,6 @@ class Here:
             cells.put(i, runner, case, cancel_of(i) if cancel_of is not None else None)
         cells.close()
         cells.serve()
-
-
-def run_here(
-    plan: Plan,
-    where: Endpoint,
-    concurrency: int,
-    on_done: OnDone,
-    options: RunOptions | dict[str, Any],
-    cancel_of: CancelOf | None = None,
-) -> None:
-    """Every cell in this process, up to `concurrency` at a time, in plan order; `on_done(i, outcome)` as each ends.
-
-    `options`: `RunOptions`, or their fields by name. `cancel_of(i)`: the switch that cancels cell `i` (see
-    `looplab.run.handle.Cancels`)."""
-    Here(concurrency).run(plan, where, RunOptions.of(options), on_done, cancel_of)
 
 
 def _lane(conn: Connection, threads: int, where: Endpoint, options: RunOptions, shared: Any) -> None:
@@ -307,20 +290,6 @@ class Lanes:
                 lane.conn.close()
         for lane in lanes:
             lane.process.join(timeout=10)
-
-
-def run_in_lanes(
-    plan: Plan,
-    where: Endpoint,
-    jobs: int,
-    concurrency: int,
-    on_done: OnDone,
-    options: RunOptions | dict[str, Any],
-    cancel_of: CancelOf | None = None,
-) -> None:
-    """Every cell over `jobs` worker processes with `concurrency` threads between them (`Lanes`); `on_done(i,
-    outcome)` here. `options`: `RunOptions`, or their fields by name."""
-    Lanes(jobs, concurrency).run(plan, where, RunOptions.of(options), on_done, cancel_of)
 
 
 class _LaneEnd:

@@ -21,6 +21,7 @@ from looplab.records.outcome import RunOutcome
 from looplab.run import environments, isolation, schedule
 from looplab.run.environments import EnvSpec, RunnerEnv
 from looplab.run.harness import Endpoint, ModelChoice
+from looplab.run.options import RunOptions
 from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.views import report
@@ -131,8 +132,10 @@ def test_cells_in_runner_environments_match_the_same_cells_here() -> None:
     envs = {r: environments.ensure(environments.spec_for(r)) for r in runners}
     with ScriptedModelServer() as server:
         where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
-        here = _outcomes(lambda done: schedule.run_here(plan, where, 1, done, {}), plan)
-        isolated = _outcomes(lambda done: isolation.run_isolated(plan, where, envs.__getitem__, 2, 2, done, {}), plan)
+        here = _outcomes(lambda done: schedule.Here(1).run(plan, where, RunOptions(), done), plan)
+        isolated = _outcomes(
+            lambda done: isolation.run_isolated(plan, where, envs.__getitem__, 2, 2, done, RunOptions()), plan
+        )
     assert [_shape(o) for o in isolated] == [_shape(o) for o in here]
     assert [o.runner for o in isolated] == [r for r, _ in plan]
 
@@ -149,7 +152,9 @@ def test_a_lane_that_dies_makes_errors_of_its_cells_naming_its_stderr(tmp_path: 
     env = _fake_env(tmp_path, "echo 'ImportError: no module named regex' >&2\nexit 3\n")
     plan = [("handrolled", load_cases()["vip-compound"]), ("handrolled", load_cases()["wrong-path"])]
     where = Endpoint(ModelChoice(), {"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9"})
-    outcomes = _outcomes(lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, {}), plan)
+    outcomes = _outcomes(
+        lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, RunOptions()), plan
+    )
     assert [o.case for o in outcomes] == ["vip-compound", "wrong-path"]
     for o in outcomes:
         assert o.result is None and "exit code 3" in (o.error or "") and "no module named regex" in (o.error or "")
@@ -165,7 +170,9 @@ def test_a_silent_lane_is_killed_at_its_bound(tmp_path: Path, monkeypatch: pytes
     where = Endpoint(ModelChoice(), {"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9"})
     started = time.monotonic()
     (outcome,) = _outcomes(
-        lambda done: isolation.run_isolated([("handrolled", case)], where, lambda _: env, 1, 1, done, {"grace_s": 0.0}),
+        lambda done: isolation.run_isolated(
+            [("handrolled", case)], where, lambda _: env, 1, 1, done, RunOptions(grace_s=0.0)
+        ),
         [case],
     )
     assert "silent" in (outcome.error or "") and time.monotonic() - started < 30
@@ -314,8 +321,10 @@ def test_a_teams_case_runs_in_a_lane_as_it_runs_here(tmp_path: Path) -> None:
     plan = [("handrolled", team["ledger-balance"]), ("handrolled", capped)]
     with ScriptedModelServer() as server:
         where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
-        here = _outcomes(lambda done: schedule.run_here(plan, where, 1, done, {}), plan)
-        isolated = _outcomes(lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, {}), plan)
+        here = _outcomes(lambda done: schedule.Here(1).run(plan, where, RunOptions(), done), plan)
+        isolated = _outcomes(
+            lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, RunOptions()), plan
+        )
     assert [_shape(o) for o in isolated] == [_shape(o) for o in here]
     assert isolated[0].passed and isolated[1].result.stop_reason == "max_steps"
 
@@ -385,9 +394,11 @@ def test_a_cell_of_a_runner_that_needs_no_environment_runs_in_a_lane_of_this_int
     plan = [("handrolled", load_cases()["vip-compound"])]
     with ScriptedModelServer() as server:
         where = Endpoint(ModelChoice(), {"openai": server.openai_base_url, "anthropic": server.anthropic_base_url})
-        here = _outcomes(lambda done: schedule.run_here(plan, where, 1, done, {}), plan)
+        here = _outcomes(lambda done: schedule.Here(1).run(plan, where, RunOptions(), done), plan)
         env = RunnerEnv.this_one("handrolled")
-        lane = _outcomes(lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, {}), plan)
+        lane = _outcomes(
+            lambda done: isolation.run_isolated(plan, where, lambda _: env, 1, 1, done, RunOptions()), plan
+        )
     assert [_shape(o) for o in lane] == [_shape(o) for o in here]
 
 

@@ -26,6 +26,7 @@ from looplab.run import isolation, matrix
 from looplab.run.environments import RunnerEnv
 from looplab.run.handle import Cancels
 from looplab.run.harness import Endpoint, ModelChoice
+from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case, load_cases
 from looplab.scenarios.scripted.faults import SlowReplies
 from looplab.scenarios.scripted.server import ScriptedModelServer
@@ -160,7 +161,9 @@ def test_a_cell_cancelled_in_a_runner_environments_lane_ends_as_cancelled(counte
     model.cancel_after(4, switches[1].cancel)
     outcomes: dict[int, RunOutcome] = {}
     env = RunnerEnv.this_one("handrolled")
-    isolation.run_isolated(plan, where, lambda _: env, 1, 3, outcomes.__setitem__, {}, cancel_of=switches.__getitem__)
+    isolation.run_isolated(
+        plan, where, lambda _: env, 1, 3, outcomes.__setitem__, RunOptions(), cancel_of=switches.__getitem__
+    )
     ends = [(outcomes[i].result.stop_reason, outcomes[i].result.totals.model_calls) for i in range(3)]  # type: ignore[union-attr]
     assert ends[0] == (StopReason.CANCELLED, 0) and ends[2] == (StopReason.MAX_STEPS, 2), outcomes
     assert ends[1][0] == StopReason.CANCELLED and 1 <= ends[1][1] < 5
