@@ -37,7 +37,7 @@ from looplab.adapters.contract.trace import Trace
 from looplab.shared_tools import Guard
 from looplab.shared_tools.records import clean
 
-__all__ = ["RunSession", "Runner", "check_priced"]
+__all__ = ["RunSession", "Runner"]
 
 T = TypeVar("T")
 
@@ -117,10 +117,6 @@ class RunSession:
         self._on_cancel.append(callback)
         if self.cancelled.is_set():
             callback()
-
-    def gate(self, request_bytes: int = 0) -> None:
-        """Called before each model request: raises `StopRun` if the run must end instead (the budget's gate)."""
-        self.budget.gate(request_bytes)
 
     def halted(self) -> Refusal | None:
         """A stop decided outside the budget, which the gate asks first: the Guard's, or the run's cancel."""

@@ -10,7 +10,6 @@ stay the run's own (`BoundedRun`).
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from looplab.adapters.boundary.pacing import Pacer, retry_after_s
@@ -70,7 +69,6 @@ def check_priced(limits: Limits, model: ModelSpec) -> None:
         )
 
 
-@lru_cache(maxsize=256)
 def forecast_input_tokens(request_bytes: int) -> int:
     """A request's input tokens before it is answered: one per 4 bytes, rounded up (JSON and its escapes make a
     request's bytes outnumber its text's characters, so this errs high for text)."""

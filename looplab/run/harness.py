@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from looplab.adapters import registry
 from looplab.adapters.boundary import pacing
+from looplab.adapters.boundary.budget import check_priced
 from looplab.adapters.contract import files
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.errors import LooplabError
@@ -30,7 +31,7 @@ from looplab.adapters.contract.model import (
     parse_model,
 )
 from looplab.adapters.contract.pricing import Pricing, price_of
-from looplab.adapters.session import Runner, check_priced
+from looplab.adapters.session import Runner
 from looplab.records import results
 from looplab.records.document import Document
 from looplab.records.outcome import RunOutcome
@@ -270,8 +271,7 @@ def run_one(
             with repo as ws:
                 before = ws.fingerprint()
                 guard = case_guard(case, ws, limits, approver, clock=clock)
-                # `tools` and `cancel` only when asked: an adapter (a test double, a team's) may override `run`
-                # without them
+                # `tools` and `cancel` only when asked: a test double's `run` may take neither
                 over: dict[str, Any] = {"tools": tools} if tools != "in-process" else {}
                 over |= {"cancel": cancel} if cancel is not None else {}
                 over |= {"delegate": case.delegate.agent()} if case.delegate is not None else {}

@@ -45,15 +45,12 @@ class RunOptions:
         base = options if isinstance(options, RunOptions) else cls(**dict(options or {}))
         return dataclasses.replace(base, **given) if given else base
 
-    def keywords(self) -> dict[str, Any]:
-        """The fields that differ from the defaults, by name: `run_one`'s keyword arguments for these options."""
-        return {f.name: value for f in dataclasses.fields(self) if (value := getattr(self, f.name)) != f.default}
-
     def to_wire(self) -> dict[str, Any]:
-        """These options as the JSON object a runner environment's lane reads (`keywords`: what was asked)."""
+        """These options as the JSON object a runner environment's lane reads: the fields asked for (those that
+        differ from the defaults), by name, as `run_one` takes them."""
         if self.approver is not None:
             raise TypeError("an approver is code of this process: it cannot cross to a runner environment's lane")
-        return self.keywords()
+        return {f.name: value for f in dataclasses.fields(self) if (value := getattr(self, f.name)) != f.default}
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> RunOptions:

@@ -101,7 +101,7 @@ BOUNDARIES = {
 def refusal(session: RunSession) -> StopRun:
     """The gate's signal, as a framework's next model request would meet it."""
     with pytest.raises(StopRun) as caught:
-        session.gate(REQUEST_BYTES)
+        session.budget.gate(REQUEST_BYTES)
     return caught.value
 
 
