@@ -30,7 +30,7 @@ from looplab.adapters.contract.errors import LooplabError, MissingExtra
 if TYPE_CHECKING:
     from looplab.adapters.session import Runner
 
-__all__ = ["ENTRY_POINTS", "RUNNERS", "load"]
+__all__ = ["RUNNERS", "load"]
 
 #: The entry-point group through which another package ships a runner.
 ENTRY_POINTS = "looplab.runners"

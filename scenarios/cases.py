@@ -37,22 +37,13 @@ if TYPE_CHECKING:
     from looplab.adapters.contract.runner import RunnerDeclaration
 
 __all__ = [
-    "BUILTIN_SUITE",
-    "CASE_KEYS",
     "Case",
     "CheckResult",
-    "Checks",
-    "DEFAULT_TOOLS",
-    "MAX_CASE_BYTES",
-    "ObservationCheck",
-    "SCENARIOS_DIR",
     "ScriptedModel",
-    "case_files",
     "case_from_wire",
     "case_to_wire",
     "check",
     "default_system_prompt",
-    "load_case",
     "load_cases",
 ]
 

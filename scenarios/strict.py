@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 
-__all__ = ["MAX_TOML_DEPTH", "nearest", "parse_toml", "place", "read_toml", "toml_too_deep", "unknown_keys", "validate"]
+__all__ = ["nearest", "read_toml", "validate"]
 
 M = TypeVar("M", bound=BaseModel)
 

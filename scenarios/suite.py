@@ -35,21 +35,7 @@ from looplab.scenarios import strict
 from looplab.shared_tools import tool_host
 from looplab.shared_tools.tool_host import ToolSpec
 
-__all__ = [
-    "DEFAULT_SYSTEM_PROMPT_PATH",
-    "MAX_PROMPT_BYTES",
-    "MAX_SUITE_TOML_BYTES",
-    "MAX_TOOLS_BYTES",
-    "SUITE_FILE",
-    "SYSTEM_PROMPT_FILE",
-    "Suite",
-    "SuiteDefaults",
-    "TOOLS_FILE",
-    "default_system_prompt",
-    "suite_at",
-    "suite_of",
-    "tool_names_in",
-]
+__all__ = ["SYSTEM_PROMPT_FILE", "TOOLS_FILE", "default_system_prompt"]
 
 #: looplab's default investigator prompt: what a suite without its own `system_prompt.txt` says first.
 DEFAULT_SYSTEM_PROMPT_PATH = Path(__file__).resolve().parent / "system_prompt.txt"

@@ -17,7 +17,7 @@ from looplab.scenarios import strict
 from looplab.shared_tools import PathRefused
 from looplab.shared_tools.tools import check_target
 
-__all__ = ["MAX_TARGET_SOURCE_BYTES", "STATED", "TARGET_LINE", "stated_task", "target_problem", "target_names"]
+__all__ = ["target_problem"]
 
 #: What `stated_task` appends: the one line that names the test to investigate.
 TARGET_LINE = "The failing test: {target}"

@@ -39,24 +39,7 @@ from typing import Any
 from looplab.shared_tools.live import LEADER_WAIT_S, Live, end_group, hang_up, kill_process_group
 from looplab.shared_tools.workspace import ToolError, Workspace
 
-__all__ = [
-    "BWRAP_PACKAGE",
-    "REAPER",
-    "REAPS",
-    "SANDBOX_TMP",
-    "TERM_GRACE_S",
-    "TEST_ENV_ALLOWED",
-    "OutputTail",
-    "child_environment",
-    "confined",
-    "reaped",
-    "live_tests",
-    "sandbox_problem",
-    "start",
-    "stop",
-    "wait",
-    "with_output_tail",
-]
+__all__ = ["reaped", "sandbox_problem", "with_output_tail"]
 
 #: What a confined process inherits from looplab's environment: enough to run Python, nothing secret.
 #: Provider keys, tokens and any other variable stay out (a failing test would print them).

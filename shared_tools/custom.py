@@ -31,8 +31,6 @@ from pydantic import BaseModel, ConfigDict, create_model
 from looplab.shared_tools.guard import BUILTIN_TOOLS, Tool
 from looplab.shared_tools.workspace import Workspace
 
-__all__ = ["SUITE_TOOL_MAX_CHARS", "TOOL_NAME", "cut", "tool_from_function"]
-
 #: The most of a suite tool's result (and of its error message) the model reads, as `read_file`'s bound.
 SUITE_TOOL_MAX_CHARS = 20_000
 

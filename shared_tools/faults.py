@@ -16,8 +16,6 @@ from pydantic import BaseModel, ConfigDict
 
 from looplab.shared_tools.guard import Tool
 
-__all__ = ["Fault", "with_faults"]
-
 
 class Fault(BaseModel):
     """`silent`: return `text` instead of the output; `error`: raise with `text`; `slow`: wait `seconds` first."""

@@ -28,21 +28,7 @@ from looplab.shared_tools.live import WAIT_SLICE_S
 from looplab.shared_tools.records import Outcome, StopSignal, ToolCallRecord, clean, preview
 from looplab.shared_tools.workspace import PathRefused, Workspace
 
-__all__ = [
-    "Approver",
-    "BUILTIN_TOOLS",
-    "Guard",
-    "MAX_ARGS_CHARS",
-    "RECORDED_ARGS_CHARS",
-    "RECORDED_ARGS_DEPTH",
-    "Tool",
-    "ToolFailed",
-    "builtin_tool",
-    "default_tools",
-    "failure_text",
-    "parse_arguments",
-    "run_clock",
-]
+__all__ = ["Guard", "Tool"]
 
 #: Tool arguments longer than this (as JSON text) are refused before they are parsed.
 MAX_ARGS_CHARS = 1_000_000

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["LEADER_WAIT_S", "WAIT_SLICE_S", "Live", "end_group", "hang_up", "kill_process_group"]
+__all__ = ["Live", "WAIT_SLICE_S"]
 
 #: The longest a run's wait (a model exchange's read, a tool, a runner process) goes before it looks again at
 #: whether the run was cancelled: what makes a cancelled run stop within a second.

@@ -27,24 +27,6 @@ import os
 import sys
 import time
 
-__all__ = [
-    "KILL_BOUND_S",
-    "NOT_STARTED",
-    "PR_SET_CHILD_SUBREAPER",
-    "PR_SET_PDEATHSIG",
-    "ROUND_S",
-    "WATCHED",
-    "descendants",
-    "exit_as",
-    "has_children",
-    "kill_all",
-    "main",
-    "reap",
-    "signal_all",
-    "start",
-    "terminate",
-]
-
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 #: Seconds the SIGKILL rounds may take (a descendant that forks faster than it is killed is left after it).

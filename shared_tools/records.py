@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["Outcome", "PREVIEW_CHARS", "StopSignal", "ToolCallRecord", "clean", "preview", "shorten"]
+__all__ = ["ToolCallRecord", "clean", "preview", "shorten"]
 
 #: ok: the tool ran; error: it ran and failed, or its input was invalid;
 #: refused: the allowlist or path confinement said no; rejected: an effect

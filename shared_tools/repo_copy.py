@@ -18,16 +18,7 @@ from pathlib import Path
 
 from looplab.shared_tools.errors import LooplabException
 
-__all__ = [
-    "MAX_REPO_BYTES",
-    "MAX_REPO_ENTRIES",
-    "MAX_REPO_FILE_BYTES",
-    "BoundedCopy",
-    "RepoRefused",
-    "check_repo",
-    "open_regular",
-    "walk",
-]
+__all__ = ["check_repo"]
 
 #: Entries (files, folders, links, and what is left out) a copy looks at, at most: 20,000 files with their folders.
 #: A large real project stays under it once its caches and dependencies are left out (`SKIPPED_DIRS`: `.git`,

@@ -62,19 +62,7 @@ from looplab.shared_tools.errors import LooplabException
 from looplab.shared_tools.guard import Tool, ToolFailed, failure_text, parse_arguments
 from looplab.shared_tools.workspace import PathRefused, ToolError, Workspace
 
-__all__ = [
-    "DESCRIBE_TIMEOUT_S",
-    "ENDED_WAIT_S",
-    "MAX_REPLY_BYTES",
-    "SUITE_TOOL_TIMEOUT_S",
-    "ToolHost",
-    "ToolHostError",
-    "ToolSpec",
-    "ToolsSource",
-    "describe",
-    "host_command",
-    "main",
-]
+__all__ = ["ToolHostError", "ToolSpec", "describe"]
 
 #: Seconds a suite tool's call may take when the run sets no deadline (with one, the run's remaining time if less).
 SUITE_TOOL_TIMEOUT_S = 600.0

@@ -27,7 +27,6 @@ import regex
 from pydantic import AfterValidator, Field
 
 from looplab.shared_tools.confine import (
-    TEST_ENV_ALLOWED,
     child_environment,
     live_tests,
     start,
@@ -39,35 +38,7 @@ from looplab.shared_tools.reaper import NOT_STARTED
 from looplab.shared_tools.records import preview
 from looplab.shared_tools.workspace import TEXT_SUFFIXES, PathRefused, ToolError, Workspace
 
-__all__ = [
-    "DRAIN_S",
-    "PYTEST_CONFIGS",
-    "READ_FILE_CHUNK_CHARS",
-    "READ_FILE_MAX_CHARS",
-    "READ_FILE_TIMEOUT_S",
-    "RUN_TESTS_MAX_CHARS",
-    "RUN_TESTS_READ_BYTES",
-    "RUN_TESTS_TIMEOUT_S",
-    "RepoPath",
-    "SEARCH_MAX_FILE_BYTES",
-    "SEARCH_MAX_HITS",
-    "SEARCH_MAX_QUERY_CHARS",
-    "SEARCH_TIMEOUT_S",
-    "TARGET_FORBIDDEN",
-    "TARGET_PLACEHOLDER",
-    "TARGET_RULE",
-    "TEST_ENV_ALLOWED",
-    "check_target",
-    "check_test_command",
-    "child_environment",
-    "command_for_target",
-    "live_tests",
-    "read_file",
-    "run_tests",
-    "search_code",
-    "tail_truncate",
-    "write_file",
-]
+__all__ = ["check_target", "live_tests", "read_file", "search_code"]
 
 RUN_TESTS_TIMEOUT_S = 60.0
 RUN_TESTS_MAX_CHARS = 8_000

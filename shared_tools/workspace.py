@@ -25,30 +25,12 @@ from looplab.shared_tools.repo_copy import (
     MAX_REPO_ENTRIES,
     MAX_REPO_FILE_BYTES,
     BoundedCopy,
-    RepoRefused,
     check_repo,
     open_regular,
     walk,
 )
 
-__all__ = [
-    "MAX_PATH_CHARS",
-    "MAX_REPO_BYTES",
-    "MAX_REPO_ENTRIES",
-    "MAX_REPO_FILE_BYTES",
-    "PathRefused",
-    "RepoRefused",
-    "SECRET_PATTERNS",
-    "SKIPPED_DIRS",
-    "SUGGEST_MAX_CANDIDATES",
-    "SUGGEST_TIMEOUT_S",
-    "TEXT_SUFFIXES",
-    "ToolError",
-    "Workspace",
-    "check_repo",
-    "is_secret",
-    "tree_fingerprint",
-]
+__all__ = ["SKIPPED_DIRS", "Workspace"]
 
 #: Suffixes the tools treat as source or text: the common languages' sources, their build and config files, docs
 #: and data as text. Binary formats stay out; secrets stay refused by name (`SECRET_PATTERNS`), whatever the suffix.

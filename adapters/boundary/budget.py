@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from looplab.adapters.contract.pricing import Pricing
     from looplab.adapters.contract.trace import ModelCall
 
-__all__ = ["BoundedRun", "Ledger", "Refusal", "RunBudget", "check_priced", "forecast_input_tokens"]
+__all__ = ["Refusal", "RunBudget", "check_priced"]
 
 #: Why a model request may not go: the stop it ends the run with, and its detail naming the limit.
 Refusal = tuple[StopReason, str]

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from looplab.shared_tools.live import WAIT_SLICE_S
 
-__all__ = ["DEADLINE_PASSED", "Deadlined", "bind_to_deadline"]
+__all__ = ["DEADLINE_PASSED"]
 
 #: What an exchange cut short by the run's deadline fails with (as a timeout of the HTTP layer).
 DEADLINE_PASSED = "looplab: the run's deadline passed during the model exchange"

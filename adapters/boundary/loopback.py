@@ -23,8 +23,6 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["LOOPBACK_NAMES", "LoopbackCheck", "LoopbackGuard"]
-
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 

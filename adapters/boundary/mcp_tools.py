@@ -28,7 +28,7 @@ from looplab.adapters.boundary.tool_server import CALL_ID_META, ToolServer
 if TYPE_CHECKING:
     from looplab.shared_tools.guard import Guard
 
-__all__ = ["CONNECT_TIMEOUT_S", "McpTools", "RemoteTool", "ToolReply", "serve_to"]
+__all__ = ["serve_to"]
 
 #: Seconds to connect to the tool server and list its tools.
 CONNECT_TIMEOUT_S = 10.0

@@ -24,7 +24,7 @@ from typing import Any
 
 from looplab.shared_tools.records import shorten
 
-__all__ = ["MESSAGE_CHARS", "PRINTS_KEPT", "framework_noise"]
+__all__ = ["framework_noise"]
 
 #: Longest message kept (a longer one is cut after a whole word).
 MESSAGE_CHARS = 500

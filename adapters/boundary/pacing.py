@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["MAX_HOLD_S", "Pacer", "current", "install", "retry_after_s"]
+__all__ = ["Pacer", "current", "install"]
 
 #: The longest hold a 429's retry-after may impose (a server asking for an hour is not waited for here:
 #: the run's own deadline decides).

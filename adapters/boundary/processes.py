@@ -38,21 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from looplab.adapters.contract.model import KEY_VARIABLES
-from looplab.shared_tools.confine import REAPER, TERM_GRACE_S, OutputTail, reaped, with_output_tail
+from looplab.shared_tools.confine import reaped, with_output_tail
 from looplab.shared_tools.live import WAIT_SLICE_S, Live
 
 __all__ = [
     "CHILD_ENV_ALLOWED",
-    "LINUX",
     "OUTCOME_MAX_BYTES",
-    "OutputTail",
-    "PR_SET_DUMPABLE",
-    "REAPER",
-    "REAPS",
     "STDERR_LINES",
-    "STOP_WAIT_S",
-    "TAIL_BYTES",
-    "TERM_GRACE_S",
     "child_environment",
     "keep_keys_from_children",
     "kill_group",

@@ -72,18 +72,7 @@ class ProxiedRun(Protocol):
         ...
 
 
-__all__ = [
-    "API_OF_PATH",
-    "DEFAULT_BASE_URLS",
-    "DROPPED_REQUEST",
-    "DROPPED_RESPONSE",
-    "GEMINI_METHODS",
-    "POLL_S",
-    "DeadlineTimeout",
-    "ModelProxy",
-    "ProxiedRun",
-    "RunEnded",
-]
+__all__ = ["ModelProxy"]
 
 #: Where each provider's API lives when the model spec names no base URL.
 DEFAULT_BASE_URLS = {

@@ -27,19 +27,6 @@ from looplab.adapters.boundary.serving import HEAD_TIMEOUT_S, MAX_CONNECTIONS, S
 from looplab.adapters.contract.model import gemini_error
 from looplab.adapters.contract.wire_apis import GEMINI
 
-__all__ = [
-    "CHUNK_SIZE",
-    "CONTENT_LENGTH",
-    "IDLE_TIMEOUT_S",
-    "MAX_CHUNK_LINE",
-    "MAX_REQUEST_BYTES",
-    "MAX_TRAILERS",
-    "REAP_EVERY_S",
-    "Relay",
-    "RelayHandler",
-    "RelayServer",
-]
-
 #: The largest request body relayed; a model request is kilobytes to a few megabytes.
 MAX_REQUEST_BYTES = 64 * 2**20
 #: Seconds an idle keep-alive connection is held open for the child's next request.

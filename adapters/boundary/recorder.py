@@ -31,7 +31,7 @@ from looplab.adapters.contract.trace import Attempt, ModelCall
 from looplab.adapters.contract.wire_apis import ENDPOINT_OF_SUFFIX
 from looplab.shared_tools.records import clean, preview
 
-__all__ = ["ERROR_CHARS", "Exchange", "ModelRecorder"]
+__all__ = ["ModelRecorder"]
 
 #: How much of a failed attempt's error body the record keeps: enough for a server's list of validation
 #: errors, whose decisive line (llama-cpp-python's "messages[2] ... content") comes after the first few hundred.

@@ -42,24 +42,6 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from looplab.adapters.boundary.loopback import LoopbackCheck, LoopbackGuard
 
-__all__ = [
-    "ACCEPT_BATCH",
-    "GRACEFUL_SHUTDOWN_S",
-    "HEAD_TIMEOUT_S",
-    "LISTEN_BACKLOG",
-    "LOG_LINES",
-    "LOG_WINDOW_S",
-    "LOOPBACK",
-    "LogBudget",
-    "LoopbackServer",
-    "MAX_CONNECTIONS",
-    "MAX_HEAD_BYTES",
-    "START_TIMEOUT_S",
-    "STOP_TIMEOUT_S",
-    "connection_limit",
-    "log",
-]
-
 LOOPBACK = "127.0.0.1"
 #: Seconds uvicorn gives open connections to finish when it stops.
 GRACEFUL_SHUTDOWN_S = 1.0

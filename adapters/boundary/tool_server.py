@@ -38,16 +38,7 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.shared_tools import Guard, ToolCallRecord
 from looplab.shared_tools.daemon import DaemonPool
 
-__all__ = [
-    "CALL_ID_META",
-    "MCP_PATH",
-    "SERVER_NAME",
-    "ToolServer",
-    "mcp_server",
-    "protocol_stdout",
-    "require_mcp",
-    "serve_stdio",
-]
+__all__ = ["SERVER_NAME", "ToolServer", "mcp_server", "protocol_stdout", "require_mcp", "serve_stdio"]
 
 #: Where the MCP endpoint is served.
 MCP_PATH = "/mcp"

@@ -12,8 +12,6 @@ from functools import cache
 from types import ModuleType
 from typing import Any, Protocol
 
-__all__ = ["Recording", "ReplyTee", "http_module_for", "transport_classes"]
-
 
 class Recording(Protocol):
     """What the transport uses of the recorder: its headers and the exchange every request goes through."""

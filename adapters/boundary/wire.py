@@ -15,8 +15,6 @@ from typing import Any
 from looplab.adapters.boundary.wire_reply import SSE_START, ExchangeInfo, read_json, sse_events
 from looplab.adapters.contract.wire_apis import API_OF_ENDPOINT, GEMINI
 
-__all__ = ["Reader", "parse_exchange", "reader_of"]
-
 #: Where the readers live (this module's room).
 _ROOM = __name__.rpartition(".")[0]
 #: A wire API's reader: what one reply (or one event of a streamed one) says, added to an `ExchangeInfo`.

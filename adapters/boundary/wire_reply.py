@@ -11,8 +11,6 @@ from typing import Any
 
 import pydantic_core
 
-__all__ = ["MAX_REPORTED_TOKENS", "SSE_START", "ExchangeInfo", "count", "read_json", "sse_events", "usage_of"]
-
 
 @dataclass
 class ExchangeInfo:

@@ -6,8 +6,6 @@ from typing import Any
 
 from looplab.adapters.boundary.wire_reply import ExchangeInfo, count, usage_of
 
-__all__ = ["read"]
-
 
 def read(event: dict[str, Any], info: ExchangeInfo) -> None:
     """Add what one reply or event says to `info`."""

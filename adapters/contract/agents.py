@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MAIN_AGENT", "OFFERED", "QUESTION", "Delegate"]
+__all__ = ["Delegate", "MAIN_AGENT", "OFFERED", "QUESTION"]
 
 #: What the record calls the agent a runner starts, once a run has more than one.
 MAIN_AGENT = "investigator"

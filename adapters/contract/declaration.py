@@ -29,7 +29,7 @@ try:
 except ImportError:  # loaded by path where looplab is not installed (the noxfile): no root to derive from there
     LooplabException = Exception  # type: ignore[misc, assignment]
 
-__all__ = ["DECLARED", "Declaration", "DeclarationError", "findable", "read", "read_folder", "source_of"]
+__all__ = ["Declaration", "DeclarationError", "EXPORT", "OLD_EXPORT", "findable", "read", "read_folder", "source_of"]
 
 #: Where the reader starts: the name of the object every runner module exports.
 EXPORT = "RUNNER"

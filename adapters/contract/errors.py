@@ -51,7 +51,6 @@ __all__ = [
     "ChildFailed",
     "ChildRaised",
     "EnvironmentFailed",
-    "FileRefused",
     "Interrupted",
     "LooplabError",
     "LooplabException",

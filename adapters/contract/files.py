@@ -31,10 +31,7 @@ from typing import IO
 from looplab.adapters.contract.errors import FileRefused
 
 __all__ = [
-    "MAX_READ_BYTES",
-    "NEW_FILE_MODE",
-    "TEMP_NAME_ATTEMPTS",
-    "kind_of",
+    "FileRefused",
     "locked",
     "make_folder",
     "open_log",

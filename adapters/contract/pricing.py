@@ -16,16 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "PRICES_FILE",
-    "PriceTable",
-    "Pricing",
-    "format_cost",
-    "parse_price",
-    "price_of",
-    "price_table",
-    "total_cost",
-]
+__all__ = ["PRICES_FILE", "Pricing", "format_cost", "parse_price", "price_of", "price_table", "total_cost"]
 
 #: The shipped price table.
 PRICES_FILE = Path(__file__).with_name("prices.json")

@@ -19,15 +19,7 @@ from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.model import PROVIDER_OF_API, Api, ModelSpec, check_api
 from looplab.adapters.contract.result import NativeCap
 
-__all__ = [
-    "CAP_BLOCK",
-    "KnobDefault",
-    "Probe",
-    "RunnerDeclaration",
-    "installed_version",
-    "read_default",
-    "signature_default",
-]
+__all__ = ["KnobDefault", "Probe", "RunnerDeclaration", "installed_version", "read_default", "signature_default"]
 
 #: A cap block in a runner's source: `# cap:begin` ... `# cap:end` (`//` in a JavaScript program).
 CAP_BLOCK = re.compile(r"^[ \t]*(?:#|//) cap:begin\n(.*?)^[ \t]*(?:#|//) cap:end", re.S | re.M)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-__all__ = ["ToolBoundary", "ToolReply"]
+__all__ = ["ToolBoundary"]
 
 
 class ToolReply(Protocol):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from looplab.adapters.contract.wire_apis import API_OF_ENDPOINT
 from looplab.shared_tools.records import ToolCallRecord
 
-__all__ = ["API_OF_ENDPOINT", "Attempt", "ModelCall", "Step", "Trace", "api_of"]
+__all__ = ["Attempt", "ModelCall", "Step", "Trace", "api_of"]
 
 
 def api_of(endpoint: str) -> str:

@@ -13,16 +13,7 @@ from dataclasses import dataclass, field
 
 from looplab.adapters.contract.model import Api
 
-__all__ = [
-    "API_OF_ENDPOINT",
-    "ENDPOINT_OF_API",
-    "ENDPOINT_OF_SUFFIX",
-    "GEMINI",
-    "MODEL_PATHS",
-    "WIRE_API",
-    "WIRE_APIS",
-    "WireApi",
-]
+__all__ = ["API_OF_ENDPOINT", "ENDPOINT_OF_API", "ENDPOINT_OF_SUFFIX", "GEMINI", "MODEL_PATHS", "WIRE_API", "WIRE_APIS"]
 
 
 @dataclass(frozen=True)

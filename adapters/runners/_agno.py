@@ -30,8 +30,6 @@ from looplab.adapters.contract.model import Api
 from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import RunSession
 
-__all__ = ["agno_tool", "bare_run", "build_model", "delegating_tool", "run_agent"]
-
 # Agno's loggers write to the `sys.stdout` of import time and do not propagate, so a run's messages (Agno logs a
 # failing model call as an ERROR) would land on the terminal: sent to the root logger instead, they are kept with
 # the run that logged them (`boundary.noise`).

@@ -19,8 +19,6 @@ from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.session import RunSession
 from looplab.shared_tools import Tool
 
-__all__ = ["CallIds", "delegating_tool", "guarded_tool", "replies", "whole_history"]
-
 #: A tool function sees only its input, not the `tool_use` id; the runner yields each reply before it runs the
 #: reply's calls, in order, so one loop queues the ids per tool name for the Guard's records.
 CallIds = defaultdict[str, deque[str]]

@@ -26,8 +26,6 @@ from looplab.adapters.contract.errors import ChildFailed
 from looplab.adapters.contract.model import DEFAULT_RETRIES
 from looplab.adapters.runners import _child
 
-__all__ = ["BARE_SECONDS", "COUNT_ENV", "PlainTools", "ToolAnswer", "bare_run"]
-
 #: The bound on one bare run, the program's own (`LOOPLAB_MAX_SECONDS`) and the process's.
 BARE_SECONDS = 300.0
 #: The variable naming the file the command writes its count of answered model requests to.

@@ -59,8 +59,6 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.model import DEFAULT_RETRIES, MESSAGES_MAX_TOKENS
 from looplab.shared_tools.live import WAIT_SLICE_S
 
-__all__ = ["BUNDLED_CLI", "SUBAGENT_TOOL", "agent_options", "ask", "bare_run", "check_bundled_cli", "cli_environment"]
-
 #: The CLI the wheel bundles: the one this runner drives (the SDK would otherwise look on PATH).
 BUNDLED_CLI = Path(claude_agent_sdk.__file__).resolve().parent / "_bundled" / "claude"
 #: The bare loop's bound in seconds (it has no run deadline; a scripted investigation takes a few).

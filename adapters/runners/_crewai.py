@@ -43,19 +43,6 @@ from crewai.tools.agent_tools.base_agent_tools import BaseAgentTool  # noqa: E40
 from crewai.tools.base_tool import Tool as CrewTool  # noqa: E402
 from crewai.utilities.agent_utils import extract_tool_call_info  # noqa: E402
 
-__all__ = [
-    "EXPECTED_OUTPUT",
-    "Agent",  # CrewAI's, imported here after its telemetry is off
-    "Executor",
-    "bare_run",
-    "build_llm",
-    "call_id",
-    "crew_of_one",
-    "crew_tool",
-    "delegating_tool",
-    "on_clients",
-]
-
 #: A `Task`'s required `expected_output`, which CrewAI puts after the task as "the expected criteria for your final
 #: answer".
 EXPECTED_OUTPUT = "the answer your task and instructions ask for"

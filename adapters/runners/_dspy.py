@@ -19,8 +19,6 @@ from looplab.adapters.contract.agents import Delegate  # noqa: E402
 from looplab.adapters.session import RunSession  # noqa: E402
 from looplab.shared_tools import Tool  # noqa: E402
 
-__all__ = ["FINISH", "delegating_tool", "guarded_tool", "predict", "react_agent"]
-
 #: The name ReAct gives the answer: no tool.
 FINISH = "finish"
 

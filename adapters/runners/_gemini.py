@@ -11,8 +11,6 @@ from typing import Any
 
 from looplab.adapters.contract.errors import MissingExtra
 
-__all__ = ["gemini_class"]
-
 
 def gemini_class(runner: str, extra: str, module: str, name: str) -> Any:
     """`module.name`, or `MissingExtra(runner, extra, "google.genai")` when it cannot be imported."""

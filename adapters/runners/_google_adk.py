@@ -30,8 +30,6 @@ from looplab.adapters.contract.model import Api
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.session import RunSession
 
-__all__ = ["GuardTool", "ToolCall", "bare_run", "build_model", "guard_call", "guarded_agent", "run_agent"]
-
 #: A tool call as ADK hands it over: name, parsed arguments, call id -> the function response dict.
 ToolCall = Callable[[str, dict[str, Any], str | None], Awaitable[dict[str, Any]]]
 

@@ -19,8 +19,6 @@ from looplab.adapters.contract.model import MESSAGES_MAX_TOKENS
 from looplab.adapters.contract.result import Finished
 from looplab.adapters.session import RunSession
 
-__all__ = ["Answer", "Ending", "Loop", "bare_run", "offered", "run_tree", "tool_answers"]
-
 #: How one loop ended: a boundary stopped it (a `Finished`), the model answered (its text), or its steps ran out.
 Ending = Finished | str | None
 #: One loop on the run's client: (system prompt, task, the delegate it may hand work to) -> how it ended.

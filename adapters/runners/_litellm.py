@@ -12,8 +12,6 @@ from looplab.adapters.contract.errors import MissingExtra
 from looplab.adapters.contract.model import Api, ModelServerUrls, ModelSpec
 from looplab.adapters.contract.runner import installed_version
 
-__all__ = ["GEMINI_API_VERSION", "LITELLM_APIS", "ViaLiteLLM", "import_litellm", "litellm_route", "offline_price_map"]
-
 #: The wire APIs these runners reach through LiteLLM: each provider's own, which their framework's SDK client lacks.
 LITELLM_APIS: tuple[Api, ...] = ("messages", "gemini")
 #: The API version in a Gemini URL: LiteLLM's `gemini/` route (and lm15's) appends `models/NAME:METHOD` to its base

@@ -31,8 +31,6 @@ from looplab.adapters.contract.model import Api
 from looplab.adapters.runners._litellm import GEMINI_API_VERSION
 from looplab.adapters.session import RunSession
 
-__all__ = ["LM15_PROVIDER", "RecordedTransport", "engine", "lm15_base_url"]
-
 #: The provider prefix of a "provider/model" string DSPy hands lm15, for each wire API.
 LM15_PROVIDER: dict[Api, str] = {"chat": "openai", "messages": "anthropic", "gemini": "gemini"}
 

@@ -34,16 +34,6 @@ from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.runners._gemini import gemini_class
 from looplab.shared_tools import Tool
 
-__all__ = [
-    "GuardMiddleware",
-    "bare_run",
-    "build_client",
-    "delegating_tool",
-    "function_tool",
-    "request_options",
-    "run_agent",
-]
-
 
 def build_client(api: Api, model: str, clients: Callable[..., Any], max_iterations: int | None) -> Any:
     """The framework's chat client for `api` on the SDK client `clients(...)` builds; `max_iterations` None keeps

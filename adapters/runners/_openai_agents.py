@@ -21,8 +21,6 @@ from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.shared_tools import Tool
 
-__all__ = ["delegating_tool", "function_tool", "guarded_tools", "litellm_model", "run_agent"]
-
 
 def litellm_model(name: str, base_url: str, key: str) -> Any:
     """The SDK's LiteLLM model, on LiteLLM offline and quiet (`litellm_route` imported it so)."""

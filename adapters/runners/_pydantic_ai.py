@@ -26,8 +26,6 @@ from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import RunSession
 from looplab.shared_tools.guard import Tool as GuardTool
 
-__all__ = ["agent", "bare_run", "build_model", "delegating_tool", "guarded_tool", "raw_args_hooks", "run_options"]
-
 
 def build_model(api: Api, session: RunSession) -> Any:
     """The Pydantic AI model for `api`, on a provider built from the session's recorded SDK client."""

@@ -21,8 +21,6 @@ from looplab.adapters.contract.bare import BareTool
 from looplab.adapters.contract.tools import ToolBoundary
 from looplab.shared_tools import Tool as GuardTool
 
-__all__ = ["ChatModel", "GuardedAgent", "LiteLLMTextModel", "SchemaTool", "TextAnswers", "guarded_agent"]
-
 
 class TextAnswers:
     """Mixed into a smolagents model: a reply without tool calls is the answer, as every other runner takes it."""

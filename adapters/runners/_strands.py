@@ -25,8 +25,6 @@ from looplab.adapters.contract.model import Api
 from looplab.adapters.runners._gemini import gemini_class
 from looplab.adapters.session import RunSession
 
-__all__ = ["agent_tool", "build_model", "delegating_tool"]
-
 
 def build_model(api: Api, session: RunSession) -> Any:
     """The Strands model for `api`; every request goes through the session's recording HTTP client."""

@@ -38,7 +38,7 @@ from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._agno import agno_tool, bare_run, build_model, delegating_tool, run_agent
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "HOOK", "TOOL_CALL_LIMIT", "Agno", "AgnoRunFailed", "stop_after"]
+__all__ = ["RUNNER"]
 
 HOOK = "Agent(tool_hooks=[model-call counter raising StopAgentRun])"
 TOOL_CALL_LIMIT = "Agent(tool_call_limit=)"

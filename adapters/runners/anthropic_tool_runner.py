@@ -34,7 +34,7 @@ from looplab.adapters.runners._anthropic_tool_runner import (
 )
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "AnthropicToolRunner", "bare_run"]
+__all__ = ["RUNNER"]
 
 
 class AnthropicToolRunner(Runner):

@@ -61,7 +61,7 @@ from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._claude_cli import SUBAGENT_TOOL, agent_options, ask, bare_run, check_bundled_cli
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "ClaudeAgentSdk"]
+__all__ = ["RUNNER"]
 
 MAX_TURNS = "ClaudeAgentOptions(max_turns=)"
 #: Seconds past the run's deadline the loop is given to end on its own (the proxy refuses calls at the deadline

@@ -40,7 +40,7 @@ from looplab.adapters.runners._crewai import (
 )
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "FIELDS", "KNOB", "CrewAI"]
+__all__ = ["RUNNER"]
 
 KNOB = "Agent(max_iter=)"
 #: Each knob's `Agent` field. `max_execution_time` is not one: it counts seconds of the machine's time, so what it

@@ -39,7 +39,7 @@ from looplab.adapters.runners._dspy import FINISH, delegating_tool, guarded_tool
 from looplab.adapters.runners._lm15 import LM15_PROVIDER, RecordedTransport, engine, lm15_base_url  # noqa: E402
 from looplab.adapters.session import Runner, RunSession  # noqa: E402
 
-__all__ = ["RUNNER", "DSPy", "FINISH", "KNOB", "NEXT_TOOL_NAME", "bare_run", "react_agent"]
+__all__ = ["RUNNER"]
 
 KNOB = "dspy.ReAct(max_iters=)"
 #: The tool a reply names in ReAct's `next_tool_name` field, in the field format (ChatAdapter) or the JSON one

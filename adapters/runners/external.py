@@ -20,7 +20,7 @@ from looplab.adapters.contract.result import NativeCap
 from looplab.adapters.runners._child import ChildRunner
 from looplab.adapters.session import RunSession
 
-__all__ = ["RUNNER", "EXTERNAL_COMMAND_ENV", "External"]
+__all__ = ["EXTERNAL_COMMAND_ENV", "RUNNER"]
 
 #: Where `--runner external` reads its command (the CLI sets it from `--cmd`; worker processes inherit it).
 EXTERNAL_COMMAND_ENV = "LOOPLAB_EXTERNAL_CMD"

@@ -32,7 +32,7 @@ from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._google_adk import GuardTool, bare_run, build_model, guard_call, guarded_agent, run_agent
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "KNOB", "GoogleAdk"]
+__all__ = ["RUNNER"]
 
 #: Where `max_steps` maps: the per-run `RunConfig` handed to `Runner.run_async`.
 KNOB = "Runner.run_async(run_config=RunConfig(max_llm_calls=))"

@@ -33,7 +33,7 @@ from looplab.adapters.contract.runner import KnobDefault, installed_version
 from looplab.adapters.runners._handrolled import Ending, bare_run, offered, run_tree, tool_answers
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "HandRolled", "bare_run"]
+__all__ = ["RUNNER"]
 
 
 class HandRolled(Runner):

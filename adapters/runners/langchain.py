@@ -32,16 +32,7 @@ from looplab.adapters.runners._langchain import (
 )
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = [
-    "RUNNER",
-    "LangChainAgent",
-    "MODEL_CALLS",
-    "MODEL_CALLS_END",
-    "RECURSION",
-    "TOOL_CALLS",
-    "bare_run",
-    "recursion_backstop",
-]
+__all__ = ["RUNNER"]
 
 
 def recursion_backstop(model_calls: int) -> int:

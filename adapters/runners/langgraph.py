@@ -37,16 +37,7 @@ from looplab.adapters.runners._langchain import (
 )
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = [
-    "RUNNER",
-    "AgentState",
-    "COUNTER",
-    "LangGraphAgent",
-    "RECURSION",
-    "bare_run",
-    "build_graph",
-    "recursion_backstop",
-]
+__all__ = ["RUNNER"]
 
 
 class AgentState(TypedDict):

@@ -38,7 +38,7 @@ from looplab.adapters.runners._llamaindex import (
 )
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "GENERATE", "KNOB", "LlamaIndexAgent", "MAPPED", "TIMEOUT_GRACE_S", "bare_run"]
+__all__ = ["RUNNER"]
 
 MAPPED = "FunctionAgent.run(max_iterations=max_steps + 1)"
 KNOB = "FunctionAgent.run(max_iterations=)"

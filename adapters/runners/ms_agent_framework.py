@@ -43,7 +43,7 @@ from looplab.adapters.runners._ms_agent_framework import (
 )
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "KNOB", "MsAgentFramework"]
+__all__ = ["RUNNER"]
 
 KNOB = "ChatClient(function_invocation_configuration={'max_iterations': })"
 

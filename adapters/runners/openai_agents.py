@@ -44,7 +44,7 @@ from looplab.adapters.runners._openai_agents import (
 from looplab.adapters.session import Runner as LooplabRunner  # `Runner` here is the SDK's
 from looplab.adapters.session import RunSession
 
-__all__ = ["RUNNER", "KNOB", "OpenAIAgents", "bare_run"]
+__all__ = ["RUNNER"]
 
 KNOB = "Runner.run(max_turns=)"
 

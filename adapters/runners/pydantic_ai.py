@@ -27,7 +27,7 @@ from looplab.adapters.runners._pydantic_ai import (
 )
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "PydanticAI"]
+__all__ = ["RUNNER"]
 
 
 class PydanticAI(Runner):

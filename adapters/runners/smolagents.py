@@ -35,7 +35,7 @@ from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_
 from looplab.adapters.runners._smolagents import ChatModel, LiteLLMTextModel, SchemaTool, guarded_agent
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "KNOB", "Smolagents", "bare_run"]
+__all__ = ["RUNNER"]
 
 KNOB = "ToolCallingAgent(max_steps=)"
 

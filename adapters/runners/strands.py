@@ -32,7 +32,7 @@ from looplab.adapters.contract.runner import KnobDefault, signature_default
 from looplab.adapters.runners._strands import agent_tool, build_model, delegating_tool
 from looplab.adapters.session import Runner, RunSession
 
-__all__ = ["RUNNER", "Strands", "bare_run"]
+__all__ = ["RUNNER"]
 
 TURNS, HOOK = "Agent.invoke_async(limits={'turns': })", "hook: BeforeModelCallEvent counter (cancel)"
 TOKENS = "Agent.invoke_async(limits={'total_tokens': })"

@@ -31,7 +31,7 @@ from looplab.adapters.contract.result import NativeCap
 from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._node import NodeRunner
 
-__all__ = ["RUNNER", "TsAiSdk"]
+__all__ = ["RUNNER"]
 
 
 class TsAiSdk(NodeRunner):

@@ -24,7 +24,7 @@ from looplab.adapters.contract.result import NativeCap
 from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._node import NodeRunner
 
-__all__ = ["RUNNER", "TsAnthropicToolRunner"]
+__all__ = ["RUNNER"]
 
 
 class TsAnthropicToolRunner(NodeRunner):

@@ -44,7 +44,7 @@ from looplab.adapters.contract.result import NativeCap
 from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._node import NodeRunner
 
-__all__ = ["RUNNER", "COUNTER", "RECURSION", "TsLangGraph", "recursion_backstop"]
+__all__ = ["RUNNER"]
 
 #: The knobs, as the program reads LOOPLAB_CAP_KNOB: the state's counter (`max_steps` maps here) and the graph's limit.
 COUNTER = "state step counter"

@@ -37,7 +37,7 @@ from looplab.adapters.contract.runner import KnobDefault
 from looplab.adapters.runners._node import NodeRunner
 from looplab.adapters.session import RunSession
 
-__all__ = ["RUNNER", "MAX_TURNS", "TsOpenAIAgents"]
+__all__ = ["RUNNER"]
 
 #: The knob `max_steps` maps to (the program compares LOOPLAB_CAP_KNOB with the same text).
 MAX_TURNS = "run(agent, task, { maxTurns })"

@@ -14,11 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from looplab.cli import catalog, history, measuring, reporting, running, serving
-from looplab.cli._inputs import did_you_mean, fit, shown, unknown
-from looplab.cli._options import API_CHOICES
-from looplab.cli.running import exit_code
+from looplab.cli._inputs import did_you_mean, fit, shown
 
-__all__ = ["API_CHOICES", "exit_code", "main", "unknown"]
+__all__ = ["main"]
 
 #: The commands in the order `looplab --help` lists them.
 _COMMAND_ORDER = (

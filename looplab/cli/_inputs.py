@@ -11,20 +11,6 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "case_sources",
-    "check_cases",
-    "check_runners",
-    "did_you_mean",
-    "fit",
-    "prepare_environments",
-    "ready_to_write",
-    "runners_taking",
-    "select",
-    "shown",
-    "unknown",
-]
-
 
 def fit(*lines: str) -> str:
     """The first of `lines` that fits the terminal (or COLUMNS) after `looplab: `; else the last, the shortest."""

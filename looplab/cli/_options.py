@@ -14,24 +14,6 @@ from typing import Any
 
 from looplab.cli._inputs import ready_to_write
 
-__all__ = [
-    "API_CHOICES",
-    "EVERY_RUNNER",
-    "at_least",
-    "cases_option",
-    "isolation_options",
-    "levels",
-    "model_options",
-    "otel_option",
-    "otel_ready",
-    "positive_int",
-    "price",
-    "sandbox_option",
-    "sandbox_ready",
-    "shard",
-    "write_otel",
-]
-
 API_CHOICES = ("chat", "responses", "messages", "gemini")
 
 #: Which runners a command takes when none is named (`looplab.cli._inputs.select`).

@@ -8,8 +8,6 @@ from collections.abc import Callable
 from looplab.cli._inputs import case_sources
 from looplab.cli._options import cases_option
 
-__all__ = ["COMMANDS", "PARSERS"]
-
 
 def _add_runners(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("runners", help="list runners, whether each is installed, and the extra that enables it")

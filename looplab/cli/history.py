@@ -13,8 +13,6 @@ from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
 
-__all__ = ["COMMANDS", "PARSERS"]
-
 
 def _add_history(sub: argparse._SubParsersAction) -> None:
     history = sub.add_parser(

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from looplab.cli._inputs import ready_to_write, select
 from looplab.cli._options import API_CHOICES, levels, positive_int
 
-__all__ = ["COMMANDS", "PARSERS"]
-
 
 def _add_caps(sub: argparse._SubParsersAction) -> None:
     caps = sub.add_parser("caps", help="measure each runner's native iteration cap; write docs/iteration-caps.*")

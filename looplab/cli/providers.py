@@ -14,8 +14,6 @@ from pathlib import Path
 
 from looplab.adapters.contract.model import KEY_VARIABLES, key_from, missing_key
 
-__all__ = ["CASES", "SMALL_MODELS", "eval_args", "main", "plan"]
-
 #: A small, cheap current model of each provider (each in adapters/contract/prices.json).
 SMALL_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "google": "gemini-2.5-flash-lite"}
 CASES = ("vip-compound",)

@@ -16,8 +16,6 @@ from looplab.cli._options import cases_option, write_otel
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["COMMANDS", "PARSERS"]
-
 
 def _add_scorecard(sub: argparse._SubParsersAction) -> None:
     card = sub.add_parser("scorecard", help="how each framework behaves, cell by cell, from measurements")

@@ -30,9 +30,9 @@ from looplab.cli._options import (
 )
 
 if TYPE_CHECKING:
+    from looplab.adapters.contract.errors import Interrupted
+    from looplab.records.outcome import RunOutcome
     from looplab.run.options import RunOptions
-
-__all__ = ["COMMANDS", "FIRST_CASES", "FIRST_CASES_REAL_MODEL", "PARSERS", "exit_code", "loading", "starting"]
 
 #: What `looplab run` runs when no case is named: the investigation, bad tool calls, and a budget that runs out,
 #: so its closing screen can show where the runners differ (stops, recovery, the cap) as well as where they agree.
@@ -205,13 +205,13 @@ def _run(args: argparse.Namespace) -> int:
     for name in ("results.json", "traces.jsonl"):
         ready_to_write("--out", str(out_dir / name))
     runners, isolated = prepare_environments(args, runners)  # last: the inputs above are checked before anything
-    outcomes: list[harness.RunOutcome] = []
+    outcomes: list[RunOutcome] = []
     total = sum(matrix.applies(runner, case) for case in cases for runner in runners)
 
     def document(incomplete: str | None = None) -> Document:
         return _document(args, outcomes, runners, cases, incomplete)
 
-    def save(stop: interrupt.Interrupted | None = None) -> str:
+    def save(stop: Interrupted | None = None) -> str:
         doc = document(stop.note(len(outcomes), total) if stop else None)
         results_path, traces_path = harness.write_outputs(doc, out_dir)
         if args.json:
@@ -224,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
     with interrupt.keep_finished(save):
         with harness.endpoint(choice) as where, render.matrix_progress(total, first_words) as advance:
 
-            def done(_: int, outcome: harness.RunOutcome) -> None:
+            def done(_: int, outcome: RunOutcome) -> None:
                 if args.steps:
                     render.run_detail(outcome)
                 outcomes.append(outcome)
@@ -283,9 +283,9 @@ def _eval(args: argparse.Namespace) -> int:
 
     planned = matrix.plan(runners, cases, args.repeat, wanted)
     total = len(planned)
-    finished: list[harness.RunOutcome] = []
+    finished: list[RunOutcome] = []
 
-    def document(outcomes: list[harness.RunOutcome], incomplete: str | None = None) -> Document:
+    def document(outcomes: list[RunOutcome], incomplete: str | None = None) -> Document:
         doc = _document(args, outcomes, runners, cases, incomplete)
         if earlier is None:
             return doc
@@ -295,7 +295,7 @@ def _eval(args: argparse.Namespace) -> int:
         merged.incomplete = incomplete  # the old file's interruption is what this run finished
         return merged
 
-    def save(stop: interrupt.Interrupted) -> str | None:
+    def save(stop: Interrupted) -> str | None:
         if json_path is None and not args.otel:
             return None
         doc = document(finished, stop.note(len(finished), total))
@@ -309,7 +309,7 @@ def _eval(args: argparse.Namespace) -> int:
     with interrupt.keep_finished(save):
         with harness.endpoint(choice) as where, render.matrix_progress(total, first_words) as advance:
 
-            def on_done(outcome: harness.RunOutcome) -> None:
+            def on_done(outcome: RunOutcome) -> None:
                 finished.append(outcome)
                 advance(outcome)
 

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from looplab.cli._inputs import case_sources, check_cases, ready_to_write
 from looplab.cli._options import cases_option, sandbox_option, sandbox_ready
 
-__all__ = ["COMMANDS", "PARSERS"]
-
 
 def _add_serve_model(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve-model", help="serve the scripted model over HTTP for other tools")

@@ -16,8 +16,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MAX_PROJECT_BYTES", "PROJECT_FILE", "Project", "case_sources", "project"]
-
 #: The file in the working directory that names a team's cases for every command.
 PROJECT_FILE = "looplab.toml"
 #: The most looplab reads of a `looplab.toml`: one list of paths, a few hundred bytes; 64 KiB names a thousand.

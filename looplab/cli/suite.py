@@ -23,8 +23,6 @@ from looplab.adapters.contract.limits import Limits
 from looplab.scenarios.suite import SYSTEM_PROMPT_FILE, TOOLS_FILE, default_system_prompt
 from looplab.scenarios.target import target_problem
 
-__all__ = ["CASES_FOLDER", "LANGUAGE_OF_SUFFIX", "LANGUAGE_OF_FILE", "case_id_of", "language_of", "main", "write_suite"]
-
 #: The folder of a suite that holds its case files.
 CASES_FOLDER = "cases"
 

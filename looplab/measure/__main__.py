@@ -12,8 +12,6 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "main"]
-
 #: Each command: the module whose `main(argv)` runs it, and what it does.
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench-merge": ("looplab.measure.bench_merge", "how long merging a sharded full matrix takes"),

@@ -19,7 +19,7 @@ from looplab.scenarios.cases import Case
 from looplab.scenarios.scripted.faults import SlowReplies
 from looplab.scenarios.scripted.server import ScriptedModelServer
 
-__all__ = ["ConcurrencyRow", "REPLY_S", "measure", "table"]
+__all__ = ["measure", "table"]
 
 #: Seconds each reply of the slow model waits before it starts.
 REPLY_S = 1.0

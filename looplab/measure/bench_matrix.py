@@ -24,16 +24,7 @@ from pydantic import BaseModel
 
 from looplab.run import environments
 
-__all__ = [
-    "COMMAND_TIMEOUT_S",
-    "ISOLATION_REPEAT",
-    "IsolationRow",
-    "ShardRow",
-    "isolation",
-    "isolation_table",
-    "shard_table",
-    "shards",
-]
+__all__ = ["isolation", "isolation_table", "shard_table", "shards"]
 
 #: Seconds any one timed command may take.
 COMMAND_TIMEOUT_S = 1800.0

@@ -20,8 +20,6 @@ from looplab.records.results import build, merge_files, write
 from looplab.run import harness
 from looplab.scenarios.cases import load_cases
 
-__all__ = ["bench_line", "bench_merge", "main"]
-
 
 def bench_merge(shards: int = 10, sample: RunResult | None = None, repeat: int = 3) -> MergeBench:
     """Merge `shards` shard documents of the full matrix (every default runner x every case); the best of `repeat`.

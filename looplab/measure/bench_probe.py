@@ -17,8 +17,6 @@ from pathlib import Path
 
 from looplab.measure.bench_stats import median
 
-__all__ = ["HELP_REPEAT", "help_command", "help_time", "main", "peak_rss_mb", "probe", "probe_subprocess"]
-
 #: Fresh `looplab --help` processes whose median is reported.
 HELP_REPEAT = 5
 

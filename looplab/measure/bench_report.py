@@ -9,19 +9,7 @@ from looplab.measure.bench_merge import bench_line
 from looplab.measure.bench_probe import HELP_REPEAT
 from looplab.records.measurements import PROXY_TURN_TARGET_MS, TAX_TARGET, TURN_TARGET_MS, BenchResult, HarnessTax
 
-__all__ = [
-    "NO_BARE_LOOP",
-    "TAX_NOTES",
-    "added_interval_text",
-    "footer",
-    "markdown",
-    "print_tables",
-    "runner_rows",
-    "tax_interval_text",
-    "tax_rows",
-    "tax_target_text",
-    "turn_target_text",
-]
+__all__ = ["markdown", "print_tables"]
 
 #: What the harness-tax table says for a runner whose adapter has no bare loop (`external`: a team's command).
 NO_BARE_LOOP = "no bare loop"

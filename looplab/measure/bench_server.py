@@ -12,8 +12,6 @@ from urllib.parse import urlsplit
 from looplab.measure.bench_stats import median, p95
 from looplab.records.measurements import ServerLatency
 
-__all__ = ["LONG_REQUESTS", "LONG_REQUEST_CHARS", "SERVER_REQUESTS", "server_latency"]
-
 #: First-turn Chat Completions requests timed (after ten that warm the connection up).
 SERVER_REQUESTS = 200
 #: The long request: its size, and how many are timed (after one warm-up).

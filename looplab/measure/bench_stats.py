@@ -6,8 +6,6 @@ from __future__ import annotations
 import random
 import statistics
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "median", "median_interval", "p95", "ratio", "rounded"]
-
 #: Resamples for the bootstrap interval of the tax.
 BOOTSTRAP_RESAMPLES = 2000
 

@@ -11,8 +11,6 @@ from looplab.records.measurements import HarnessTax
 if TYPE_CHECKING:
     from looplab.adapters.contract.model import Api
 
-__all__ = ["BASELINE", "RATIO_NOT_TARGETED", "VIA_MODEL_PROXY", "harness_tax", "via_model_proxy"]
-
 #: The runner every other is measured against, always measured.
 BASELINE = "handrolled"
 #: The wire APIs on which an in-process runner has its model requests pass looplab's recording model proxy: its

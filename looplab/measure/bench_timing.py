@@ -20,18 +20,6 @@ if TYPE_CHECKING:
     from looplab.adapters.contract.trace import Trace
     from looplab.shared_tools import Tool
 
-__all__ = [
-    "BareSample",
-    "Sample",
-    "Stopwatch",
-    "bare_loop",
-    "bare_tools",
-    "outside_tools",
-    "timed_bare",
-    "timed_run",
-    "turn_overheads",
-]
-
 
 # --- one timed run through looplab ---------------------------------------------------
 

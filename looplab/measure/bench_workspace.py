@@ -21,8 +21,6 @@ from looplab.scenarios.cases import load_cases
 from looplab.shared_tools.tools import read_file, search_code
 from looplab.shared_tools.workspace import Workspace
 
-__all__ = ["build_tree", "main", "measure", "timed"]
-
 #: Files in the copied tree and in the searched tree: a large real project, and more than a copy allows.
 COPY_FILES = 20_000
 SEARCH_FILES = 50_000

@@ -51,28 +51,7 @@ from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
 from looplab.views.markdown import cell, ending_text
 
-__all__ = [
-    "ANSWER_ON",
-    "DEFAULT_PROSE",
-    "DOCS",
-    "Change",
-    "Drift",
-    "ENVIRONMENT_TIMEOUT_S",
-    "MAX_SEARCH",
-    "PROSE",
-    "Prober",
-    "ROW_HEADER",
-    "ROW_RULE",
-    "UNIT_VALUES",
-    "VersionMove",
-    "diff",
-    "drift",
-    "measure",
-    "measure_in_environment",
-    "merged",
-    "to_json",
-    "to_markdown",
-]
+__all__ = ["diff", "drift", "for_terminal", "measure", "merged", "to_json", "to_markdown"]
 
 UNIT_VALUES = (1, 2, 3, 5)
 ANSWER_ON = 3  # the off-by-one probe answers on this model call

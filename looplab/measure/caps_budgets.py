@@ -29,19 +29,6 @@ if TYPE_CHECKING:
 #: One probe run, as `caps.Prober.run` makes it: `(adapter, probe server, probe, delegate=...) -> RunResult`.
 ProbeRun = Callable[..., "RunResult"]
 
-__all__ = [
-    "DELEGATING_PROBE",
-    "ProbeRun",
-    "DELEGATION_VALUES",
-    "TOKEN_VALUES",
-    "delegation",
-    "delegation_cell",
-    "markdown",
-    "sizeless",
-    "token_budget",
-    "token_cell",
-]
-
 #: The probe server whose parent delegates to a child that never stops.
 DELEGATING_PROBE = "delegates-to-never-stops"
 #: The `max_steps` knob's values under delegation (None: unset, the framework's own defaults).

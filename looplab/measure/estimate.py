@@ -25,7 +25,7 @@ from looplab.views.eval_tables import SHORT_STOP
 from looplab.views.render import TOKENS_IN, TOKENS_OUT
 from looplab.views.terminal import Col, table_lines
 
-__all__ = ["Bound", "Cell", "Estimate", "TOKENS_NOTE", "WIDTH", "estimate", "render"]
+__all__ = ["estimate", "render"]
 
 #: The columns `render` lays its table out in unless told otherwise.
 WIDTH = 100

@@ -42,37 +42,6 @@ from typing import IO, Any
 from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import ServerFailed
 
-__all__ = [
-    "CHAT_FORMAT",
-    "DEFAULT_CASES",
-    "DEFAULT_N_CTX",
-    "EVAL_GRACE_S",
-    "EVAL_OVERHEAD_S",
-    "HOP_BY_HOP",
-    "LOOPBACK",
-    "MODEL_ALIAS",
-    "MODEL_PACKAGE",
-    "SERVER_PACKAGE",
-    "Stopped",
-    "WIRE_ERROR_CHARS",
-    "WireRecorder",
-    "assemble_model",
-    "chat_runners",
-    "content_kind",
-    "eval_bound_s",
-    "eval_command",
-    "free_port",
-    "log_tail",
-    "main",
-    "request_shape",
-    "run_bounded",
-    "server_command",
-    "start_server",
-    "stop_process",
-    "version_of",
-    "wait_ready",
-]
-
 #: The server binds here only: nothing off this machine ever reaches it.
 LOOPBACK = "127.0.0.1"
 #: llama-cpp-python's chat handler that turns `tools` into a grammar-constrained function call.

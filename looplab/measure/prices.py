@@ -19,8 +19,6 @@ from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.pricing import PRICES_FILE
 
-__all__ = ["NOT_TEXT", "PROVIDERS", "SERVED", "dumps", "main", "snapshot"]
-
 PROVIDERS = ("openai", "anthropic", "google")
 #: The models of a provider that its own API serves, by how their ids begin: genai-prices' `google` also prices
 #: Claude and Gemma as Vertex AI serves them, and looplab's `google:` is Gemini's API.

@@ -53,19 +53,6 @@ from looplab.records.results import read as read_results
 from looplab.views.markdown import cell
 from looplab.views.runs import RunView, runs_from
 
-__all__ = [
-    "caps_line",
-    "header",
-    "main",
-    "overview_table",
-    "render",
-    "run_section",
-    "runner_summary",
-    "shapes_table",
-    "statuses_median",
-    "unrecorded",
-]
-
 
 def run_section(
     view: RunView, exchanges: Sequence[Exchange] | None = None, explained: dict[int, str] | None = None

@@ -17,19 +17,6 @@ from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.trace import Attempt
 from looplab.shared_tools.records import ToolCallRecord
 
-__all__ = [
-    "QUOTE_CHARS",
-    "TOOLS_LISTED",
-    "attempts_line",
-    "model_line",
-    "plural",
-    "quote",
-    "sent_line",
-    "server_line",
-    "stop_line",
-    "tools_line",
-]
-
 #: How much of a server message, an answer or a tool observation a line quotes.
 QUOTE_CHARS = 160
 #: Tool calls listed one by one per run; the rest are counted.

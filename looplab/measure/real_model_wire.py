@@ -16,20 +16,6 @@ from looplab.adapters.contract.trace import Attempt, ModelCall
 from looplab.adapters.contract.wire_apis import WIRE_API
 from looplab.measure.real_model_runs import plural, quote
 
-__all__ = [
-    "Exchange",
-    "WireRecord",
-    "align",
-    "attempts_in_order",
-    "decisive",
-    "explanations",
-    "read_wire",
-    "server_message",
-    "shape_text",
-    "validation_errors",
-    "wire_lines",
-]
-
 #: One record of `looplab.measure.local_llm.WireRecorder`'s log (seq, path, status, request_bytes, shape, error).
 WireRecord = dict[str, Any]
 #: An answered call or an attempt that got no answer, with the wire record of the same request.

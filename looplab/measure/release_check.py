@@ -37,27 +37,6 @@ from typing import NoReturn
 
 from packaging.version import InvalidVersion, Version
 
-__all__ = [
-    "NOT_SHIPPED_PARTS",
-    "NOT_SHIPPED_SUFFIXES",
-    "RELEASE_CASE",
-    "RELEASE_RUNNER",
-    "RELEASE_TIMEOUTS",
-    "TEST_SUITE_FOLDERS",
-    "changelog_section",
-    "citation_version",
-    "main",
-    "release_options",
-    "run",
-    "run_problems",
-    "sdist_problems",
-    "tag_problems",
-    "tag_version",
-    "wheel_expected",
-    "wheel_problems",
-    "wheel_version",
-]
-
 #: Seconds each kind of step of the release check may take; past that the step is ended and the check fails.
 RELEASE_TIMEOUTS: dict[str, float] = {"install": 600, "build": 600, "check": 120, "git": 60, "venv": 120, "run": 300}
 #: What the installed wheel runs from outside the checkout: the README's first case, offline, on the runner the

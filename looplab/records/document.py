@@ -15,18 +15,7 @@ from looplab.adapters.contract.result import RunResult
 from looplab.records.environment import Environment
 from looplab.records.identity import CellKey
 
-__all__ = [
-    "READS",
-    "SCHEMA",
-    "SCHEMA_KEY",
-    "UNVERSIONED",
-    "CaseRecord",
-    "CellRecord",
-    "Document",
-    "case_descriptions",
-    "parse_result",
-    "summarize",
-]
+__all__ = ["Document", "case_descriptions"]
 
 
 #: The shape this looplab writes. Bump it when a field changes meaning or a reader would need a new one.

@@ -33,26 +33,7 @@ from looplab.records.caps_changes import Change, changes
 from looplab.records.document import CellRecord, Document
 from looplab.records.measurements import CapsDoc, RunnerReport
 
-__all__ = [
-    "HISTORY",
-    "KEPT_MODEL",
-    "LOOPLAB_FIELDS",
-    "REQUEST_SIZE_TOLERANCE",
-    "SCHEMA",
-    "CaseOutcome",
-    "HistoryError",
-    "Recorded",
-    "VersionRecord",
-    "case_changes",
-    "changes_between",
-    "check_version",
-    "file_name",
-    "read",
-    "record",
-    "records_from",
-    "runners_of",
-    "to_json",
-]
+__all__ = ["HISTORY", "Recorded", "VersionRecord", "changes_between", "read", "record", "records_from", "runners_of"]
 
 #: The kept data's folder, at the repository's root.
 HISTORY = Path("history")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from looplab.scenarios.cases import Case
 
-__all__ = ["CellKey", "asked_stream", "case_hash", "shard_of", "short_hash"]
+__all__ = ["CellKey", "shard_of"]
 
 
 class CellKey(NamedTuple):

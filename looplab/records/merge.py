@@ -16,7 +16,7 @@ from looplab.adapters.contract.result import RunResult
 from looplab.records.document import SCHEMA, CellRecord, Document, summarize
 from looplab.records.identity import CellKey, asked_stream, short_hash
 
-__all__ = ["check_mergeable", "finished", "merge", "without"]
+__all__ = ["finished", "merge", "without"]
 
 
 def check_mergeable(name: str, doc: Document) -> None:

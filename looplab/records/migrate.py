@@ -17,8 +17,6 @@ from looplab.adapters.contract.errors import ResultsError
 from looplab.records.document import UNVERSIONED, CaseRecord, CellRecord, Document
 from looplab.records.validation import NOT_RESULTS, field_path, first_problem, kind_of, run_at
 
-__all__ = ["from_unversioned"]
-
 
 def from_unversioned(data: Any, source: str) -> Document:
     """A schema 1 file as a `Document`: cells paired with results as the old reader did, no hashes or environments.

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from looplab.records.outcome import RunOutcome
     from looplab.scenarios.cases import Case
 
-__all__ = ["build", "load", "merge_files", "read", "read_for_resume", "to_json", "write"]
+__all__ = ["build", "load", "merge_files", "read", "read_for_resume", "write"]
 
 
 # --- writing ---------------------------------------------------------------------------------------

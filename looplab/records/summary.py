@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from looplab.records.outcome import RunOutcome
 
-__all__ = ["Cell", "RunnerSummary", "cells", "median", "percentile", "summarize"]
+__all__ = ["Cell", "RunnerSummary", "median", "percentile"]
 
 
 class RunnerSummary(BaseModel):

@@ -25,25 +25,6 @@ if TYPE_CHECKING:
     from looplab.adapters.contract.trace import Attempt
     from looplab.shared_tools.records import ToolCallRecord
 
-__all__ = [
-    "INT_RANGE",
-    "INVALID",
-    "MAX_DEPTH",
-    "MAX_SECONDS",
-    "NOT_RESULTS",
-    "SHOWN_CHARS",
-    "STARTED_RANGE",
-    "TOO_DEEP",
-    "field_path",
-    "first_problem",
-    "kind_of",
-    "odd_place",
-    "parse_json",
-    "run_at",
-    "shown",
-    "validate",
-]
-
 
 #: How a refusal says the file is not a results document at all.
 NOT_RESULTS = "not a looplab results file"

@@ -39,23 +39,13 @@ from looplab.adapters.contract import files
 from looplab.adapters.contract.errors import EnvironmentFailed, LooplabError
 
 __all__ = [
-    "CACHE_ENV",
     "EnvSpec",
-    "INSTALLER_EXTRA",
-    "LAYOUT",
-    "MARKER",
-    "PLACED_UNDER_LOOPLAB",
     "RunnerEnv",
-    "STEP_TIMEOUT_S",
-    "cache_root",
     "creating_line",
     "ensure",
-    "installer",
     "labels",
-    "needs_own",
     "parse_pins",
     "prepare",
-    "runner_of",
     "source_root",
     "spec_for",
 ]

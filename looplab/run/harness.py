@@ -41,14 +41,14 @@ from looplab.shared_tools import Approver, Guard, Workspace, run_clock
 from looplab.shared_tools.live import WAIT_SLICE_S
 
 __all__ = [
-    "CANCEL_GRACE_S",
     "Endpoint",
     "ModelChoice",
+    "RUNS_DIR",
     "SCRIPTED",
     "case_guard",
-    "check_reachable",
     "default_out_dir",
     "endpoint",
+    "newest_results",
     "run_one",
     "write_outputs",
 ]

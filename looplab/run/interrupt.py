@@ -26,7 +26,7 @@ from looplab.adapters.contract.errors import Interrupted
 from looplab.shared_tools import Workspace
 from looplab.shared_tools.tools import live_tests
 
-__all__ = ["SIGNALS", "clean_up", "keep_finished", "signals_held", "worker_signals"]
+__all__ = ["keep_finished"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -31,7 +31,7 @@ from looplab.run.options import RunOptions
 from looplab.run.schedule import LANE_START_S, POLL_S, CancelOf, OnDone, Plan, quiet_limit
 from looplab.scenarios.cases import Case
 
-__all__ = ["STDERR_LINES", "Isolated", "run_isolated"]
+__all__ = ["Isolated"]
 
 #: Lines of a dead lane's stderr kept in its cells' errors.
 STDERR_LINES = 3

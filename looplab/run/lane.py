@@ -28,8 +28,6 @@ from looplab.run.interrupt import worker_signals
 from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case, CheckResult, case_from_wire, case_to_wire
 
-__all__ = ["decode_job", "decode_outcome", "encode_cancel", "encode_job", "encode_outcome", "main"]
-
 
 def encode_job(where: Endpoint, cells: list[tuple[int, str, Case]], concurrency: int, options: RunOptions) -> str:
     """The one line a lane reads: where the model is, what to run (each case whole: a team's suite is not in the

@@ -15,7 +15,7 @@ from typing import Any
 from looplab.adapters.contract.model import ToolTransport
 from looplab.shared_tools import Approver
 
-__all__ = ["DEFAULT_GRACE_S", "RunOptions"]
+__all__ = ["RunOptions"]
 
 #: How long a run still going after its `max_seconds` may take before it is abandoned as hung.
 DEFAULT_GRACE_S = 30.0

@@ -33,19 +33,7 @@ from looplab.run.interrupt import signals_held, worker_signals
 from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case
 
-__all__ = [
-    "LANE_START_S",
-    "POLL_S",
-    "CancelOf",
-    "CellQueue",
-    "Here",
-    "Lanes",
-    "OnDone",
-    "Plan",
-    "Scheduler",
-    "quiet_limit",
-    "split",
-]
+__all__ = ["Here"]
 
 Plan = Sequence[tuple[str, Case]]
 #: How often the parent looks for a lane that died while it waits for outcomes.

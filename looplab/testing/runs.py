@@ -22,15 +22,6 @@ from looplab.scenarios.cases import Case, load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Approver, Guard, Tool, ToolCallRecord, Workspace, default_tools
 
-__all__ = [
-    "INVESTIGATION",
-    "default_runners",
-    "investigation",
-    "run_runner",
-    "runners_from_environment",
-    "tool_steps",
-]
-
 #: The case the checks run: a failing test whose cause is a few files away.
 INVESTIGATION = "vip-compound"
 

@@ -33,23 +33,6 @@ from looplab.views import scorecard, scorecard_rows
 from looplab.views.divergence import Behaviour, behaviour, describe_divergence, span, stop_phrase
 from looplab.views.runs import RunView, first_runs, runs_from
 
-__all__ = [
-    "AT_CAP",
-    "BAD_CALLS",
-    "Differences",
-    "FAILED",
-    "FIRST_REQUEST",
-    "LAST_TOOLS",
-    "NOT_RUN",
-    "RAN",
-    "SAME",
-    "STOPS",
-    "TIME",
-    "Topic",
-    "compare",
-    "topics",
-]
-
 
 @dataclass(frozen=True)
 class Topic:

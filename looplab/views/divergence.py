@@ -12,19 +12,6 @@ from typing import Any
 from looplab.shared_tools.records import ToolCallRecord
 from looplab.views.runs import RunView
 
-__all__ = [
-    "LINE_ARG_CHARS",
-    "MOST_VARIANTS",
-    "Behaviour",
-    "Divergence",
-    "behaviour",
-    "describe_divergence",
-    "divergence",
-    "runner_names",
-    "span",
-    "stop_phrase",
-]
-
 #: How much of a tool call's first argument a divergence line quotes.
 LINE_ARG_CHARS = 32
 #: Past this many behaviours in one case, a divergence line compares model calls and stops only, then stops only.

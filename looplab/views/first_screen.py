@@ -30,7 +30,7 @@ from looplab.views.render import WALL_S
 from looplab.views.runs import RunView, first_runs, runs_from
 from looplab.views.terminal import Col, Value
 
-__all__ = ["ENDED", "differences_lines", "endings_lines", "native_caps_lines", "print_screen", "screen_lines"]
+__all__ = ["print_screen"]
 
 #: What the short stop words of the per-runner table stand for, as its legend spells them out.
 ENDED = {

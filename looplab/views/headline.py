@@ -16,7 +16,7 @@ from looplab.views.render import TOKENS_IN, TOKENS_OUT, WALL_S
 from looplab.views.runs import RunView, runs_from
 from looplab.views.terminal import Col, print_table
 
-__all__ = ["NATIVE_CAP_COLUMNS", "HeadlineRow", "headline", "native_cap_row", "print_headline"]
+__all__ = ["print_headline"]
 
 
 @dataclass

@@ -19,17 +19,7 @@ from looplab.records.measurements import CapsDoc, KnobReport
 from looplab.views import scorecard, scorecard_rows, scorecard_text
 from looplab.views.markdown import code, ending_text, link, text
 
-__all__ = [
-    "KEPT_ROWS",
-    "cases_passed",
-    "drift_issue",
-    "drift_title",
-    "markdown",
-    "results_markdown",
-    "scorecard_cells",
-    "scorecard_markdown",
-    "terminal",
-]
+__all__ = ["drift_issue", "drift_title", "scorecard_cells", "terminal"]
 
 
 def _summary(one: VersionRecord, *, when: bool = True) -> str:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from looplab.records.measurements import Ending
 
-__all__ = ["cell", "code", "ending_text", "link", "text", "web_url"]
+__all__ = ["cell", "ending_text", "web_url"]
 
 #: HTML's own characters, as character references (a backslash does not stop raw HTML in Python-Markdown).
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}

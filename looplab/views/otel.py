@@ -52,20 +52,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, Tracer
     from opentelemetry.trace import Span
 
-__all__ = [
-    "Exported",
-    "FAILED_ATTEMPT_EVENT",
-    "SEND_TIMEOUT_S",
-    "collector_endpoint",
-    "export",
-    "read",
-    "record",
-    "require",
-    "send",
-    "spans",
-    "tracer_provider",
-    "write",
-]
+__all__ = ["export", "require"]
 
 #: What a collector gets to answer, retries included, before the export is given up with a warning.
 SEND_TIMEOUT_S = 10.0

@@ -23,18 +23,7 @@ if TYPE_CHECKING:
     from looplab.adapters.contract.trace import Attempt
     from looplab.records.outcome import RunOutcome
 
-__all__ = [
-    "ANSWER_CHARS",
-    "RUN_COLUMNS",
-    "TOKENS_IN",
-    "TOKENS_OUT",
-    "WALL_S",
-    "matrix_progress",
-    "run_detail",
-    "summary_table",
-    "where_to_look",
-    "wire_api",
-]
+__all__ = ["TOKENS_IN", "TOKENS_OUT", "matrix_progress", "run_detail", "summary_table"]
 
 #: Longest answer printed under the run table; the rest is in the results document.
 ANSWER_CHARS = 800

@@ -44,21 +44,7 @@ from looplab.views.report_charts import chart_series, runner_styles
 from looplab.views.runs import RunView, runs_from
 from looplab.views.scorecard_rows import Scorecard
 
-__all__ = [
-    "ARGS_CHARS",
-    "CaseView",
-    "EnvironmentView",
-    "MatrixCell",
-    "Report",
-    "ToolCallView",
-    "TrajectoryCell",
-    "build",
-    "environment_views",
-    "outliers",
-    "read_document",
-    "render_html",
-    "write_html",
-]
+__all__ = ["read_document", "write_html"]
 
 ARGS_CHARS = 70
 

@@ -18,20 +18,6 @@ from markupsafe import Markup
 
 from looplab.views.runs import RunView, slug
 
-__all__ = [
-    "CHART_FONT",
-    "DASHES",
-    "MARKERS",
-    "PALETTE",
-    "PLAIN_TEXT",
-    "RunnerStyle",
-    "Series",
-    "chart",
-    "chart_series",
-    "runner_styles",
-    "scope_ids",
-]
-
 #: One colour per runner, the same in every chart: matplotlib's tab10, then the darker and middle shades of
 #: tab20b's five hues (those least like tab10's first), so 20 runners get 20 colours. Colour alone cannot tell
 #: 14 lines apart (nor help a colour-blind reader), so each runner also gets its own marker and dash pattern.

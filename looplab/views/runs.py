@@ -11,7 +11,7 @@ from typing import Any
 from looplab.adapters.contract.result import RunResult
 from looplab.records import results
 
-__all__ = ["RunView", "first_runs", "runs_from", "slug"]
+__all__ = ["RunView", "runs_from"]
 
 
 @dataclass

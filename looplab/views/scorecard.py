@@ -40,19 +40,7 @@ from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
 
-__all__ = [
-    "CAPS_PATH",
-    "CASES",
-    "Observed",
-    "REASON_CHARS",
-    "UNKNOWN_TOOL",
-    "build",
-    "caps_anchor",
-    "kept_call",
-    "load_bench",
-    "load_caps",
-    "observed",
-]
+__all__ = ["CASES", "build", "load_bench", "load_caps", "observed"]
 
 CAPS_PATH = Path("docs") / "iteration-caps.json"
 #: The scripted model's made-up tool in `sloppy-calls` (scenarios/scripted/policy.py MISTAKES).

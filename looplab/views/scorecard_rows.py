@@ -7,19 +7,6 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-__all__ = [
-    "Cell",
-    "GROUPS",
-    "GROUP_SOURCES",
-    "NOT_MEASURED",
-    "ROWS",
-    "Row",
-    "RunnerCard",
-    "Scorecard",
-    "group_rows",
-    "groups_of",
-]
-
 NOT_MEASURED = "not measured"
 
 

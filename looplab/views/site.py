@@ -17,18 +17,7 @@ from looplab.records.measurements import Ending
 from looplab.views import history as shown
 from looplab.views.markdown import code, text
 
-__all__ = [
-    "FIRST_REQUEST_CASE",
-    "MARKERS",
-    "at_cap",
-    "caps_glance",
-    "comparison",
-    "fill",
-    "first_request",
-    "last_tools",
-    "malformed",
-    "pages",
-]
+__all__ = ["fill", "pages"]
 
 #: The case whose first request the scorecard sizes (the same task and tools for every runner).
 FIRST_REQUEST_CASE = "vip-compound"

@@ -20,20 +20,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-__all__ = [
-    "Col",
-    "INDENT",
-    "PROSE_MIN",
-    "Value",
-    "console",
-    "indented",
-    "markdown_lines",
-    "note_lines",
-    "print_table",
-    "table_lines",
-    "tabular_lines",
-    "wrap_text",
-]
+__all__ = ["Col", "Value", "console", "markdown_lines", "print_table", "table_lines", "wrap_text"]
 
 #: Narrowest a prose column is made while it stays in its row (narrower, it reads as a column of word stubs).
 PROSE_MIN = 24

@@ -19,29 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from looplab.adapters.contract.agents import OFFERED
 from looplab.adapters.contract.errors import LooplabException
 
-__all__ = [
-    "AnthropicMessage",
-    "ChatMessage",
-    "ChatRequest",
-    "Conversation",
-    "GeminiContent",
-    "GeminiRequest",
-    "MAX_NESTING",
-    "MalformedRequest",
-    "MessagesRequest",
-    "PERSONAS",
-    "PERSONA_HEADER",
-    "Persona",
-    "ResponsesRequest",
-    "ToolCall",
-    "ToolResult",
-    "from_chat",
-    "from_gemini",
-    "from_messages",
-    "from_responses",
-    "nested_deeper_than",
-    "persona_named",
-]
+__all__ = ["Conversation"]
 
 #: A block of context a client puts in a user message around the task (Claude Code's `<system-reminder>` blocks:
 #: the environment, the date, the agents it can start): read for the agents it lists, never as the task.

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from looplab.scenarios.scripted.reading import Hop, function_named, parse
 
-__all__ = ["Finding", "MAX_ASSERTION_CHARS", "Values", "explain", "values_of", "write_answer"]
-
 #: The longest assertion text parsed to split it into its two sides.
 MAX_ASSERTION_CHARS = 10_000
 

@@ -20,18 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from looplab.adapters.contract.model import gemini_error
 from looplab.adapters.contract.wire_apis import GEMINI, MODEL_PATHS
 
-__all__ = [
-    "BROKEN",
-    "DRIBBLE",
-    "DRIBBLE_INTERVAL_S",
-    "DRIBBLE_PIECES",
-    "Fault",
-    "HANG",
-    "HttpFaults",
-    "KEEP_ALIVE",
-    "MODEL_PATHS",
-    "SlowReplies",
-]
+__all__ = ["SlowReplies"]
 
 _GEMINI_PATHS = GEMINI.suffixes
 #: A reply that starts (200, headers, a few bytes) and then breaks off.

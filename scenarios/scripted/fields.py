@@ -42,30 +42,6 @@ from looplab.scenarios.scripted.conversation import (
 )
 from looplab.scenarios.scripted.policy import Call, Decision
 
-__all__ = [
-    "CHAT_REMINDER",
-    "EXECUTION_ERROR",
-    "FIELD_LINE",
-    "FINISH",
-    "FieldRequest",
-    "HEADER",
-    "JSON_REMINDER",
-    "MAX_REPLAY_STEPS",
-    "STEP_KEYS",
-    "Step",
-    "decide",
-    "from_chat",
-    "from_gemini",
-    "from_messages",
-    "read",
-    "read_trajectory",
-    "render",
-    "reply",
-    "split_fields",
-    "trajectory_keys",
-    "values_for",
-]
-
 FINISH = "finish"
 HEADER = re.compile(r"^\[\[ ## (\w+) ## \]\][ \t]*$", re.M)
 #: `1. `next_tool_name` (Literal['read_file', 'finish']): ...` in the system message's field lists.

@@ -52,25 +52,7 @@ from looplab.scenarios.scripted.reading import (
 )
 from looplab.scenarios.target import STATED
 
-__all__ = [
-    "ASSERTION",
-    "Call",
-    "Decision",
-    "Evidence",
-    "FAILED",
-    "HIT",
-    "INSTRUCTION",
-    "Investigator",
-    "LINE_NUMBER",
-    "MAX_HOPS",
-    "MISTAKES",
-    "NOT_COLLECTED",
-    "OTHER_TARGET",
-    "PASSED",
-    "SUGGESTION",
-    "TARGET",
-    "TOOLS_IT_DRIVES",
-]
+__all__ = ["Call", "Decision"]
 
 # Every pattern here runs on text the client sent, so each must take time linear in it. A match may start only where
 # a run of path characters starts (the lookbehind): otherwise a long run with no `.py` in it is retried from each of

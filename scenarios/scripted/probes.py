@@ -16,7 +16,7 @@ from looplab.adapters.contract.agents import QUESTION, Delegate
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.policy import Call, Decision
 
-__all__ = ["PARENT_SAW", "AnswersOnCall", "DelegatesToOneThatNeverStops", "NeverStops", "policy_named"]
+__all__ = ["AnswersOnCall", "DelegatesToOneThatNeverStops", "NeverStops", "PARENT_SAW", "policy_named"]
 
 #: How the delegating probe's parent begins its answer; what follows is what its delegating tool returned.
 PARENT_SAW = "the delegate returned: "

@@ -16,32 +16,6 @@ import sys
 from collections import deque
 from dataclasses import dataclass
 
-__all__ = [
-    "BUILTINS",
-    "BUILTIN_METHODS",
-    "Hop",
-    "MAX_CHAIN",
-    "MUTATING_METHODS",
-    "MAX_SOURCE_CHARS",
-    "SELF_NAMES",
-    "Site",
-    "UNPARSABLE",
-    "callees",
-    "clear_caches",
-    "definitions_in",
-    "failing_assert",
-    "function_named",
-    "function_sites",
-    "imports_of",
-    "module_files",
-    "parse",
-    "prefix_files",
-    "same_file",
-    "span",
-    "suspects",
-    "test_sites",
-]
-
 #: Dotted names longer than this (`a.b.c.d...f()`) are not resolved through imports.
 MAX_CHAIN = 8
 #: Parsing Python can fail in more ways than a SyntaxError on hostile input (deep nesting, NUL bytes).

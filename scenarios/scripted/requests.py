@@ -12,8 +12,6 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RequestLog", "SeenRequest"]
-
 
 @dataclass(frozen=True)
 class SeenRequest:

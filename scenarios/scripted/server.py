@@ -60,20 +60,7 @@ from looplab.scenarios.scripted.policy import Decision, Investigator
 from looplab.shared_tools.daemon import DaemonPool
 from looplab.shared_tools.records import preview
 
-__all__ = [
-    "BadRequest",
-    "Dialect",
-    "GEMINI_METHODS",
-    "GRACEFUL_SHUTDOWN_S",
-    "MAX_BODY_BYTES",
-    "MAX_ERROR_CHARS",
-    "MODEL_NAME",
-    "Policy",
-    "ScriptedModelServer",
-    "TooLarge",
-    "create_app",
-    "log",
-]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "ScriptedModelServer", "create_app"]
 
 MODEL_NAME = "scripted-investigator"
 Policy = Callable[[Conversation], Decision]

@@ -16,25 +16,6 @@ from typing import Any
 
 from looplab.scenarios.scripted.policy import Call, Decision
 
-__all__ = [
-    "Event",
-    "MAX_PIECES",
-    "PIECE_CHARS",
-    "Reply",
-    "arguments",
-    "chat_events",
-    "chat_response",
-    "estimate_tokens",
-    "gemini_args",
-    "gemini_chunks",
-    "gemini_events",
-    "gemini_response",
-    "messages_events",
-    "messages_response",
-    "responses_events",
-    "responses_response",
-]
-
 Event = tuple[str | None, dict[str, Any] | str]
 
 

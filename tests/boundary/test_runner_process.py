@@ -26,12 +26,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import looplab.adapters.boundary.processes as child
-from looplab.adapters.boundary.processes import OUTCOME_MAX_BYTES, TAIL_BYTES, OutputTail, run_bounded
+from looplab.adapters.boundary.processes import OUTCOME_MAX_BYTES, TAIL_BYTES, run_bounded
 from looplab.adapters.contract.errors import ChildFailed
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.runners import _child
 from looplab.adapters.runners.external import EXTERNAL_COMMAND_ENV
 from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools.confine import OutputTail
 from tests.paths import REPO
 from tests.runs import run_runner
 

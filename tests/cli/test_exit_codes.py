@@ -14,7 +14,8 @@ from looplab.adapters.contract.declaration import Declaration
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.session import Runner, RunSession
-from looplab.cli import exit_code, main
+from looplab.cli import main
+from looplab.cli.running import exit_code
 from looplab.records.outcome import RunOutcome
 from looplab.run import harness, matrix
 

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from looplab.adapters.registry import RUNNERS
-from looplab.cli import API_CHOICES, main
+from looplab.cli import main
+from looplab.cli._options import API_CHOICES
 from looplab.run import harness, matrix
 from looplab.scenarios.cases import load_cases
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from looplab.adapters.contract.declaration import EXPORT
 from looplab.run.environments import PLACED_UNDER_LOOPLAB
 from tests.paths import REPO, TESTS
 
@@ -260,22 +261,159 @@ def test_the_contract_imports_nothing_above_it() -> None:
     assert contract and not above
 
 
-def _public(module: str) -> bool:
-    """A module of looplab's API: not a package's `__init__`, `__main__`, nor an underscored helper."""
-    leaf = MODULES[module].stem
-    return leaf not in ("__init__", "__main__") and not leaf.startswith("_")
+# --- the surface: what a room offers the others -------------------------------------------------------------------
+#
+# A module declares `__all__` when something outside its room uses it, and `__all__` is exactly what is used from
+# outside: by the other rooms, the public API's lazy names, the command's entry point, the runner modules' export,
+# the examples, the docs' hooks and API reference, and the noxfile. A module only its own room uses declares none.
+
+#: Files outside the package that use looplab as a user does (the built copy of the example package is not one).
+OUTSIDE = [
+    *(p for p in (ROOT / "examples").rglob("*.py") if "build" not in p.parts),
+    *(ROOT / "docs" / "_hooks").glob("*.py"),
+    ROOT / "noxfile.py",
+]
+#: The modules an outside `from ... import *` reads: every name of their `__all__` is offered (pytest collects the
+#: conformance checks from it).
+STAR = "*"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _public(m)))
-def test_a_public_module_says_what_it_exports_and_every_name_exists(module: str) -> None:
+def _declared_all(module: str) -> list[str] | None:
+    for node in ast.parse(MODULES[module].read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                return list(ast.literal_eval(node.value))  # type: ignore[arg-type]
+    return None
+
+
+def _top_level_names(module: str) -> set[str]:
+    """The names `module` binds when it runs (its definitions, assignments and imports, under `if`/`try` too)."""
+    names: set[str] = set()
+    body = list(ast.parse(MODULES[module].read_text(encoding="utf-8")).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.If | ast.Try):
+            body += [*node.body, *node.orelse, *getattr(node, "finalbody", []), *getattr(node, "handlers", [])]
+        elif isinstance(node, ast.ExceptHandler):
+            body += node.body
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).partition(".")[0] for a in node.names}
+    return names
+
+
+TOP_LEVEL = {module: _top_level_names(module) for module in MODULES}
+
+
+def _uses(tree: ast.AST, package: str) -> Iterator[tuple[str, str]]:
+    """(module, name) for each looplab name the code in `tree` takes: `from m import name`, or `alias.name` on a
+    module it imported; a module taken whole gives (module, "")."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            if base not in MODULES:
+                continue
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+                    yield f"{base}.{alias.name}", ""
+                else:
+                    yield base, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES:
+                    aliases[alias.asname or alias.name] = alias.name
+                    yield alias.name, ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            held = ast.unparse(node.value)
+            module = aliases.get(held, held if held in MODULES else None)
+            # a local variable may share a module's name: only what the module binds is taken from it
+            if module is not None and node.attr in TOP_LEVEL[module]:
+                yield module, node.attr
+
+
+def surface() -> dict[str, set[str]]:
+    """Each looplab module used from outside its room, and the names used (STAR: all of its `__all__`)."""
+    found: dict[str, set[str]] = {}
+
+    def use(module: str, name: str) -> None:
+        found.setdefault(module, set()).update({name} if name else set())
+
+    for module, path in MODULES.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for target, name in _uses(ast.parse(path.read_text(encoding="utf-8")), package):
+            if room(target) != room(module):
+                use(target, name)
+    for path in OUTSIDE:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for target, name in _uses(tree, ""):
+            use(target, name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in MODULES and node.names[0].name == "*":
+                use(node.module, STAR)
+    use("looplab", STAR)  # the public API: tests/project/test_packaging.py holds it to docs/api.md
+    lazy = next(
+        n.value
+        for n in ast.parse(MODULES["looplab"].read_text(encoding="utf-8")).body
+        if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "_LAZY"
+    )
+    for module, name in ast.literal_eval(lazy).values():
+        use(module, name)
+    for target in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"].values():
+        use(*target.split(":"))
+    for page in (ROOT / "docs").glob("*.md"):  # the API reference's `::: looplab.module.Name`
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("::: "):
+                dotted = line.removeprefix("::: ").strip()
+                use(*dotted.rsplit(".", 1))
+    for module in MODULES:  # the registry imports a runner module by name and takes its export
+        if room(module) == "looplab.adapters.runners" and not MODULES[module].stem.startswith("_"):
+            if MODULES[module].name != "__init__.py":
+                use(module, EXPORT)
+    return found
+
+
+SURFACE = surface()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_all_is_exactly_what_the_other_rooms_use(module: str) -> None:
+    declared, used = _declared_all(module), SURFACE.get(module)
+    if used is None:
+        assert declared is None, f"{module}: nothing outside its room uses it, so it declares no __all__"
+        return
+    assert declared is not None, f"{module}: used from outside its room ({sorted(used)}), so it declares __all__"
+    if STAR in used:
+        assert declared, f"{module}: an outside `import *` reads its __all__"
+        return
+    assert not (missing := sorted(used - set(declared))), f"{module}: used from outside but not in __all__: {missing}"
+    assert not (unused := sorted(set(declared) - used)), f"{module}: in __all__ but used nowhere outside: {unused}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _declared_all(m)))
+def test_every_name_a_module_offers_exists(module: str) -> None:
     import importlib
 
-    if room(module) == "looplab.adapters.runners" or module.endswith(".reaper"):
-        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))  # a framework may be missing; the reaper runs
+    if room(module) == "looplab.adapters.runners":  # a framework may be missing: the name is assigned in the source
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
         names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-        assert "__all__" in names, f"{module} has no __all__"
+        assert set(_declared_all(module) or []) <= names
         return
     loaded = importlib.import_module(module)
-    exported = getattr(loaded, "__all__", None)
-    assert exported, f"{module} has no __all__"
-    assert [name for name in exported if not hasattr(loaded, name)] == []
+    assert [name for name in loaded.__all__ if not hasattr(loaded, name)] == []
+
+
+def test_the_surface_check_sees_a_use_from_another_room() -> None:
+    """The check itself: a view taking a name from the records is seen, and a name used only inside is not."""
+    assert "build" in SURFACE["looplab.records.results"]
+    assert "looplab.records.migrate" not in SURFACE

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import keyword
 import os
 import resource
 import select
@@ -414,7 +415,8 @@ def test_a_tools_py_that_is_not_python_is_one_line_with_its_line_when_listed(tmp
     )
 
 
-_NAMES = st.from_regex(r"_?[a-z][a-z0-9_]{0,6}", fullmatch=True)
+#: Identifiers: a keyword (`in`, `if`) is no name a function can have.
+_NAMES = st.from_regex(r"_?[a-z][a-z0-9_]{0,6}", fullmatch=True).filter(lambda n: not keyword.iskeyword(n))
 _STATEMENTS = {
     "def": "def {name}(x: str) -> str:\n    return x\n",
     "async def": "async def {name}(x: str) -> str:\n    return x\n",

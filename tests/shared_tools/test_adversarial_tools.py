@@ -26,6 +26,7 @@ from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.policy import Call, Decision
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Fault, Guard, PathRefused, Workspace, default_tools, tools, with_faults
+from looplab.shared_tools.confine import TEST_ENV_ALLOWED
 from looplab.shared_tools.workspace import SECRET_PATTERNS
 from tests.runs import ALL_RUNNERS, run_runner
 from tests.tiers import BUSY_MACHINE_S, by_tier, scaled_examples
@@ -195,9 +196,7 @@ def test_run_tests_loads_no_config_or_conftest_from_outside_the_workspace(bare_r
 @settings(max_examples=scaled_examples(0.1), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     secrets=st.dictionaries(
-        st.text(string.ascii_uppercase + "_", min_size=3, max_size=12).filter(
-            lambda k: k not in tools.TEST_ENV_ALLOWED
-        ),
+        st.text(string.ascii_uppercase + "_", min_size=3, max_size=12).filter(lambda k: k not in TEST_ENV_ALLOWED),
         st.text(string.ascii_letters + string.digits, min_size=12, max_size=24),
         min_size=1,
         max_size=6,

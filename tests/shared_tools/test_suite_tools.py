@@ -44,9 +44,9 @@ from looplab.shared_tools import (
     Workspace,
     builtin_tool,
     default_tools,
-    tool_from_function,
     tools,
 )
+from looplab.shared_tools.custom import tool_from_function
 from tests.conftest import SYSTEM_PROMPT
 from tests.paths import REPO, TESTS
 from tests.runs import ALL_RUNNERS

@@ -31,9 +31,9 @@ from looplab.scenarios.cases import Case, load_case
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.policy import Call, Decision
 from looplab.scenarios.scripted.server import ScriptedModelServer
-from looplab.shared_tools import Guard, Workspace, tool_from_function
+from looplab.shared_tools import Guard, Workspace
 from looplab.shared_tools.confine import child_environment
-from looplab.shared_tools.custom import SUITE_TOOL_MAX_CHARS
+from looplab.shared_tools.custom import SUITE_TOOL_MAX_CHARS, tool_from_function
 
 TOOLS_PY = """
     import json
