@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "one runner's import time and peak memory in this fresh interpreter (`looplab bench` starts it)",
     ),
     "bench-workspace": ("looplab.measure.bench_workspace", "what a run's copy of a repository costs"),
+    "caps-runner": (
+        "looplab.measure.caps",
+        "one runner's caps measured in this interpreter, to a JSON file (`looplab caps` starts it in an environment)",
+    ),
     "local-llm": (
         "looplab.measure.local_llm",
         "a real LLM, offline: the Chat Completions runners against Gemma 3 270M (`nox -s local-llm`)",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -68,7 +67,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(bench_line(bench_merge(args.shards)))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,9 +14,8 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,15 +190,16 @@ def measure(
 
 
 def measure_in_environment(runner: str, api: Api | None = None, pin: str | None = None) -> RunnerReport:
-    """`runner` measured by `python -m looplab.measure.caps RUNNER OUT [API]` in its runner environment (created if
-    missing), with `pin`'s version of its framework when given."""
+    """`runner` measured by `python -m looplab.measure caps-runner` in its runner environment (created if missing),
+    with `pin`'s version of its framework when given."""
     from looplab.adapters.boundary.processes import run_bounded
     from looplab.run.environments import ensure, source_root, spec_for
 
     env = ensure(spec_for(runner, pin))
     with tempfile.TemporaryDirectory(prefix="looplab-caps-") as folder:
         out = Path(folder) / "report.json"
-        command = [str(env.python), "-m", "looplab.measure.caps", runner, str(out), *([api] if api else [])]
+        command = [str(env.python), "-m", "looplab.measure", "caps-runner", runner, str(out)]
+        command += ["--api", api] if api else []
         code, stderr = run_bounded(command, env.child_env(), source_root(), ENVIRONMENT_TIMEOUT_S)
         if code != 0 or not out.is_file():
             how = "timed out" if code is None else f"exited {code}"
@@ -436,7 +436,17 @@ def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> 
     return Drift(tuple(moved), tuple(changes), text)
 
 
-if __name__ == "__main__":  # `python -m looplab.measure.caps RUNNER OUT [API]`: one runner measured here, to OUT
-    _runner, _out, *_api = sys.argv[1:]
-    _report = measure([_runner], isolate=False, api=_api[0] if _api else None).runners[0]  # type: ignore[arg-type]
-    files.write_text(_out, _report.model_dump_json())
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m looplab.measure caps-runner RUNNER OUT [--api API]`: one runner measured in this interpreter, its
+    report written to OUT (`looplab caps` starts it in the runner's environment)."""
+    import argparse
+    import typing
+
+    parser = argparse.ArgumentParser(prog="python -m looplab.measure caps-runner")
+    parser.add_argument("runner", metavar="RUNNER", choices=list(registry.RUNNERS))
+    parser.add_argument("out", type=Path, help="where the runner's report (JSON) is written")
+    parser.add_argument("--api", choices=typing.get_args(Api), help="the wire API the runner is measured over")
+    args = parser.parse_args(argv)
+    report = measure([args.runner], isolate=False, api=args.api).runners[0]
+    files.write_text(args.out, report.model_dump_json())
+    return 0

@@ -250,7 +250,7 @@ def run_one(
     `--sandbox`).
 
     The run happens on a worker thread; one still going `grace_s` after its
-    `max_seconds` (or `CANCEL_GRACE_S` after it was cancelled) is abandoned and recorded as hung, so one runner
+    `max_seconds` (or `CANCEL_GRACE_S` after it heard its cancel) is abandoned and recorded as hung, so one runner
     that hangs cannot stall a matrix.
     """
     options = RunOptions.of(options, **given)
@@ -260,6 +260,9 @@ def run_one(
     # The worker fills `done`, never the outcome returned: a run abandoned as hung that finishes
     # later must not change what was already reported (its workspace goes at exit, see Workspace).
     done = RunOutcome(runner, case.id)
+    # Set when the runner's run starts, the first point that hears a cancel: the runner's import and the
+    # workspace's copy before it cannot stop (a cold import took 10 s under load), and stay bounded by max_seconds.
+    listening = threading.Event()
 
     def work() -> None:
         try:
@@ -276,6 +279,7 @@ def run_one(
                 over |= {"cancel": cancel} if cancel is not None else {}
                 over |= {"delegate": case.delegate.agent()} if case.delegate is not None else {}
                 spec = where.spec_for(adapter, case.model)
+                listening.set()
                 result = adapter.run(case.stated_task, guard, limits, spec, **over, system_prompt=case.system_prompt)
                 changed = ws.fingerprint() != before
         except LooplabError as exc:
@@ -295,7 +299,8 @@ def run_one(
     worker.start()
     ends, cancelled = time.monotonic() + limits.max_seconds + grace_s, False
     while worker.is_alive() and time.monotonic() < ends:
-        if not cancelled and cancel is not None and cancel.cancelled:  # it ends within a second, or is abandoned
+        heard = cancel is not None and cancel.cancelled and listening.is_set()
+        if heard and not cancelled:  # it ends within a second, or is abandoned
             ends, cancelled = min(ends, time.monotonic() + CANCEL_GRACE_S), True
         worker.join(min(WAIT_SLICE_S, max(0.0, ends - time.monotonic())))
     if worker.is_alive():

@@ -19,10 +19,11 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import looplab
+from looplab.adapters import registry
 from looplab.adapters.contract.cancel import Cancellation
 from looplab.adapters.contract.limits import StopReason
 from looplab.records.outcome import RunOutcome
-from looplab.run import isolation, matrix
+from looplab.run import harness, isolation, matrix
 from looplab.run.environments import RunnerEnv
 from looplab.run.handle import Cancels
 from looplab.run.harness import Endpoint, ModelChoice
@@ -118,6 +119,19 @@ def test_a_run_cancelled_before_it_starts_makes_no_model_call(slow_model: Endpoi
     cancel.cancel()
     outcome = looplab.run_one("handrolled", CASE, slow_model, cancel=cancel)
     assert _cancelled(outcome) and outcome.result.totals.model_calls == 0
+
+
+def test_a_cancel_that_comes_while_the_runner_is_imported_waits_for_the_run_to_hear_it(
+    slow_model: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold import (seconds in a fresh worker process under load) cannot hear a cancel, and is no hung run."""
+    monkeypatch.setattr(harness, "CANCEL_GRACE_S", 0.3)
+    load = registry.load
+    monkeypatch.setattr(registry, "load", lambda name: time.sleep(1.0) or load(name))  # longer than the grace
+    cancel = Cancellation()
+    cancel.cancel()
+    outcome = looplab.run_one("handrolled", CASE, slow_model, cancel=cancel)
+    assert _cancelled(outcome) and outcome.result.totals.model_calls == 0, outcome.error
 
 
 #: Three cells, all in flight at once: one cancelled before it starts, one while it runs (once four requests came,
