@@ -50,6 +50,7 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
     for value in DELEGATION_VALUES:
         result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
         agents = [s.model_call.agent for s in result.trace.steps]
+        child_calls = [n for n, agent in enumerate(agents, 1) if agent == child.name]
         answer = result.answer or ""
         # What the parent was handed, when it answered as the probe does (else the run ended before it saw it). A
         # framework that strips its final answer drops the prefix's space when the child handed back nothing.
@@ -64,6 +65,7 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
                 if answered
                 else Ending.of(result.native_end, result.totals.model_calls),
                 parent_saw=_short(answer.removeprefix(PARENT_SAW.rstrip())) if answered else None,
+                child_last_call=child_calls[-1] if child_calls else None,
             )
         )
     return DelegationReport(how=adapter.delegation, knob=adapter.knobs[0], counts=_whose(rows), rows=rows)
@@ -75,15 +77,19 @@ def _short(text: str) -> str:
 
 
 def _whose(rows: list[DelegationRow]) -> str:
-    """Whose model calls the knob counts, read off the capped rows: the tree's, the child's on a counter of its
-    own (its calls follow the value: as many, one more where the knob counts tool calls, one fewer where the
-    delegating call is counted), or the parent's only."""
+    """Whose model calls the knob counts, read off the capped rows from what each counter held when the child made
+    its last call: the run's calls so far (`child_last_call`, the parent's before it included), or the child's own
+    (`child_calls`, off the value by the same 0 or 1 at every value); or the child is not stopped by it at all.
+    """
     capped = [(r, r.value) for r in rows if r.value is not None]
-    if all(r.model_calls == v for r, v in capped):
-        return "both agents' model calls, together"
+    together = "both agents' model calls, together: at cap N the child's last call was the run's N-th"
+    if capped and all((r.child_last_call or r.model_calls) == v for r, v in capped):
+        return f"{together}, the parent's counted"
     over = {r.child_calls - v for r, v in capped}
     if len(capped) > 1 and len(over) == 1 and over <= {-1, 0, 1} and all(r.parent_calls <= v + 1 for r, v in capped):
-        return "each agent's own: the child runs on a counter of its own, at the same value"
+        own = {0: "N", 1: "N + 1", -1: "N - 1"}[over.pop()]
+        counter = "each agent's own: the child runs on a counter of its own at the same value"
+        return f"{counter}, and at cap N made {own} calls of its own"
     if all(r.parent_calls <= v + 1 for r, v in capped):
         return "the parent's model calls only: the child's are not counted against it"
     return "neither agent's alone: " + ", ".join(f"{v} -> {r.parent_calls} + {r.child_calls}" for r, v in capped)
@@ -141,8 +147,8 @@ def sizeless(doc: CapsDoc) -> CapsDoc:
 
 
 def delegation_cell(report: DelegationReport | None) -> str:
-    """The summary table's cell: whose calls the knob counts under delegation."""
-    return "cannot delegate" if report is None else report.counts
+    """The summary table's cell: whose calls the knob counts under delegation (the section says how it stopped)."""
+    return "cannot delegate" if report is None else report.counts.split(":")[0]
 
 
 def token_cell(report: TokenReport | None) -> str:

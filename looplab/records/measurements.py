@@ -106,6 +106,9 @@ class DelegationRow(BaseModel):
     #: What the parent's delegating tool returned once the child ended (None: the run ended before the parent
     #: saw anything).
     parent_saw: str | None = None
+    #: Which of the run's model calls (every agent's, counted from 1) was the child's last: with `child_calls`, what
+    #: each counter held when the child stopped (None: the child made no call, or the doc predates it).
+    child_last_call: int | None = None
 
 
 class DelegationReport(BaseModel):

@@ -166,7 +166,7 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
     if report is None:
         return {"delegated_cap": _not_measured(), "native_tokens": _not_measured()}
     where, section = f"caps: {report.runner}", caps_anchor(report)
-    delegated = "cannot delegate" if report.delegation is None else report.delegation.counts
+    delegated = "cannot delegate" if report.delegation is None else report.delegation.counts.split(":")[0]
     tokens = "none" if report.token_budget is None else report.token_budget.counts.split(":")[0]
     return {
         "delegated_cap": Cell(text=delegated, evidence=where, caps_section=section),

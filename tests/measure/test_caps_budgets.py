@@ -41,9 +41,10 @@ def test_under_delegation_the_rows_say_whose_calls_the_cap_counted() -> None:
     """Pydantic AI's delegating tool runs the child on the parent's usage: its `request_limit` counts both agents."""
     with _prober() as prober:
         report = caps_budgets.delegation(prober.run, registry.load("pydantic_ai"))
-    assert report is not None and report.counts == "both agents' model calls, together"
+    assert report is not None and report.counts.startswith("both agents' model calls, together")
     capped = [(r.value, r.model_calls, r.parent_calls, r.child_calls) for r in report.rows if r.value is not None]
     assert capped == [(v, v, 1, v - 1) for v in caps_budgets.DELEGATION_VALUES if v is not None]
+    assert all(r.child_last_call == r.value for r in report.rows if r.value is not None)
     assert all(r.parent_saw is None and r.ending.exception for r in report.rows)  # the limit ends the whole run
 
 
@@ -65,21 +66,48 @@ def test_a_runner_that_cannot_delegate_or_has_no_token_budget_is_said_so() -> No
     assert caps_budgets.delegation_cell(None) == "cannot delegate" and caps_budgets.token_cell(None) == "none"
 
 
-def _row(value: int | None, parent: int, child: int) -> DelegationRow:
+def _row(value: int | None, parent: int, child: int, before: int = 1) -> DelegationRow:
+    """A delegating run: the parent's `before` calls, the child's `child`, then the parent's others."""
     return DelegationRow(
-        value=value, model_calls=parent + child, parent_calls=parent, child_calls=child, ending=Ending(how="x")
+        value=value,
+        model_calls=parent + child,
+        parent_calls=parent,
+        child_calls=child,
+        ending=Ending(how="x"),
+        child_last_call=before + child if child else None,
     )
 
 
-@given(st.lists(st.integers(1, 30), min_size=2, max_size=4, unique=True), st.data())
+@given(st.lists(st.integers(3, 30), min_size=2, max_size=4, unique=True), st.data())  # above the parent's calls
 def test_whose_calls_a_cap_counts_is_read_off_every_capped_row(values: list[int], data: st.DataObject) -> None:
-    together = [_row(v, p := data.draw(st.integers(1, v)), v - p) for v in values]
-    assert caps_budgets._whose([_row(None, 1, 59), *together]) == "both agents' model calls, together"
-    extra = data.draw(st.integers(0, 1))  # one more model call where the knob counts tool calls
-    own = [_row(v, 2, v + extra) for v in values]  # the child's counter reaches the value on its own
-    assert caps_budgets._whose(own).startswith("each agent's own")
+    # one counter for the run: the child stops when the run's calls, the parent's before it included, reach the value
+    before = data.draw(st.integers(1, 2))
+    together = [_row(v, before + data.draw(st.integers(0, 2)), v - before, before) for v in values]
+    assert caps_budgets._whose([_row(None, 1, 59), *together]).startswith("both agents' model calls, together")
+    # a counter of the child's own: its calls are the value, or one off it, whatever the parent made before
+    extra = data.draw(st.integers(-1, 1).filter(lambda e: e != -before))
+    own = caps_budgets._whose([_row(v, before + 1, v + extra, before) for v in values])
+    made = {-1: "N - 1", 0: "N", 1: "N + 1"}[extra]
+    assert own.startswith("each agent's own") and own.endswith(f"at cap N made {made} calls of its own")
     stuck = data.draw(st.integers(31, 59))  # the child stops at the same count whatever the value
     assert caps_budgets._whose([_row(v, 1, stuck) for v in values]).startswith("the parent's model calls only")
+
+
+def test_a_counter_that_holds_the_parents_delegating_call_is_the_runs_not_the_childs() -> None:
+    """At caps 3 and 5 the child made 2 and 4 calls after the parent's one: the run's calls reached the cap."""
+    rows = [_row(3, 2, 2), _row(5, 2, 4)]
+    assert caps_budgets._whose(rows).startswith("both agents' model calls, together")
+
+
+@pytest.mark.parametrize(
+    "runner", [r.runner for r in measurements.CapsDoc.model_validate_json(COMMITTED).runners if r.delegation]
+)
+def test_the_committed_statement_of_whose_calls_a_cap_counts_agrees_with_its_rows(runner: str) -> None:
+    report = next(r for r in measurements.CapsDoc.model_validate_json(COMMITTED).runners if r.runner == runner)
+    assert report.delegation is not None
+    rows = report.delegation.rows
+    assert all(r.child_last_call is not None for r in rows if r.child_calls), "measured before child_last_call"
+    assert caps_budgets._whose(rows) == report.delegation.counts
 
 
 def test_when_a_token_budget_stops_is_read_off_the_rows() -> None:

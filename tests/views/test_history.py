@@ -56,6 +56,20 @@ def test_the_kept_data_holds_every_runner_at_the_version_the_caps_doc_measured(k
         assert all(c.passed == c.runs for c in same[0].cases.values()), f"{report.runner}: a kept case failed"
 
 
+def test_the_date_and_looplab_every_version_shares_are_said_once_above_them(kept) -> None:
+    same = {
+        r: [v.model_copy(update={"measured_on": date(2026, 1, 2), "looplab": "0.1"}) for v in vs]
+        for r, vs in kept.items()
+    }
+    text = shown.terminal(same)
+    assert text.startswith("every version below measured 2026-01-02 by looplab 0.1")
+    assert text.count("2026-01-02") == 1
+    first, *others = list(same)
+    mixed = same | {first: [v.model_copy(update={"measured_on": date(2026, 1, 3)}) for v in same[first]]}
+    text = shown.terminal(mixed)
+    assert not text.startswith("every version below") and "2026-01-03" in text and "2026-01-02" in text
+
+
 def test_the_history_builder_finds_exactly_the_default_langgraph_1_0_6_raised(kept) -> None:
     before, after = langgraph(kept, "1.0.5"), langgraph(kept, "1.0.6")
     moved = history.changes_between(before, after)
