@@ -40,6 +40,7 @@ from looplab.records.measurements import (
     KnobReport,
     Row,
     RunnerReport,
+    StreamedCap,
     history_of,
     version_label,
 )
@@ -55,6 +56,8 @@ __all__ = ["diff", "drift", "for_terminal", "measure", "merged", "to_json", "to_
 UNIT_VALUES = (1, 2, 3, 5)
 ANSWER_ON = 3  # the off-by-one probe answers on this model call
 MAX_SEARCH = 8 * ANSWER_ON  # the largest knob value tried for it
+#: The value a runner's first knob is run at with whole replies and with streamed ones.
+STREAMED_VALUE = 3
 DOCS = Path("docs")
 #: Seconds one runner's measurement in its runner environment may take (about a minute is usual).
 ENVIRONMENT_TIMEOUT_S = 900.0
@@ -78,10 +81,13 @@ class Prober:
         max_steps: int = SAFETY_STOP,
         *,
         delegate: Delegate | None = None,
+        stream: bool | None = None,
     ) -> RunResult:
+        """One run of `adapter` against the probe policy `policy`; `stream` asks for streamed or whole replies (None:
+        the runner's first)."""
         server = self.servers[policy]
         urls = server.base_urls
-        spec = Endpoint(ModelChoice(api=self.api), urls).spec_for(adapter)
+        spec = Endpoint(ModelChoice(api=self.api, stream=stream), urls).spec_for(adapter)
         with Workspace(self.repo) as ws:
             guard = Guard(ws, max_repeats=SAFETY_STOP + 1)
             limits = Limits(max_steps=max_steps, max_seconds=120)
@@ -89,8 +95,10 @@ class Prober:
                 self.task, guard, limits, spec, probe, system_prompt=self.system_prompt, delegate=delegate
             )
 
-    def row(self, adapter: Runner, probe: Probe | None, max_steps: int = SAFETY_STOP) -> Row:
-        result = self.run(adapter, "never-stops", probe, max_steps)
+    def row(
+        self, adapter: Runner, probe: Probe | None, max_steps: int = SAFETY_STOP, stream: bool | None = None
+    ) -> Row:
+        result = self.run(adapter, "never-stops", probe, max_steps, stream=stream)
         return Row(
             value=probe.value if probe else max_steps,
             setting=None if probe else result.native_cap.knob,
@@ -119,6 +127,28 @@ class Prober:
             smallest_value_to_answer_on_call_3=self.smallest_to_finish(adapter, knob),
         )
 
+    def streamed(self, adapter: Runner) -> StreamedCap | None:
+        """Its first knob at `STREAMED_VALUE`, with whole replies and with streamed ones; None for a runner that
+        runs only one of the two (on this wire API)."""
+        if not self._takes_both(adapter):
+            return None
+        probe = Probe(knob=adapter.knobs[0], value=STREAMED_VALUE)
+        whole, streamed = (self.row(adapter, probe, stream=stream) for stream in (False, True))
+        return StreamedCap(knob=probe.knob, value=STREAMED_VALUE, whole=whole, streamed=streamed)
+
+    def _takes_both(self, adapter: Runner) -> bool:
+        """Whether the runner takes whole replies and streamed ones on this wire API: some stream only on some APIs
+        (their `stream_for` refuses the other mode in one line)."""
+        urls = self.servers["never-stops"].base_urls
+        try:
+            modes = {
+                adapter.stream_for(Endpoint(ModelChoice(api=self.api, stream=s), urls).spec_for(adapter))
+                for s in (False, True)
+            }
+        except LooplabError:
+            return False
+        return modes == {False, True}
+
     def runner(self, name: str) -> RunnerReport:
         adapter = registry.load(name)
         defaults = adapter.knob_defaults()
@@ -133,6 +163,7 @@ class Prober:
             code_language=adapter.cap_language,
             delegation=caps_budgets.delegation(self.run, adapter),
             token_budget=caps_budgets.token_budget(self.run, adapter, defaults.get(adapter.token_knob or "")),
+            streamed=self.streamed(adapter),
         )
 
 
@@ -236,9 +267,22 @@ ROW_HEADER = "model calls | tool calls | tools of the last call | how the framew
 ROW_RULE = "|---|---|---|---|---|"
 
 
-def _row(row: Row) -> str:
+def _row(row: Row, first: object = None) -> str:
+    """A row of the table under `ROW_HEADER`, its first column the row's value unless `first` is given."""
     last = row.last_call_tools or "not measured"
-    return f"| {row.value} | {row.model_calls} | {row.tool_calls} | {last} | {ending_text(row.ending)} |"
+    head = row.value if first is None else first
+    return f"| {head} | {row.model_calls} | {row.tool_calls} | {last} | {ending_text(row.ending)} |"
+
+
+def _streamed_markdown(report: StreamedCap | None) -> list[str]:
+    """A runner section's part on streamed replies at the cap, beside whole ones."""
+    out = ["", "### Streamed at the cap", ""]
+    if report is None:
+        return [*out, "Not measured: it takes one of whole or streamed replies only."]
+    verdict = "the same either way" if report.same else "not the same: streaming changes how it stops"
+    out += [f"`{cell(report.knob)}` = {report.value}, with whole replies and with streamed ones: {verdict}.", ""]
+    out += [f"| replies | {ROW_HEADER}", ROW_RULE]
+    return [*out, _row(report.whole, "whole"), _row(report.streamed, "streamed")]
 
 
 def _last_tools(rows: list[Row]) -> str:
@@ -319,6 +363,7 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
             out += [f"- partial history at the cap: {native}"]
             out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]
             out += [f"| value | {ROW_HEADER}", ROW_RULE, *map(_row, k.rows)]
+        out += _streamed_markdown(r.streamed)
         out += caps_budgets.markdown(r.delegation, r.token_budget)
         out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
@@ -399,11 +444,24 @@ class Drift:
         return [f"version moved, measured behaviour unchanged: {m}" for m in self.moved] if not self else []
 
 
+def _where_both_stream(fresh: CapsDoc, committed: CapsDoc) -> tuple[CapsDoc, CapsDoc]:
+    """Both docs without the streamed section of a runner that lacks it in either: which modes a runner takes can be
+    the wire API's (Strands streams every reply over Responses, Messages and Gemini), and that is not drift."""
+    one_sided = {r.runner for doc in (fresh, committed) for r in doc.runners if r.streamed is None}
+
+    def without(doc: CapsDoc) -> CapsDoc:
+        kept = [r.model_copy(update={"streamed": None}) if r.runner in one_sided else r for r in doc.runners]
+        return doc.model_copy(update={"runners": kept})
+
+    return without(fresh), without(committed)
+
+
 def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> Drift:
     """How the fresh measurements differ from the committed ones, for the runners measured.
 
     `across_apis`: the fresh ones were measured on another wire API than the docs, so a token budget's rows are
-    compared by how the run ended, not by their numbers (a request's size, and so its tokens, is the wire format's).
+    compared by how the run ended, not by their numbers (a request's size, and so its tokens, is the wire format's),
+    and a streamed section only where both have one.
 
     A version that moved while every measured field stayed the same is reported in `moved` and is not drift;
     anything else that differs (a count, an ending, a default, the cap code, a runner missing from the docs) is
@@ -412,6 +470,7 @@ def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> 
     committed = CapsDoc.model_validate_json(committed_json)
     if across_apis:
         fresh, committed = caps_budgets.sizeless(fresh), caps_budgets.sizeless(committed)
+        fresh, committed = _where_both_stream(fresh, committed)
     by_runner = {r.runner: r for r in committed.runners}
     moved: list[VersionMove] = []
     changes: list[Change] = []

@@ -54,8 +54,14 @@ def changes(before: RunnerReport, after: RunnerReport, *, ignore: Iterable[str] 
     """The fields in which `after` differs from `before`, the top-level fields in `ignore` left out, row by row."""
     left_out = set(ignore)
     old_doc, new_doc = before.model_dump(exclude=left_out), after.model_dump(exclude=left_out)
-    old, new = _leaves(old_doc), _leaves(new_doc)
     found: list[Change] = []
+    # A section one side never measured (None: the runner lacks it, or a looplab before it measured it) is one
+    # change, not one a field.
+    for section in sorted(k for k in old_doc.keys() & new_doc.keys() if (old_doc[k] is None) != (new_doc[k] is None)):
+        was, now = ("not measured", "measured") if old_doc[section] is None else ("measured", "not measured")
+        found.append(Change(before.runner, None, None, section, was, now))
+        old_doc.pop(section), new_doc.pop(section)
+    old, new = _leaves(old_doc), _leaves(new_doc)
     for path in sorted(old.keys() | new.keys(), key=lambda p: [str(x) for x in p]):
         was, now = old.get(path, MISSING), new.get(path, MISSING)
         if was == now:
@@ -97,6 +103,9 @@ def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str |
         value = section["rows"][rest[1]]["value"] if rest[1] < len(section["rows"]) else f"row {rest[1] + 1}"
         where = "under delegation" if head == "delegation" else "token budget"
         return f"{where} ({section['knob']})", "unset" if value is None else f"{value}", _field(rest[2:]) or "row"
+    if head == "streamed" and rest[:1] in (("whole",), ("streamed",)) and report.get("streamed"):
+        section = report["streamed"]
+        return f"{rest[0]} replies at the cap ({section['knob']})", f"{section['value']}", _field(rest[1:]) or "row"
     return None, None, _field(path)
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "RunnerReport",
     "SAFETY_STOP",
     "ServerLatency",
+    "StreamedCap",
     "TAX_TARGET",
     "TURN_TARGET_MS",
     "TokenReport",
@@ -159,6 +160,26 @@ class RunnerReport(BaseModel):
     delegation: DelegationReport | None = None
     #: Its framework's run-wide token budget (None: it has none).
     token_budget: TokenReport | None = None
+    #: Its first knob at the cap with whole and with streamed replies (None: it runs one of the two only, or the
+    #: doc predates it).
+    streamed: StreamedCap | None = None
+
+
+class StreamedCap(BaseModel):
+    """The framework's own cap at one value, run with whole replies and with streamed ones (`--stream on`): a
+    framework may end differently, or count differently, when it reads a stream."""
+
+    knob: str
+    value: int
+    whole: Row
+    streamed: Row
+
+    @property
+    def same(self) -> bool:
+        """Whether streaming changed nothing measured: the calls made, the tools run and how the run ended (an
+        exception's message aside: it may quote a reply, whose form is the mode's)."""
+        leave_out = {"setting": True, "ending": {"message"}}
+        return self.whole.model_dump(exclude=leave_out) == self.streamed.model_dump(exclude=leave_out)
 
 
 class CapsDoc(BaseModel):

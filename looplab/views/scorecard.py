@@ -35,7 +35,15 @@ from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.records.document import Document, case_descriptions
-from looplab.records.measurements import BenchResult, CapsDoc, KnobReport, RunnerReport, history_of, version_label
+from looplab.records.measurements import (
+    BenchResult,
+    CapsDoc,
+    Ending,
+    KnobReport,
+    RunnerReport,
+    history_of,
+    version_label,
+)
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
@@ -117,6 +125,7 @@ def build(
             "token_budget": _token_budget(runs_of.get("token-budget")),
             "delegation": _delegation(name, runs_of.get("delegation")),
             **_budget_cells(report),
+            "streamed_cap": _streamed_cap(report),
             "first_request": _first_request(name, first_bytes),
             **_bench_cells(benched.get(name)),
             "apis": _apis(name),
@@ -141,14 +150,7 @@ def _cap_cells(report: RunnerReport | None) -> dict[str, Cell]:
     knob = report.knobs[0]
     where, section = f"caps: {report.runner}", caps_anchor(report)
     ending = knob.rows[0].ending
-    if ending.exception:
-        at_cap = _raises(ending.exception)
-    elif ending.how.startswith("returns, with a message"):
-        at_cap = "returns a made-up final message"
-    elif ending.how.startswith("returns"):
-        at_cap = "returns silently"
-    else:
-        at_cap = ending.how.split(":")[0]
+    at_cap = _at_cap(ending)
     seen = {r.last_call_tools for r in knob.rows if r.last_call_tools}
     last = seen.pop() if len(seen) == 1 else "depends on the value" if seen else None
     texts = {
@@ -172,6 +174,31 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
         "delegated_cap": Cell(text=delegated, evidence=where, caps_section=section),
         "native_tokens": Cell(text=tokens, evidence=where, caps_section=section),
     }
+
+
+def _at_cap(ending: Ending) -> str:
+    """How a run ended at the framework's cap, in a few words: what it raises, or how it returns."""
+    if ending.exception:
+        return _raises(ending.exception)
+    if ending.how.startswith("returns, with a message"):
+        return "returns a made-up final message"
+    if ending.how.startswith("returns"):
+        return "returns silently"
+    return ending.how.split(":")[0]
+
+
+def _streamed_cap(report: RunnerReport | None) -> Cell:
+    """How the run ends at the cap with streamed replies, beside whole ones (caps doc: "Streamed at the cap")."""
+    if report is None or report.streamed is None:
+        return _not_measured()
+    streamed, whole = report.streamed.streamed, report.streamed.whole
+    if report.streamed.same:
+        text = "the same as with whole replies"
+    elif _at_cap(streamed.ending) == _at_cap(whole.ending):
+        text = f"{streamed.model_calls} model calls (whole: {whole.model_calls}), {_at_cap(streamed.ending)}"
+    else:
+        text = f"{_at_cap(streamed.ending)} (whole: {_at_cap(whole.ending)})"
+    return Cell(text=text, evidence=f"caps: {report.runner}", caps_section=caps_anchor(report))
 
 
 def _raises(exception: str) -> str:

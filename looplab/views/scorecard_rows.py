@@ -38,6 +38,7 @@ ROWS = (
     Row("at_cap", "at the cap", "the cap"),
     Row("history", "partial history at the cap", "the cap"),
     Row("last_tools", "tools of the last call", "the cap"),
+    Row("streamed_cap", "at the cap, streamed", "the cap"),
     Row("malformed", "malformed arguments", "bad calls"),
     Row("unknown_tool", "unknown tool", "bad calls"),
     Row("parallel", "two tools in one reply", "bad calls"),

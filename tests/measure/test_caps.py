@@ -18,6 +18,7 @@ from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.paths import REPO
 
 DOCS = REPO / "docs"
+COMMITTED = (DOCS / "iteration-caps.json").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,43 @@ def test_the_hand_rolled_cap_counts_model_calls(handrolled: measurements.CapsDoc
     assert knob.unset.model_calls == measurements.SAFETY_STOP and "safety stop" in knob.unset.ending.how
     assert knob.smallest_value_to_answer_on_call_3 == caps.ANSWER_ON
     assert "range(session.cap)" in report.code
+
+
+def test_a_runner_taking_whole_and_streamed_replies_is_measured_at_the_cap_with_each(
+    handrolled: measurements.CapsDoc,
+) -> None:
+    [report] = handrolled.runners
+    streamed = report.streamed
+    assert streamed is not None and (streamed.knob, streamed.value) == (report.knobs[0].knob, caps.STREAMED_VALUE)
+    assert streamed.whole.model_calls == streamed.streamed.model_calls == caps.STREAMED_VALUE and streamed.same
+    section = caps.to_markdown(handrolled).split("### Streamed at the cap")[1]
+    assert "the same either way" in section and "| whole | 3 |" in section and "| streamed | 3 |" in section
+
+
+def test_a_runner_that_takes_one_mode_only_has_no_streamed_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = registry.load("handrolled")
+    monkeypatch.setattr(type(adapter), "streams", (True,))
+    with ScriptedModelServer(NeverStops()) as server:
+        assert caps.Prober({"never-stops": server}).streamed(adapter) is None
+    assert "Not measured: it takes one of whole or streamed replies only." in caps._streamed_markdown(None)
+
+
+def test_a_streamed_ending_that_changed_is_drift_named_by_its_mode() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.streamed)
+    assert report.streamed is not None
+    report.streamed.streamed.ending.how = "raises"
+    [change] = caps.drift(doc, COMMITTED).changes
+    assert (change.runner, change.value, change.field) == (report.runner, str(caps.STREAMED_VALUE), "ending.how")
+    assert change.knob == f"streamed replies at the cap ({report.streamed.knob})"
+
+
+def test_across_wire_apis_a_runner_that_takes_one_mode_there_is_no_drift() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.streamed)
+    report.streamed = None  # as Strands measures on an API where it streams every reply
+    assert not caps.drift(doc, COMMITTED, across_apis=True).changes
+    assert caps.drift(doc, COMMITTED).changes  # on the docs' own API it is one
 
 
 #: The framework runners the caps doc covers (`external` runs whatever command it is given: no cap of its own).
@@ -89,8 +127,6 @@ def test_check_passes_on_fresh_docs_and_fails_with_a_diff_when_a_count_is_edited
 
 
 # --- versions that moved against behaviour that changed (generated cases: tests/measure/test_caps_drift.py) -----------
-
-COMMITTED = (DOCS / "iteration-caps.json").read_text()
 
 
 def test_an_ending_that_changed_at_the_unset_value_is_named_as_unset() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from looplab.measure import caps
-from looplab.records import measurements
+from looplab.records import caps_changes, measurements
 from tests.paths import REPO
 
 COMMITTED = (REPO / "docs" / "iteration-caps.json").read_text()
@@ -69,3 +69,15 @@ def test_a_changed_count_fails_naming_the_runner_knob_and_value(moves: dict[str,
     text = str(found)
     assert f"changed: {report.runner}, {knob.knob} = {row.value}: model_calls {was} -> {row.model_calls}" in text
     assert '"version"' not in text  # the diff is the behaviour; the versions are listed apart
+
+
+@given(section=st.sampled_from(["delegation", "token_budget", "streamed"]), data=st.data())
+def test_a_section_one_measurement_lacks_is_one_change_not_one_a_field(section: str, data: st.DataObject) -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    measured = [r for r in doc.runners if getattr(r, section) is not None]
+    report = data.draw(st.sampled_from(measured))
+    older = report.model_copy(update={section: None})  # measured by a looplab before the section, or lacking it
+    assert caps_changes.changes(older, report) == [
+        caps_changes.Change(report.runner, None, None, section, "not measured", "measured")
+    ]
+    assert caps_changes.changes(report, older)[0].measured == "not measured"

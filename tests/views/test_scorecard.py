@@ -97,6 +97,21 @@ def test_the_cap_cells_follow_the_caps_measurement() -> None:
     assert changed["at_cap"].text == "returns silently"
 
 
+@pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
+def test_the_streamed_cell_says_what_streaming_changed_at_the_cap() -> None:
+    doc = COMMITTED_CAPS.model_copy(deep=True)
+    report = next(r for r in doc.runners if r.streamed)
+    assert report.streamed is not None
+    report.streamed.streamed = report.streamed.whole.model_copy(deep=True)
+    assert _cap_cell(doc, report.runner, "streamed_cap") == "the same as with whole replies"
+    report.streamed.streamed.model_calls += 1
+    assert _cap_cell(doc, report.runner, "streamed_cap").startswith(f"{report.streamed.whole.model_calls + 1} model")
+    report.streamed.streamed.ending = measurements.Ending(how="raises", exception="agents.exceptions.MaxTurnsExceeded")
+    assert _cap_cell(doc, report.runner, "streamed_cap").startswith("the framework raises MaxTurnsExceeded")
+    report.streamed = None
+    assert _cap_cell(doc, report.runner, "streamed_cap") == scorecard.NOT_MEASURED
+
+
 def _cap_cell(doc: measurements.CapsDoc, runner: str, key: str = "default_cap") -> str:
     return scorecard.build([runner], caps=doc).cards[0].cells[key].text
 
