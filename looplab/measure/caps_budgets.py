@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 from looplab.adapters.contract.agents import MAIN_AGENT
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.runner import KnobDefault, Probe
-from looplab.records.measurements import CapsDoc, DelegationReport, DelegationRow, Ending, TokenReport, TokenRow
+from looplab.records.measurements import (
+    CapsDoc,
+    DelegatedTokenRow,
+    DelegationReport,
+    DelegationRow,
+    Ending,
+    TokenReport,
+    TokenRow,
+)
 from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.probes import PARENT_SAW
 from looplab.views.markdown import cell, ending_text
@@ -113,12 +121,57 @@ def token_budget(run: ProbeRun, adapter: Runner, default: KnobDefault | None) ->
                 ending=Ending.of(result.native_end, result.totals.model_calls),
             )
         )
+    delegated = _tokens_under_delegation(run, adapter)
     return TokenReport(
         knob=adapter.token_knob,
         default=None if default is None else default.value,
         default_source="" if default is None else default.source,
         counts=_when(rows),
         rows=rows,
+        under_delegation=delegated,
+        under_delegation_counts=_whose_tokens(delegated) if delegated else None,
+    )
+
+
+def _tokens_under_delegation(run: ProbeRun, adapter: Runner) -> list[DelegatedTokenRow]:
+    """The token budget with the delegating probe: does it reach the child's tokens? (Empty: it cannot delegate.)"""
+    if adapter.delegation is None or adapter.token_knob is None:
+        return []
+    spec = load_cases()["delegation"].delegate
+    assert spec is not None  # the built-in delegation case has its delegate
+    child = spec.agent()
+    rows = []
+    for value in TOKEN_VALUES:
+        result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.token_knob, value=value), delegate=child)
+        calls = [s.model_call for s in result.trace.steps]
+        spent = [c.input_tokens + c.output_tokens for c in calls]
+        passed = next((i for i, total in enumerate(itertools.accumulate(spent), 1) if total > value), None)
+        rows.append(
+            DelegatedTokenRow(
+                value=value,
+                model_calls=result.totals.model_calls,
+                tokens=sum(spent),
+                passed_on_call=passed,
+                ending=Ending.of(result.native_end, result.totals.model_calls),
+                parent_calls=sum(c.agent == MAIN_AGENT for c in calls),
+                child_calls=sum(c.agent == child.name for c in calls),
+                child_tokens=sum(t for c, t in zip(calls, spent, strict=True) if c.agent == child.name),
+            )
+        )
+    return rows
+
+
+def _whose_tokens(rows: list[DelegatedTokenRow]) -> str:
+    """Whose tokens the budget counts when the agent delegates, read off the rows: the run stopped with the call
+    that took both agents' total past it (or before one would), or the child ran on past it."""
+    if all(r.passed_on_call is not None and r.model_calls == r.passed_on_call for r in rows):
+        return "both agents' tokens, together: the run stopped on the call that took the two agents' total past it"
+    if all(r.passed_on_call is None and r.tokens <= r.value for r in rows):
+        return "both agents' tokens, together: no request went out that would take the two agents' total past it"
+    if all(r.child_tokens > r.value for r in rows):
+        return "not the child's: the child ran on past the budget on its own tokens"
+    return "neither agent's alone: " + ", ".join(
+        f"{r.value} -> parent {r.parent_calls} + child {r.child_calls} calls, {r.tokens} tokens" for r in rows
     )
 
 
@@ -138,8 +191,11 @@ def sizeless(doc: CapsDoc) -> CapsDoc:
     message that quotes them): what stays the same on every wire API."""
     doc = doc.model_copy(deep=True)
     for report in doc.runners:
-        for row in report.token_budget.rows if report.token_budget else []:
+        budget = report.token_budget
+        for row in [*budget.rows, *budget.under_delegation] if budget else []:
             row.model_calls, row.tokens, row.passed_on_call, row.ending.message = 0, 0, None, None
+        for delegated in budget.under_delegation if budget else []:
+            delegated.parent_calls = delegated.child_calls = delegated.child_tokens = 0
     return doc
 
 
@@ -194,4 +250,19 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> 
     for t in tokens.rows:
         passed = "none" if t.passed_on_call is None else t.passed_on_call
         out.append(f"| {t.value} | {t.model_calls} | {t.tokens} | {passed} | {ending_text(t.ending)} |")
+    if tokens.under_delegation:
+        out += [
+            "",
+            "When the agent delegates to a child that never stops (the delegating probe):",
+            "",
+            f"- counts: {tokens.under_delegation_counts}",
+            "",
+            "| budget | model calls (parent + child) | tokens (the child's) | the call that passed it | how it ended |",
+            "|---|---|---|---|---|",
+        ]
+        for d in tokens.under_delegation:
+            passed = "none" if d.passed_on_call is None else d.passed_on_call
+            calls = f"{d.model_calls} ({d.parent_calls} + {d.child_calls})"
+            tokens_spent = f"{d.tokens} ({d.child_tokens})"
+            out.append(f"| {d.value} | {calls} | {tokens_spent} | {passed} | {ending_text(d.ending)} |")
     return out

@@ -98,6 +98,11 @@ def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str |
         if inner[:1] == ("unset",):
             return knob, "unset", _field(inner[1:]) or "row"
         return knob, None, _field(inner) or "knob"
+    if head == "token_budget" and rest[:1] == ("under_delegation",) and len(rest) > 1:
+        section = report[head]
+        rows = section["under_delegation"]
+        value = rows[rest[1]]["value"] if rest[1] < len(rows) else f"row {rest[1] + 1}"
+        return f"token budget under delegation ({section['knob']})", f"{value}", _field(rest[2:]) or "row"
     if head in ("delegation", "token_budget") and rest[:1] == ("rows",) and len(rest) > 1:
         section = report[head]
         value = section["rows"][rest[1]]["value"] if rest[1] < len(section["rows"]) else f"row {rest[1] + 1}"

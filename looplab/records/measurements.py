@@ -12,6 +12,7 @@ from looplab.adapters.contract.result import NativeEnd
 __all__ = [
     "BenchResult",
     "CapsDoc",
+    "DelegatedTokenRow",
     "DelegationReport",
     "DelegationRow",
     "Ending",
@@ -135,6 +136,16 @@ class TokenRow(BaseModel):
     ending: Ending
 
 
+class DelegatedTokenRow(TokenRow):
+    """A run whose parent hands one question to a child that never stops, the framework's token budget at `value`:
+    `tokens` and `passed_on_call` are the run's, both agents' together."""
+
+    parent_calls: int
+    child_calls: int
+    #: The child's input plus output tokens.
+    child_tokens: int
+
+
 class TokenReport(BaseModel):
     """The framework's own run-wide token budget, measured with a runaway."""
 
@@ -144,6 +155,10 @@ class TokenReport(BaseModel):
     #: What it counts and when it stops, read off the rows.
     counts: str
     rows: list[TokenRow]
+    #: The budget when the agent delegates to a child that never stops (empty: it cannot delegate, or the doc
+    #: predates it), and whose tokens it counts, read off those rows.
+    under_delegation: list[DelegatedTokenRow] = []
+    under_delegation_counts: str | None = None
 
 
 class RunnerReport(BaseModel):

@@ -170,6 +170,8 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
     where, section = f"caps: {report.runner}", caps_anchor(report)
     delegated = "cannot delegate" if report.delegation is None else report.delegation.counts.split(":")[0]
     tokens = "none" if report.token_budget is None else report.token_budget.counts.split(":")[0]
+    if report.token_budget is not None and report.token_budget.under_delegation_counts:
+        tokens += f"; under delegation, {report.token_budget.under_delegation_counts.split(':')[0]}"
     return {
         "delegated_cap": Cell(text=delegated, evidence=where, caps_section=section),
         "native_tokens": Cell(text=tokens, evidence=where, caps_section=section),

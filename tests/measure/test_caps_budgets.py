@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -13,7 +14,7 @@ from looplab.adapters import registry
 from looplab.adapters.contract.agents import Delegate
 from looplab.measure import caps, caps_budgets
 from looplab.records import measurements
-from looplab.records.measurements import DelegationRow, Ending, TokenRow
+from looplab.records.measurements import DelegatedTokenRow, DelegationRow, Ending, TokenRow
 from looplab.scenarios.cases import CODE_READER_DESCRIPTION
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.probes import PARENT_SAW, DelegatesToOneThatNeverStops, NeverStops, policy_named
@@ -55,6 +56,9 @@ def test_a_token_budget_is_measured_against_the_call_whose_reply_passed_it() -> 
         report = caps_budgets.token_budget(prober.run, adapter, adapter.knob_defaults()[adapter.token_knob])
     assert report is not None and report.default is None
     assert report.counts.startswith("input plus output tokens, checked after each reply")
+    # its delegating tool runs the child on the parent's usage: the child's tokens count against the one budget
+    assert (report.under_delegation_counts or "").startswith("both agents' tokens, together")
+    assert all(r.child_calls and r.passed_on_call == r.model_calls for r in report.under_delegation)
     for row in report.rows:
         assert row.tokens > row.value and row.passed_on_call == row.model_calls
         assert row.ending.exception == "pydantic_ai.exceptions.UsageLimitExceeded"
@@ -168,3 +172,52 @@ def test_on_another_wire_api_a_token_budget_is_checked_by_how_it_ended_not_by_it
     assert caps.drift(doc, COMMITTED) and not caps.drift(doc, COMMITTED, across_apis=True)
     row.ending.how = "returns silently (no exception, no answer)"  # what the budget does: the same on every API
     assert caps.drift(doc, COMMITTED, across_apis=True)
+
+
+def _delegated(value: int, parent: list[int], child: list[int], stopped: bool) -> DelegatedTokenRow:
+    """A delegating run: the parent's first call, the child's calls, and (when the budget stopped it) no more."""
+    spent = [*parent[:1], *child, *parent[1:]]
+    passed = next((i for i, total in enumerate(itertools.accumulate(spent), 1) if total > value), None)
+    return DelegatedTokenRow(
+        value=value,
+        model_calls=len(spent),
+        tokens=sum(spent),
+        passed_on_call=passed,
+        ending=Ending(how="raises" if stopped else "kept going"),
+        parent_calls=len(parent),
+        child_calls=len(child),
+        child_tokens=sum(child),
+    )
+
+
+@given(st.lists(st.integers(1000, 9000), min_size=2, max_size=3, unique=True), st.data())
+def test_whose_tokens_a_budget_counts_under_delegation_is_read_off_the_rows(values: list[int], data: st.DataObject):
+    call = st.integers(300, 700)
+    together = []
+    for value in values:  # the run ends with the call whose reply took both agents' total past the budget
+        child: list[int] = []
+        first = data.draw(call)
+        while first + sum(child) <= value:
+            child.append(data.draw(call))
+        together.append(_delegated(value, [first], child, stopped=True))
+    assert caps_budgets._whose_tokens(together).startswith("both agents' tokens, together")
+    runaway = [_delegated(v, [500], [data.draw(call) for _ in range(59)], stopped=False) for v in values]
+    if all(r.child_tokens > r.value for r in runaway):
+        assert caps_budgets._whose_tokens(runaway).startswith("not the child's")
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        r.runner
+        for r in measurements.CapsDoc.model_validate_json(COMMITTED).runners
+        if r.token_budget and r.token_budget.under_delegation
+    ],
+)
+def test_the_committed_statement_of_whose_tokens_a_budget_counts_agrees_with_its_rows(runner: str) -> None:
+    report = next(r for r in measurements.CapsDoc.model_validate_json(COMMITTED).runners if r.runner == runner)
+    assert report.token_budget is not None
+    budget = report.token_budget
+    assert caps_budgets._whose_tokens(budget.under_delegation) == budget.under_delegation_counts
+    for row in budget.under_delegation:
+        assert row.parent_calls + row.child_calls == row.model_calls and row.child_tokens <= row.tokens
