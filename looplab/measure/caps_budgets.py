@@ -31,6 +31,7 @@ from looplab.scenarios.scripted.probes import PARENT_SAW
 from looplab.views.markdown import cell, ending_text
 
 if TYPE_CHECKING:
+    from looplab.adapters.contract.agents import Delegate
     from looplab.adapters.contract.result import RunResult
     from looplab.adapters.session import Runner
 
@@ -51,9 +52,7 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
     """The runner's `max_steps` knob measured with the delegating probe; None for a runner that cannot delegate."""
     if adapter.delegation is None:
         return None
-    spec = load_cases()["delegation"].delegate
-    assert spec is not None  # the built-in delegation case has its delegate
-    child = spec.agent()
+    child = _child()
     rows = []
     for value in DELEGATION_VALUES:
         result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
@@ -107,23 +106,16 @@ def token_budget(run: ProbeRun, adapter: Runner, default: KnobDefault | None) ->
     """The framework's run-wide token budget measured with the runaway probe; None when it has none."""
     if adapter.token_knob is None:
         return None
-    rows = []
-    for value in TOKEN_VALUES:
-        result = run(adapter, "never-stops", Probe(knob=adapter.token_knob, value=value))
-        spent = [s.model_call.input_tokens + s.model_call.output_tokens for s in result.trace.steps]
-        passed = next((i for i, total in enumerate(itertools.accumulate(spent), 1) if total > value), None)
-        rows.append(
-            TokenRow(
-                value=value,
-                model_calls=result.totals.model_calls,
-                tokens=sum(spent),
-                passed_on_call=passed,
-                ending=Ending.of(result.native_end, result.totals.model_calls),
-            )
-        )
-    delegated = _tokens_under_delegation(run, adapter)
+    knob = adapter.token_knob
+    rows = [_token_row(run(adapter, "never-stops", Probe(knob=knob, value=v)), v) for v in TOKEN_VALUES]
+    delegated: list[DelegatedTokenRow] = []
+    if adapter.delegation is not None:  # does it reach the child's tokens?
+        child = _child()
+        for value in TOKEN_VALUES:
+            result = run(adapter, DELEGATING_PROBE, Probe(knob=knob, value=value), delegate=child)
+            delegated.append(DelegatedTokenRow(**_token_row(result, value).model_dump(), **_agents(result, child.name)))
     return TokenReport(
-        knob=adapter.token_knob,
+        knob=knob,
         default=None if default is None else default.value,
         default_source="" if default is None else default.source,
         counts=_when(rows),
@@ -133,32 +125,31 @@ def token_budget(run: ProbeRun, adapter: Runner, default: KnobDefault | None) ->
     )
 
 
-def _tokens_under_delegation(run: ProbeRun, adapter: Runner) -> list[DelegatedTokenRow]:
-    """The token budget with the delegating probe: does it reach the child's tokens? (Empty: it cannot delegate.)"""
-    if adapter.delegation is None or adapter.token_knob is None:
-        return []
+def _child() -> Delegate:
+    """The child the delegating probe's parent hands its question to: the built-in delegation case's."""
     spec = load_cases()["delegation"].delegate
     assert spec is not None  # the built-in delegation case has its delegate
-    child = spec.agent()
-    rows = []
-    for value in TOKEN_VALUES:
-        result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.token_knob, value=value), delegate=child)
-        calls = [s.model_call for s in result.trace.steps]
-        spent = [c.input_tokens + c.output_tokens for c in calls]
-        passed = next((i for i, total in enumerate(itertools.accumulate(spent), 1) if total > value), None)
-        rows.append(
-            DelegatedTokenRow(
-                value=value,
-                model_calls=result.totals.model_calls,
-                tokens=sum(spent),
-                passed_on_call=passed,
-                ending=Ending.of(result.native_end, result.totals.model_calls),
-                parent_calls=sum(c.agent == MAIN_AGENT for c in calls),
-                child_calls=sum(c.agent == child.name for c in calls),
-                child_tokens=sum(t for c, t in zip(calls, spent, strict=True) if c.agent == child.name),
-            )
-        )
-    return rows
+    return spec.agent()
+
+
+def _token_row(result: RunResult, value: int) -> TokenRow:
+    """A run at token budget `value`: the tokens its calls spent, the call whose reply took them past it."""
+    spent = [s.model_call.input_tokens + s.model_call.output_tokens for s in result.trace.steps]
+    passed = next((i for i, total in enumerate(itertools.accumulate(spent), 1) if total > value), None)
+    ending = Ending.of(result.native_end, result.totals.model_calls)
+    return TokenRow(
+        value=value, model_calls=result.totals.model_calls, tokens=sum(spent), passed_on_call=passed, ending=ending
+    )
+
+
+def _agents(result: RunResult, child: str) -> dict[str, int]:
+    """Each agent's share of a delegating run: the parent's calls, the child's calls and the child's tokens."""
+    calls = [s.model_call for s in result.trace.steps]
+    return {
+        "parent_calls": sum(c.agent == MAIN_AGENT for c in calls),
+        "child_calls": sum(c.agent == child for c in calls),
+        "child_tokens": sum(c.input_tokens + c.output_tokens for c in calls if c.agent == child),
+    }
 
 
 def _whose_tokens(rows: list[DelegatedTokenRow]) -> str:
@@ -247,9 +238,7 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> 
         "| budget | model calls | tokens spent | the call that passed it | how the framework ended |",
         "|---|---|---|---|---|",
     ]
-    for t in tokens.rows:
-        passed = "none" if t.passed_on_call is None else t.passed_on_call
-        out.append(f"| {t.value} | {t.model_calls} | {t.tokens} | {passed} | {ending_text(t.ending)} |")
+    out += map(_token_line, tokens.rows)
     if tokens.under_delegation:
         out += [
             "",
@@ -259,10 +248,15 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> 
             "",
             "| budget | model calls (parent + child) | tokens (the child's) | the call that passed it | how it ended |",
             "|---|---|---|---|---|",
+            *map(_token_line, tokens.under_delegation),
         ]
-        for d in tokens.under_delegation:
-            passed = "none" if d.passed_on_call is None else d.passed_on_call
-            calls = f"{d.model_calls} ({d.parent_calls} + {d.child_calls})"
-            tokens_spent = f"{d.tokens} ({d.child_tokens})"
-            out.append(f"| {d.value} | {calls} | {tokens_spent} | {passed} | {ending_text(d.ending)} |")
     return out
+
+
+def _token_line(row: TokenRow) -> str:
+    """A token budget's row in the caps doc; a delegating run's with each agent's share in brackets."""
+    passed = "none" if row.passed_on_call is None else row.passed_on_call
+    calls, spent = f"{row.model_calls}", f"{row.tokens}"
+    if isinstance(row, DelegatedTokenRow):
+        calls, spent = f"{calls} ({row.parent_calls} + {row.child_calls})", f"{spent} ({row.child_tokens})"
+    return f"| {row.value} | {calls} | {spent} | {passed} | {ending_text(row.ending)} |"
