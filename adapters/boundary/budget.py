@@ -10,7 +10,7 @@ stay the run's own (`BoundedRun`).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol
 
 from looplab.adapters.boundary.pacing import Pacer, retry_after_s
 from looplab.adapters.contract.errors import LooplabError
@@ -42,6 +42,25 @@ class Ledger(Protocol):
     def replies_begun(self) -> int:
         """The answered calls and the 2xx replies still arriving."""
         ...
+
+    @property
+    def in_flight(self) -> InFlight:
+        """The requests sent and not yet recorded: what they hold of the budget until they are."""
+        ...
+
+
+class InFlight(NamedTuple):
+    """What the requests sent and not yet recorded hold of a budget: agents sending at once (a parent's children
+    run side by side) count each other's requests before either is answered, so together they cannot pass it."""
+
+    requests: int = 0
+    #: Their input tokens, forecast from their sizes.
+    input_tokens: int = 0
+    #: Their forecast cost (0 without a price).
+    cost_usd: float = 0.0
+
+    def plus(self, tokens: int, cost_usd: float, sign: int = 1) -> InFlight:
+        return InFlight(self.requests + sign, self.input_tokens + sign * tokens, self.cost_usd + sign * cost_usd)
 
 
 class BoundedRun(Protocol):
@@ -126,20 +145,21 @@ class RunBudget:
         the spend past `max_cost_usd`, or whose input would take the tokens past `max_tokens`, is not made; what a
         made call adds beyond the budget is at most its own output (bounded by the request's `max_tokens`).
         """
-        limits = self.limits
-        if self.steps >= limits.max_steps:
-            return StopReason.MAX_STEPS, f"max_steps={limits.max_steps} model calls made"
+        limits, out = self.limits, self._record().in_flight
+        if self.steps + out.requests >= limits.max_steps:
+            under_way = f" ({out.requests} of them still under way)" if out.requests else ""
+            return StopReason.MAX_STEPS, f"max_steps={limits.max_steps} model calls made{under_way}"
         if self.time_left() <= 0:
             return StopReason.TIMEOUT, f"max_seconds={limits.max_seconds:g} elapsed"
         if limits.max_cost_usd is not None:
-            spent, next_call = self.cost_usd or 0.0, self.forecast_cost(request_bytes) or 0.0
+            spent, next_call = (self.cost_usd or 0.0) + out.cost_usd, self.forecast_cost(request_bytes) or 0.0
             if spent + next_call > limits.max_cost_usd:
                 return StopReason.BUDGET, (
                     f"max_cost_usd={limits.max_cost_usd:g}: spent {spent:.6f}, "
                     f"the next call would cost about {next_call:.6f}"
                 )
         if limits.max_tokens is not None:
-            spent, next_input = self.tokens, forecast_input_tokens(request_bytes)
+            spent, next_input = self.tokens + out.input_tokens, forecast_input_tokens(request_bytes)
             if spent + next_input > limits.max_tokens:
                 return StopReason.BUDGET, (
                     f"max_tokens={limits.max_tokens}: {spent} tokens spent, "
@@ -172,6 +192,10 @@ class RunBudget:
         """
         if why := self.run.halted() or self.refusal(request_bytes) or self.pace():
             self.run.stop_with(why)
+
+    def hold(self, request_bytes: int) -> InFlight:
+        """What a request about to go holds of the budget while it is in flight (the recorder keeps the sum)."""
+        return InFlight(1, forecast_input_tokens(request_bytes), self.forecast_cost(request_bytes) or 0.0)
 
     def expire(self) -> NoReturn:
         """The run's deadline cut a model exchange short: the run stops as `timeout` (raised, as `gate` raises, so

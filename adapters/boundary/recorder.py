@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from looplab.adapters.boundary.budget import RunBudget, forecast_input_tokens
+from looplab.adapters.boundary.budget import InFlight, RunBudget, forecast_input_tokens
 from looplab.adapters.boundary.deadline import bind_to_deadline
 from looplab.adapters.boundary.transport import ReplyTee, transport_classes
 from looplab.adapters.boundary.wire import parse_exchange
@@ -72,6 +72,8 @@ class ModelRecorder:
         self.out_of_time = False
         #: Replies whose 2xx status has come and whose body is not yet recorded (see `replies_begun`).
         self._answering = 0
+        #: The requests the budget let go whose reply is not yet recorded (see `RunBudget.refusal`).
+        self._in_flight = InFlight()
         if self.budget is not None:  # the budget counts what this recorder records
             self.budget.ledger = self
 
@@ -116,6 +118,28 @@ class ModelRecorder:
         """
         with self._lock:
             return len(self.calls) + self._answering
+
+    @property
+    def in_flight(self) -> InFlight:
+        """The requests sent and not yet recorded, and what they hold of the budget."""
+        with self._lock:
+            return self._in_flight
+
+    def _send(self, budget: RunBudget, request_bytes: int) -> InFlight:
+        """Checks the budget again counting the requests in flight, and holds this one's share, in one step: of
+        agents sending at once, those past the budget are refused (`StopRun`) before they go."""
+        with self._lock:
+            if why := budget.refusal(request_bytes):
+                budget.run.stop_with(why)
+            held = budget.hold(request_bytes)
+            self._in_flight = self._in_flight.plus(held.input_tokens, held.cost_usd)
+            return held
+
+    def _settle(self, held: InFlight | None) -> None:
+        """A request's reply is recorded (answered, failed or broken off): it holds nothing more."""
+        if held is not None:
+            with self._lock:
+                self._in_flight = self._in_flight.plus(held.input_tokens, held.cost_usd, sign=-1)
 
     def outgoing(self, headers: Mapping[str, str]) -> dict[str, str]:
         """`headers` as a relay sends them on (boundary/proxy.py): with `self.headers` in place of any of the same
@@ -231,8 +255,11 @@ class Exchange:
     """
 
     def __init__(self, recorder: ModelRecorder, url: str, body: bytes, stop_at_deadline: bool = True) -> None:
+        #: What this request holds of the budget until its reply is recorded (None: no budget, or no model call).
+        self.held: InFlight | None = None
         if recorder.budget is not None and _endpoint(url) is not None:
-            recorder.budget.gate(len(body))
+            recorder.budget.gate(len(body))  # the run's stop, the limits, the request's turn (it may wait)
+            self.held = recorder._send(recorder.budget, len(body))
         self.recorder, self.url, self.body, self.started = recorder, url, body, recorder.clock()
         self.stop_at_deadline = stop_at_deadline
         self.recorded = False
@@ -243,9 +270,12 @@ class Exchange:
 
     def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
         if isinstance(error, Exception) and (endpoint := _endpoint(self.url)) is not None:
-            self.recorded = True
-            message = f"{type(error).__name__}: {error}"
-            self.recorder._failed(endpoint, None, message, len(self.body), 0, self.started)
+            with self.recorder._lock:
+                self.recorded = True
+                message = f"{type(error).__name__}: {error}"
+                self.recorder._failed(endpoint, None, message, len(self.body), 0, self.started)
+                self.recorder._settle(self.held)
+                self.held = None
             self._stop_if_out_of_time()
 
     def reply_begins(self, status: int) -> None:
@@ -264,6 +294,8 @@ class Exchange:
             try:
                 self.recorder._record(self.url, self.body, status, body, self.started, error)
             finally:
+                self.recorder._settle(self.held)
+                self.held = None
                 if self.answering:
                     self.answering = False
                     self.recorder._answering -= 1

@@ -394,7 +394,8 @@ def _token_budget(run: Observed | None) -> Cell:
     spent, budget = totals.input_tokens + totals.output_tokens, limits.max_tokens if limits else None
     of = f" of {budget:,}" if budget is not None else ""
     verdict = "held" if run.passed else f"failed (stop: {run.result.stop_reason})"
-    return Cell(text=f"{verdict}: {spent:,} tokens{of}, {totals.model_calls} calls", evidence=_evidence(run))
+    calls = f"{totals.model_calls} call{'' if totals.model_calls == 1 else 's'}"
+    return Cell(text=f"{verdict}: {spent:,} tokens{of}, {calls}", evidence=_evidence(run))
 
 
 def _delegation(runner: str, run: Observed | None) -> Cell:

@@ -1,0 +1,136 @@
+"""Agents that send at once share one budget: a request counts against it from the moment it goes, not only once
+it is answered, so children running side by side cannot pass `max_steps` or `max_tokens` together.
+
+Counted at the scripted model's own door, in front of which nothing of looplab's runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from looplab.adapters.boundary.budget import forecast_input_tokens
+from looplab.adapters.boundary.proxy import ModelProxy
+from looplab.adapters.contract.errors import StopRun
+from looplab.adapters.contract.limits import Limits, StopReason
+from looplab.adapters.contract.model import ModelSpec
+from looplab.adapters.contract.runner import Probe
+from looplab.adapters.session import RunSession
+from looplab.scenarios.scripted.faults import SlowReplies
+from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.shared_tools import Guard, Workspace
+from tests.conftest import FIXTURE_REPO
+from tests.tiers import scaled_examples
+
+#: Each reply this late: every sender's request is out before the first is answered.
+REPLY_S = 0.3
+CHAT = {"model": "scripted", "messages": [{"role": "user", "content": "Why does tests/test_invoice.py fail?"}]}
+BODY = json.dumps(CHAT).encode()
+
+
+class Door:
+    """The scripted model, its replies late, counting the model requests that reached it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app, self.arrived = SlowReplies(app, REPLY_S), 0
+        self._lock = threading.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            with self._lock:
+                self.arrived += 1
+        await self.app(scope, receive, send)
+
+
+@contextlib.contextmanager
+def _session(server: ScriptedModelServer, limits: Limits) -> Iterator[RunSession]:
+    spec = ModelSpec("openai", "scripted", base_url=server.openai_base_url, api_key="k")  # type: ignore[arg-type]
+    with Workspace(FIXTURE_REPO) as ws:
+        yield RunSession(Guard(ws), limits, spec, Probe(knob="test", value=None))
+
+
+def _send_at_once(senders: int, send: Callable[[], str]) -> list[str]:
+    """`senders` threads each sending one request, released together; what each got: "answered", or the stop."""
+    start, got = threading.Barrier(senders), [""] * senders
+
+    def one(n: int) -> None:
+        start.wait(timeout=10)
+        try:
+            got[n] = send()
+        except StopRun as stop:  # the gate refused it in this sender's thread
+            got[n] = f"refused: {stop.detail}"
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(senders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return got
+
+
+@settings(max_examples=scaled_examples(0.2), deadline=None)
+@given(
+    max_steps=st.integers(1, 3),
+    extra=st.integers(1, 3),
+    via=st.sampled_from(["recording client", "proxy"]),
+    by_tokens=st.booleans(),
+)
+def test_requests_sent_at_once_never_pass_the_budget_together(
+    max_steps: int, extra: int, via: str, by_tokens: bool
+) -> None:
+    door: list[Door] = []
+    per_request = forecast_input_tokens(len(BODY))
+    # The same bound said two ways: N model calls, or the tokens of N requests' input (and none of their output).
+    limits = Limits(max_tokens=per_request * max_steps + 1) if by_tokens else Limits(max_steps=max_steps)
+    with ScriptedModelServer(wrap=lambda app: door.append(Door(app)) or door[-1]) as server:
+        with _session(server, limits) as session:
+            if via == "proxy":
+                with ModelProxy(session) as proxy:
+                    url, headers = (
+                        f"{proxy.openai_base_url}/chat/completions",
+                        {"authorization": f"Bearer {proxy.token}"},
+                    )
+
+                    def send() -> str:
+                        reply = httpx.post(url, content=BODY, headers=headers, timeout=20)
+                        return (
+                            "answered" if reply.status_code == 200 else f"refused: {reply.json()['error']['message']}"
+                        )
+
+                    got = _send_at_once(max_steps + extra, send)
+            else:
+                with session.recorder.http_client(httpx, tls=False) as client:
+
+                    def send() -> str:
+                        client.post(f"{server.openai_base_url}/chat/completions", content=BODY).raise_for_status()
+                        return "answered"
+
+                    got = _send_at_once(max_steps + extra, send)
+            assert door[0].arrived == len(session.recorder.calls) == got.count("answered") == max_steps, got
+            limit = "max_tokens" if by_tokens else "max_steps"
+            assert all(g.startswith("refused: ") and limit in g for g in got if g != "answered"), got
+            assert session.recorder.in_flight.requests == 0  # every request answered or refused holds nothing
+
+
+def test_a_request_that_gets_no_answer_gives_its_step_back() -> None:
+    """A failed attempt does not count against max_steps: once it fails, the step it held is free again."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = closed.getsockname()[1]  # a port nothing listens on once this socket is closed
+    with ScriptedModelServer() as server:
+        with _session(server, Limits(max_steps=1)) as session:
+            with session.recorder.http_client(httpx, tls=False) as client:
+                with pytest.raises(httpx.ConnectError):
+                    client.post(f"http://127.0.0.1:{nobody}/v1/chat/completions", content=BODY)
+                assert session.recorder.in_flight.requests == 0 and len(session.recorder.failed) == 1
+                assert client.post(f"{server.openai_base_url}/chat/completions", content=BODY).status_code == 200
+            assert session.budget.refusal() == (StopReason.MAX_STEPS, "max_steps=1 model calls made")
