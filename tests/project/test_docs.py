@@ -221,8 +221,9 @@ def test_the_site_built_from_hostile_kept_data_shows_it_as_text(tmp_path: Path) 
                 assert "alert(" not in f"{name}={value}", (page, tag, name, value)
                 assert "javascript:" not in (value or ""), (page, tag, name, value)
         assert "alert(" not in "".join(parsed.scripts), f"{page}: a script holds kept text"
-        # A filled page shows fewer of a kept file's strings (the caps' knob, counts and ending): another payload.
-        payload = "<img src=x onerror=alert(1)>" if page in filled_pages() else "<script>alert(1)</script>"
-        assert payload in " ".join(parsed.text), f"{page} does not show the kept text as text"
+        # Every free string of the kept data is a payload: which ones a page shows is where the data's strings fall
+        # (a filled page shows fewer: the caps' knob, counts and ending), and what it shows is the payload as it is.
+        text = " ".join(parsed.text)
+        assert any(p.strip() in text for p in PAYLOADS if "<" in p), f"{page} does not show the kept text as text"
     index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
     assert "<img src=x onerror" not in index and "<script>alert" not in index, "the search index holds markup"
