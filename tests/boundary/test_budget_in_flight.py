@@ -16,7 +16,6 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from looplab.adapters.boundary.budget import forecast_input_tokens
 from looplab.adapters.boundary.proxy import ModelProxy
@@ -25,30 +24,16 @@ from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec
 from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import RunSession
-from looplab.scenarios.scripted.faults import SlowReplies
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
 from tests.conftest import FIXTURE_REPO
+from tests.late_model import LateModel
 from tests.tiers import scaled_examples
 
 #: Each reply this late: every sender's request is out before the first is answered.
 REPLY_S = 0.3
 CHAT = {"model": "scripted", "messages": [{"role": "user", "content": "Why does tests/test_invoice.py fail?"}]}
 BODY = json.dumps(CHAT).encode()
-
-
-class Door:
-    """The scripted model, its replies late, counting the model requests that reached it."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app, self.arrived = SlowReplies(app, REPLY_S), 0
-        self._lock = threading.Lock()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            with self._lock:
-                self.arrived += 1
-        await self.app(scope, receive, send)
 
 
 @contextlib.contextmanager
@@ -87,11 +72,11 @@ def _send_at_once(senders: int, send: Callable[[], str]) -> list[str]:
 def test_requests_sent_at_once_never_pass_the_budget_together(
     max_steps: int, extra: int, via: str, by_tokens: bool
 ) -> None:
-    door: list[Door] = []
+    door: list[LateModel] = []
     per_request = forecast_input_tokens(len(BODY))
     # The same bound said two ways: N model calls, or the tokens of N requests' input (and none of their output).
     limits = Limits(max_tokens=per_request * max_steps + 1) if by_tokens else Limits(max_steps=max_steps)
-    with ScriptedModelServer(wrap=lambda app: door.append(Door(app)) or door[-1]) as server:
+    with ScriptedModelServer(wrap=lambda app: door.append(LateModel(app, REPLY_S)) or door[-1]) as server:
         with _session(server, limits) as session:
             if via == "proxy":
                 with ModelProxy(session) as proxy:
@@ -115,7 +100,7 @@ def test_requests_sent_at_once_never_pass_the_budget_together(
                         return "answered"
 
                     got = _send_at_once(max_steps + extra, send)
-            assert door[0].arrived == len(session.recorder.calls) == got.count("answered") == max_steps, got
+            assert door[0].requests == len(session.recorder.calls) == got.count("answered") == max_steps, got
             limit = "max_tokens" if by_tokens else "max_steps"
             assert all(g.startswith("refused: ") and limit in g for g in got if g != "answered"), got
             assert session.recorder.in_flight.requests == 0  # every request answered or refused holds nothing

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 import looplab
 from looplab.adapters import registry
@@ -29,26 +29,19 @@ from looplab.run.handle import Cancels
 from looplab.run.harness import Endpoint, ModelChoice
 from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case, load_cases
-from looplab.scenarios.scripted.faults import SlowReplies
 from looplab.scenarios.scripted.server import ScriptedModelServer
+from tests.late_model import LateModel
 
 CASE = load_cases()["vip-compound"]
 #: Each reply this late: an investigation of five calls takes seconds, so a cancel finds it running.
 REPLY_S = 0.4
 
 
-class Counted:
+class Counted(LateModel):
     """The scripted model with each reply `REPLY_S` late, counting the requests it was sent."""
 
     def __init__(self, app: ASGIApp) -> None:
-        self.app, self.requests = SlowReplies(app, REPLY_S), 0
-        self._lock = threading.Lock()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            with self._lock:
-                self.requests += 1
-        await self.app(scope, receive, send)
+        super().__init__(app, REPLY_S)
 
     def cancel_after(self, requests: int, cancel: Callable[[], None]) -> None:
         """Call `cancel` (on a thread of its own) once `requests` requests came: the run sending them is under way."""
