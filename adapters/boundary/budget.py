@@ -59,8 +59,9 @@ class InFlight(NamedTuple):
     #: Their forecast cost (0 without a price).
     cost_usd: float = 0.0
 
-    def plus(self, tokens: int, cost_usd: float, sign: int = 1) -> InFlight:
-        return InFlight(self.requests + sign, self.input_tokens + sign * tokens, self.cost_usd + sign * cost_usd)
+    def plus(self, other: InFlight, sign: int = 1) -> InFlight:
+        """This with `other` added (`sign=-1`: taken away)."""
+        return InFlight(*(mine + sign * theirs for mine, theirs in zip(self, other, strict=True)))
 
 
 class BoundedRun(Protocol):

@@ -132,14 +132,14 @@ class ModelRecorder:
             if why := budget.refusal(request_bytes):
                 budget.run.stop_with(why)
             held = budget.hold(request_bytes)
-            self._in_flight = self._in_flight.plus(held.input_tokens, held.cost_usd)
+            self._in_flight = self._in_flight.plus(held)
             return held
 
     def _settle(self, held: InFlight | None) -> None:
         """A request's reply is recorded (answered, failed or broken off): it holds nothing more."""
         if held is not None:
             with self._lock:
-                self._in_flight = self._in_flight.plus(held.input_tokens, held.cost_usd, sign=-1)
+                self._in_flight = self._in_flight.plus(held, sign=-1)
 
     def outgoing(self, headers: Mapping[str, str]) -> dict[str, str]:
         """`headers` as a relay sends them on (boundary/proxy.py): with `self.headers` in place of any of the same
