@@ -71,7 +71,7 @@ class RunSession:
         #: What the runner tells the model first (the case's); empty only in a session that runs no loop.
         self.system_prompt = system_prompt
         #: The second agent the run's agent may hand work to (the case's), built with the framework's own way of
-        #: delegating; None in a run of one agent.
+        #: delegating, with the agent it may hand work to in turn (`Delegate.delegate`); None in a run of one agent.
         self.delegate = delegate
         #: What the adapter calls tools through; the Guard keeps the records either way.
         self.tools: ToolBoundary = guard
@@ -88,7 +88,7 @@ class RunSession:
             budget=self.budget,
             headers=model.headers,
             tools_named_in_text=tools_named_in_text,
-            agents={delegate.name: delegate.marker} if delegate is not None else {},
+            agents={d.name: d.marker for d in delegate.tree} if delegate is not None else {},
             main_agent=MAIN_AGENT if delegate is not None else None,
         )
         # The run may have begun before its session (its workspace copied on its clock): `max_seconds` counts from then.
@@ -302,6 +302,8 @@ class Runner(RunnerDeclaration):
         model = dataclasses.replace(model, stream=self.stream_for(model))  # the loop reads a decided `stream`
         if delegate is not None and self.delegation is None:
             raise LooplabError(f"{self.name} cannot delegate here: its declaration names no `delegation`")
+        if delegate is not None and delegate.delegate is not None and (why := self.delegation_gaps.get("nested")):
+            raise LooplabError(f"{self.name} cannot nest delegates here: {why}")
         probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)
         prepared = self.prepare(model, tools)
         session = RunSession(

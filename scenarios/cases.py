@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from looplab.adapters.contract.agents import Delegate
+from looplab.adapters.contract.agents import MAIN_AGENT, Delegate
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.result import RunResult
@@ -80,13 +80,18 @@ class Checks(_Strict):
     refused: list[str] = Field(default_factory=list, description="First arguments of calls that must be refused.")
     observation_contains: list[ObservationCheck] = Field(default_factory=list)
     parallel_calls: int | None = Field(None, description="Some step holds at least this many tool calls.")
+    delegates_at_once: int | None = Field(
+        None, description="Some reply asked at least this many delegates at once (calls of no tool the case offers)."
+    )
     failed_calls: int | None = Field(
         None, description="At least this many requested tool calls did not run (refused, invalid, unknown)."
     )
     max_model_calls: int | None = None
     max_wall_s: float | None = None
     workspace_unchanged: bool = False
-    delegated: bool = Field(False, description="The case's delegate made model calls: the work was handed to it.")
+    delegated: bool = Field(
+        False, description="The case's delegate (and each agent below it) made model calls: the work was handed on."
+    )
     last_call_by: str | None = Field(
         None, description="The agent that made the run's last model call (a budget that ran out in its work)."
     )
@@ -115,15 +120,28 @@ CODE_READER_DESCRIPTION = (
 
 
 class DelegateSpec(_Strict):
-    """A case's `[delegate]`: the second agent its runner's agent may hand a sub-question to."""
+    """A case's `[delegate]`: the second agent its runner's agent may hand a sub-question to, and in a nested
+    case (`[delegate.delegate]`) the agent that one may hand it on to."""
 
     name: str = "code_reader"
     description: str = CODE_READER_DESCRIPTION
-    instructions: str | None = Field(None, description="Its system prompt; looplab's code reader's if unset.")
+    instructions: str | None = Field(
+        None, description="Its system prompt; looplab's code reader's, introducing it by its name, if unset."
+    )
+    delegate: DelegateSpec | None = Field(None, description="The agent it may hand its question on to.")
 
     def agent(self) -> Delegate:
-        instructions = self.instructions or CODE_READER_PROMPT_PATH.read_text(encoding="utf-8")
-        return Delegate(name=self.name, description=self.description, instructions=instructions)
+        # The default prompt's first line names the agent, so each agent of a tree is told apart by its requests.
+        instructions = self.instructions or CODE_READER_PROMPT_PATH.read_text(encoding="utf-8").replace(
+            "{name}", self.name
+        )
+        below = self.delegate.agent() if self.delegate is not None else None
+        return Delegate(name=self.name, description=self.description, instructions=instructions, delegate=below)
+
+    @property
+    def names(self) -> list[str]:
+        """Its name and those of the agents below it, top down."""
+        return [self.name, *(self.delegate.names if self.delegate is not None else [])]
 
 
 class Case(_Strict):
@@ -231,9 +249,30 @@ class Case(_Strict):
                 raise LooplabError(f"case {self.id!r}: no tool named {name!r}")
         return with_faults(tools, self.faults)
 
+    @property
+    def delegation_shape(self) -> str | None:
+        """Which of the delegation shapes (`contract.agents.SHAPES`) it asks of a runner: `nested` when its delegate
+        has one of its own, `parallel` when its model asks several delegates in one reply; None for neither."""
+        if self.delegate is None:
+            return None
+        if self.delegate.delegate is not None:
+            return "nested"
+        return "parallel" if self.model.persona == "fanout" else None
+
+    def not_run_on(self, runner: RunnerDeclaration | Declaration) -> str | None:
+        """Why the case does not apply to `runner`, in one line (None: it does): one with a delegate needs a
+        framework that can delegate, in the shape it asks."""
+        if self.delegate is None:
+            return None
+        if runner.delegation is None:
+            return "cannot delegate"
+        if (shape := self.delegation_shape) is not None and (why := runner.delegation_gaps.get(shape)):
+            return f"no {shape} delegation: {why}"
+        return None
+
     def runs_on(self, runner: RunnerDeclaration | Declaration) -> bool:
-        """Whether the case applies to `runner`: one with a delegate needs a framework that can delegate."""
-        return self.delegate is None or runner.delegation is not None
+        """Whether the case applies to `runner` (`not_run_on`)."""
+        return self.not_run_on(runner) is None
 
     def attach(self, file: Path, suite: Suite) -> Case:
         """This case as read from `file`, in `suite`: where its folders and own tools are found."""
@@ -391,10 +430,10 @@ def check(
 ) -> list[CheckResult]:
     """Evaluate a case's checks against one run.
 
-    Three checks are about what the case's persona asks for (bad calls, several calls in one reply, paths outside
-    the repo). A persona is how the scripted model plays: with another model (`scripted=False`) nobody plays it, so
-    those checks are recorded as not applicable rather than failed; the checks on what the runner did with the
-    model's requests (the stop, the answer, what ran) hold for every model.
+    Four checks are about what the case's persona asks for (bad calls, several calls or delegates in one reply,
+    paths outside the repo). A persona is how the scripted model plays: with another model (`scripted=False`)
+    nobody plays it, so those checks are recorded as not applicable rather than failed; the checks on what the
+    runner did with the model's requests (the stop, the answer, what ran) hold for every model.
     """
     c, out = case.checks, []
     calls = result.trace.tool_calls
@@ -452,6 +491,16 @@ def check(
             add(name, True, "not applicable: the runner's loop lets the model name one tool a reply")
         else:
             add(name, most >= c.parallel_calls, f"most tool calls in a step: {most}")
+    if c.delegates_at_once is not None:
+        asked = max((sum(t not in case.tools for t in s.model_call.tool_calls_requested) for s in result.trace.steps),
+                    default=0)  # fmt: skip
+        name = f"a reply asking {c.delegates_at_once} delegates at once"
+        if not not_played(name):
+            add(name, asked >= c.delegates_at_once, f"most delegates asked in a reply: {asked}")
+        # Each delegate's work ends in a reply that calls no tool: its answer (one refused or dropped makes none).
+        answers = sum(s.model_call.agent not in (None, MAIN_AGENT) and not s.model_call.tool_calls_requested
+                      for s in result.trace.steps)  # fmt: skip
+        add(f"{c.delegates_at_once} delegates answered", answers >= c.delegates_at_once, f"{answers} answered")
     if c.failed_calls is not None and not not_played(f"at least {c.failed_calls} failed tool calls"):
         requested = sum(len(s.model_call.tool_calls_requested) for s in result.trace.steps)
         failed = requested - sum(call.outcome == "ok" for call in calls)
@@ -480,9 +529,9 @@ def check(
             f"{spent} of {budget} (last output {last_output})",
         )
     if c.delegated and case.delegate is not None:
-        name = case.delegate.name
-        theirs = sum(s.model_call.agent == name for s in result.trace.steps)
-        add(f"handed work to {name}", theirs > 0, f"{theirs} of {len(result.trace.steps)} model calls were {name}'s")
+        for name in case.delegate.names:  # in a nested case, every agent of the tree got work
+            theirs, steps = sum(s.model_call.agent == name for s in result.trace.steps), len(result.trace.steps)
+            add(f"handed work to {name}", theirs > 0, f"{theirs} of {steps} model calls were {name}'s")
     if c.last_call_by is not None:
         last = result.trace.steps[-1].model_call.agent if result.trace.steps else None
         add(f"the last model call was {c.last_call_by}'s", last == c.last_call_by, f"it was {last}'s")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from looplab.adapters import registry
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import RunResult
@@ -45,6 +47,25 @@ def run_behind_faults(
     with ScriptedModelServer(wrap=wrap) as server:
         result = run_runner(runner, server, Limits(max_seconds=30), **options)
     return result, faults[0]
+
+
+#: The cells whose outcome the framework leaves to thread timing, each with what was measured: the matrix tests skip
+#: them, saying why, and a test of each pins what holds whichever way the race goes.
+RACES = {
+    ("crewai", "delegation-parallel"): "CrewAI runs a reply's two calls of one coworker at once, in threads, on the "
+    "coworker's one executor: at times the second is refused ('Executor is already running. Cannot invoke the same "
+    "executor instance concurrently.') and the investigator gets one report",
+    ("smolagents", "delegation-parallel"): "smolagents runs a reply's two calls of one managed agent at once, in "
+    "threads, on the one agent object (`MultiStepAgent.__call__` runs `self.run`): the two runs share its memory, "
+    "and whether the investigator gets both reports depends on timing",
+}
+
+
+def without_races(cells: list[tuple[str, str]]) -> list[Any]:
+    """`cells`, each of `RACES` marked to be skipped with what was measured."""
+    return [
+        pytest.param(*cell, marks=pytest.mark.skip(reason=RACES[cell])) if cell in RACES else cell for cell in cells
+    ]
 
 
 def cells(runners: list[str], cases: dict[str, Case]) -> list[tuple[str, str]]:

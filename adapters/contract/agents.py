@@ -8,10 +8,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Delegate", "MAIN_AGENT", "OFFERED", "QUESTION"]
+__all__ = ["Delegate", "MAIN_AGENT", "OFFERED", "QUESTION", "SHAPES"]
 
 #: What the record calls the agent a runner starts, once a run has more than one.
 MAIN_AGENT = "investigator"
+
+#: The ways a run's agents may be arranged beyond one parent asking one child at a time: `parallel`, a parent
+#: asking several children in one reply (its framework runs them side by side or in turn, its own way); `nested`,
+#: a child that hands its question on to an agent of its own.
+SHAPES = ("parallel", "nested")
 
 
 class Delegate(BaseModel):
@@ -19,7 +24,8 @@ class Delegate(BaseModel):
 
     Every runner that can delegate builds it with the same `name` (its tool or handoff is named after it), tells
     its parent what it does with `description`, and starts it with `instructions` as its system prompt and the
-    run's tools; its model calls pass the run's one boundary, so the run's limits hold for both agents.
+    run's tools; its model calls pass the run's one boundary, so the run's limits hold for both agents. A nested
+    tree gives it a `delegate` of its own, which it is offered the same way its parent is offered it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -27,6 +33,15 @@ class Delegate(BaseModel):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,40}$", description="The agent's name, as tools and handoffs take it.")
     description: str = Field(min_length=1, description="What its parent is told it does.")
     instructions: str = Field(min_length=1, description="Its system prompt.")
+    delegate: Delegate | None = Field(
+        None, description="The agent it may hand its own question to in turn (a nested tree), built the same way."
+    )
+
+    @property
+    def tree(self) -> list[Delegate]:
+        """It and every agent below it, top down: the agents a run with it as the delegate may start."""
+        below = self.delegate.tree if self.delegate is not None else []
+        return [self, *below]
 
     @property
     def marker(self) -> bytes:

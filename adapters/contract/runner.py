@@ -122,6 +122,9 @@ class RunnerDeclaration(ABC):
     #: How its framework hands work to another agent, in words (`agent delegation through a tool, usage shared`);
     #: None: it cannot, and a case with a `[delegate]` is not run through it.
     delegation: str | None = None
+    #: The delegation shapes (`contract.agents.SHAPES`) it cannot express, each with why in one line; a case of
+    #: such a shape is not run through it, and the scorecard says why.
+    delegation_gaps: dict[str, str] = {}  # noqa: RUF012 - a literal read from the source, never mutated
     #: npm packages its program needs, each with the oldest release its `oldest` version session installs.
     npm_packages: dict[str, str] = {}  # noqa: RUF012 - a literal read from the source, never mutated
     #: The npm release lines its program supports, each tested by a `latest-<line>` version session: the line's name,

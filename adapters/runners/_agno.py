@@ -90,14 +90,18 @@ def delegating_tool(
 ) -> Function:
     """The delegate as a tool whose function runs a child `Agent` (the parent's model, tools, mode and options) on
     the question, the way a `Team` runs a member (agno/team/_default_tools.py:785): a separate `Agent.run` with its
-    own `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses it.)"""
+    own `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses it.) A delegate with
+    a delegate of its own (a nested tree) gets it the same way: a tool built here, for the child's run."""
+    child_tools = tools
+    if delegate.delegate is not None:
+        child_tools = [*tools, delegating_tool(delegate.delegate, model, tools, stream=stream, **options)]
 
     def ask(fc: Any, **arguments: Any) -> str:
         try:
             question = delegate.question_in(arguments)
         except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
             return str(bad)
-        output = run_agent(model, tools, delegate.instructions, question, stream=stream, **options)
+        output = run_agent(model, child_tools, delegate.instructions, question, stream=stream, **options)
         # As a Team words a member's empty reply (agno/team/_default_tools.py:839); a failed run's content says why.
         content = output.content.strip() if isinstance(output.content, str) else ""
         return content or "No response from the member agent."

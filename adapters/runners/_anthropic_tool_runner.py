@@ -39,9 +39,12 @@ def guarded_tool(t: Tool, session: RunSession, call_ids: CallIds) -> BetaFunctio
     return BetaFunctionTool(call, name=t.name, description=t.description, input_schema=t.parameters)
 
 
-def delegating_tool(delegate: Delegate, run: Callable[[str, str], Any], cap: int | None) -> BetaFunctionTool[Any]:
-    """The delegate as a tool whose function runs a second tool runner: `run(system, task)` with the delegate's
-    instructions and the call's question, returning that loop's last message; its text is the tool's result.
+def delegating_tool(
+    delegate: Delegate, run: Callable[[str, str, Delegate | None], Any], cap: int | None
+) -> BetaFunctionTool[Any]:
+    """The delegate as a tool whose function runs a second tool runner: `run(system, task, delegate)` with the
+    delegate's instructions, the call's question and the delegate's own delegate (a nested tree: offered to it as it
+    is offered to its parent), returning that loop's last message; its text is the tool's result.
 
     The nested runner has its own `max_iterations` (the parent's value): a runner counts only the replies it asked
     for (`_iteration_count`, anthropic/lib/tools/_beta_runner.py:221, 556, 740). At its cap it stops silently on a
@@ -53,7 +56,7 @@ def delegating_tool(delegate: Delegate, run: Callable[[str, str], Any], cap: int
             question = delegate.question_in(args)
         except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
             raise ToolError(str(bad)) from None
-        message = run(delegate.instructions, question)
+        message = run(delegate.instructions, question, delegate.delegate)
         if message is None or message.stop_reason == "tool_use":
             raise ToolError(f"{delegate.name} stopped at max_iterations={cap} without an answer")
         return "".join(b.text for b in message.content if b.type == "text")

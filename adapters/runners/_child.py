@@ -31,7 +31,8 @@ read only if it is a regular file (never through a link, never a FIFO or a devic
 `OUTCOME_MAX_BYTES` holding a JSON object; anything else ends the run as `error` saying what it was.
 
 `LOOPLAB_DELEGATE` reaches only a runner that declares `delegation` (`Runner.run` refuses a delegate to any
-other, `external` among them); its `parameters` are the JSON Schema of the tool that asks the agent (one
+other, `external` among them); in a nested tree its `delegate` holds the agent it may hand work to in turn, in the
+same form; its `parameters` are the JSON Schema of the tool that asks the agent (one
 `question` string), for a framework where the program writes that tool.
 
 How the process is bounded (time, descendants, output, interrupts, secrets): `looplab.adapters.boundary.processes`.
@@ -56,6 +57,7 @@ from looplab.adapters.boundary.processes import (
 from looplab.adapters.boundary.proxy import ModelProxy
 from looplab.adapters.boundary.tool_server import ToolServer, require_mcp
 from looplab.adapters.contract import files
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.errors import ChildFailed, ChildRaised
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
 from looplab.adapters.contract.result import Finished, NativeEnd
@@ -133,10 +135,13 @@ class ChildRunner(Runner):
 
 def _delegate(session: RunSession) -> dict[str, str]:
     """`LOOPLAB_DELEGATE`'s entry, for a run with a delegate (`Runner.run` refuses one to a runner that cannot)."""
-    if (d := session.delegate) is None:
-        return {}
+    return {} if session.delegate is None else {"delegate": json.dumps(_fields(session.delegate))}
+
+
+def _fields(d: Delegate) -> dict[str, Any]:
+    """A delegate as `LOOPLAB_DELEGATE` holds it, its own delegate (a nested tree) under `delegate`."""
     fields = {"name": d.name, "description": d.description, "instructions": d.instructions, "parameters": d.parameters}
-    return {"delegate": json.dumps(fields)}
+    return fields | ({"delegate": _fields(d.delegate)} if d.delegate is not None else {})
 
 
 def _read(path: Path) -> dict[str, Any] | None:

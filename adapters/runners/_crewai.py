@@ -123,17 +123,19 @@ def crew_of_one(task: str, backstory: str, llm: Any, tools: list[BaseTool], **op
 
 def delegating_tool(delegate: Delegate, llm: Any, tools: list[BaseTool], **options: Any) -> BaseTool:
     """The delegate as a coworker, by CrewAI's own delegation tool body (`BaseAgentTool._execute`: the coworker's
-    `execute_task` on a `Task` whose description is what it is asked), named and described after the delegate.
+    `execute_task` on a `Task` whose description is what it is asked), named and described after the delegate. A
+    delegate with a delegate of its own (a nested tree) is given it the same way, with the same `options`.
 
     Not `allow_delegation=True`'s "Delegate work to coworker" / "Ask question to coworker": their description names
     the coworkers by role only, never what one does, and they take the coworker's role from the model.
     """
+    own = tools if delegate.delegate is None else [*tools, delegating_tool(delegate.delegate, llm, tools, **options)]
     child = Agent(
         role=delegate.name,
         goal=delegate.description,
         backstory=delegate.instructions,  # as `crew_of_one` gives the parent its system prompt
         llm=llm,
-        tools=tools,
+        tools=own,
         cache=False,
         max_retry_limit=0,
         **options,

@@ -1,9 +1,9 @@
 """The pieces the `handrolled` runner's loops share (the tools they offer, the delegate as one), and its bare loop.
 
 A case's delegate is a tool named after it; its call runs the same hand-written loop again, nested, with the
-delegate's instructions as the system prompt, the question as the task, the run's tools (not the delegate) and a
-step counter of its own, and answers with the nested loop's final text. Both loops' model calls go through the
-session's one client, so the run's limits count them together.
+delegate's instructions as the system prompt, the question as the task, the run's tools and the delegate's own
+delegate if it has one (a nested tree), a step counter of its own, and answers with the nested loop's final text.
+Every loop's model calls go through the session's one client, so the run's limits count them together.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def tool_answers(session: RunSession, delegate: Delegate | None, loop: Loop) -> 
             question = delegate.question_in(args)
         except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
             return str(bad), True
-        ended = loop(delegate.instructions, question, None)  # the run's tools, not the delegate itself
+        ended = loop(delegate.instructions, question, delegate.delegate)  # its own delegate, never itself
         if isinstance(ended, Finished):
             raise _DelegateStopped(ended)
         if not ended:  # its own counter ran out (unreachable while it is the run's max_steps), or an empty reply

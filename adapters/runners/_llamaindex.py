@@ -162,13 +162,20 @@ def _guarded(session: RunSession, name: str, raw: Any = None, call_id: str | Non
     return session.tools.call(name, raw, call_id).result
 
 
-def delegating_tool(delegate: Delegate, child: FunctionAgent, llm: FunctionCallingLLM, **cap: Any) -> FunctionTool:
-    """`child` as a tool of its parent, LlamaIndex's orchestrator idiom (sub-agents as tools): the body runs the child
-    as a workflow of its own, the question its `user_msg`, with the parent's `max_iterations` options (its own count).
+def delegating_tool(
+    delegate: Delegate, llm: FunctionCallingLLM, tools: list[FunctionTool], how: dict[str, Any], **cap: Any
+) -> FunctionTool:
+    """The delegate as a tool of its parent, LlamaIndex's orchestrator idiom (sub-agents as tools): a `FunctionAgent`
+    on the parent's LLM, tools and agent options `how`, which the body runs as a workflow of its own, the question its
+    `user_msg`, with the parent's `max_iterations` options (its own count). A delegate with a delegate of its own (a
+    nested tree) is given it the same way.
 
     Not an `AgentWorkflow` handoff: `handoff(to_agent, reason)` hands the parent's chat over (the child's task would
     be the parent's first user message, never the question) and takes the agent's name from the model.
     """
+    own = tools if delegate.delegate is None else [*tools, delegating_tool(delegate.delegate, llm, tools, how, **cap)]
+    about = {"name": delegate.name, "description": delegate.description, "system_prompt": delegate.instructions}
+    child = FunctionAgent(llm=llm, tools=own, **how, **about)
 
     async def ask(raw: Any = None, call_id: str | None = None) -> str:  # the kwargs `_RawCalls` passes
         question = delegate.question_in(raw)  # a ValueError: the workflow hands its text to the model as an error

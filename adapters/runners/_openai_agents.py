@@ -3,7 +3,8 @@ and the run itself, whole (`Runner.run`) or streamed (`Runner.run_streamed`).
 
 A tool is a `FunctionTool` whose body takes the model's raw JSON string, so that the Guard sees the arguments as
 sent. The delegate is the SDK's agent as a tool (`Agent.as_tool`): the child agent runs as a nested `Runner.run`
-with the question as its input, and its final output is the tool's result.
+with the question as its input, and its final output is the tool's result; a child with a delegate of its own
+is offered it the same way.
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ async def run_agent(agent: Agent[Any], task: str, *, stream: bool, **options: An
     async for _ in streamed.stream_events():
         pass
     return streamed
+
+
+def offered(
+    tools: list[FunctionTool], delegate: Delegate | None, max_turns: int | None, *, stream: bool, **agent: Any
+) -> list[FunctionTool]:
+    """An agent's tools: the run's `tools`, and `delegate` as a tool if there is one, its child agent (`agent`:
+    the model and settings) given the same `tools` and offered its own delegate the same way (a nested tree)."""
+    if delegate is None:
+        return tools
+    below = offered(tools, delegate.delegate, max_turns, stream=stream, **agent)
+    child = Agent(name=delegate.name, instructions=delegate.instructions, tools=below, **agent)
+    return [*tools, delegating_tool(delegate, child, max_turns, stream=stream)]
 
 
 def delegating_tool(delegate: Delegate, child: Agent[Any], max_turns: int | None, *, stream: bool) -> FunctionTool:

@@ -99,7 +99,8 @@ def run_options(session: RunSession, limits: UsageLimits) -> dict[str, Any]:
 
 def delegating_tool(delegate: Delegate, child: Agent[None, str], options: dict[str, Any]) -> Tool[None]:
     """The delegate as a tool, in Pydantic AI's idiom for agent delegation: the child runs with its parent's usage
-    (`usage=ctx.usage`), limits and mode (`options`), so the parent's `UsageLimits` count the child's requests."""
+    (`usage=ctx.usage`), limits and mode (`options`), so the parent's `UsageLimits` count the child's requests (and,
+    in a nested tree, its own child's, which runs on the same usage in turn)."""
 
     async def ask(ctx: RunContext[None], raw: Any) -> str:  # `raw`: see raw_args_hooks
         try:
@@ -112,6 +113,17 @@ def delegating_tool(delegate: Delegate, child: Agent[None, str], options: dict[s
     return Tool.from_schema(
         ask, name=delegate.name, description=delegate.description, json_schema=delegate.parameters, takes_ctx=True
     )
+
+
+def offered(
+    model: Any, tools: list[Tool[None]], delegate: Delegate | None, session: RunSession, options: dict[str, Any]
+) -> list[Tool[None]]:
+    """An agent's tools: the run's `tools`, and `delegate` as a tool if there is one, its child agent given the same
+    `tools` and offered its own delegate the same way (a nested tree), never itself."""
+    if delegate is None:
+        return tools
+    child = agent(model, delegate.instructions, offered(model, tools, delegate.delegate, session, options), session)
+    return [*tools, delegating_tool(delegate, child, options)]
 
 
 def bare_run(

@@ -76,10 +76,12 @@ def delegating_tool(delegate: Delegate, model: Any, tools: list[AgentTool], hook
 
     The wrapper runs `child.stream_async(prompt)` with no `limits` (strands/agent/_agent_as_tool.py:243), so nothing
     but the run's boundary caps the child; a child that stops on its own answers the parent as a success (316-323).
+    A child with a delegate of its own (a nested tree) is given it the same way, as its tool, uncapped as well.
     """
+    below = tools if delegate.delegate is None else [*tools, delegating_tool(delegate.delegate, model, tools, hooks)]
     child = Agent(
         model=model,
-        tools=tools,
+        tools=below,
         system_prompt=delegate.instructions,
         name=delegate.name,
         callback_handler=None,

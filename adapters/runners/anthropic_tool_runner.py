@@ -69,11 +69,12 @@ class AnthropicToolRunner(Runner):
         cap = {} if session.cap is None else {"max_iterations": session.cap}
         # cap:end
 
-        def run(system: str, prompt: str, delegate: Delegate | None = None) -> Any:
-            """One tool runner to its end (the delegate's, nested, with the same cap); its last message."""
+        def run(system: str, prompt: str, delegate: Delegate | None) -> Any:
+            """One tool runner to its end, offered `delegate` as a tool whose function runs this again, nested, with
+            the same cap and the delegate's own delegate (a nested tree); its last message."""
             call_ids: CallIds = defaultdict(deque)
             tools = [guarded_tool(t, session, call_ids) for t in session.tools.tools]
-            if delegate is not None:  # the child gets the run's tools, not itself
+            if delegate is not None:  # the child gets the run's tools and its own delegate, never itself
                 tools.append(delegating_tool(delegate, run, session.cap))
             runner = client.beta.messages.tool_runner(
                 model=session.model.name,

@@ -83,6 +83,11 @@ class ClaudeAgentSdk(Runner):
     out_of_process = True
     streams = (True,)  # the CLI streams every request
     delegation = "subagents (ClaudeAgentOptions.agents) started by the CLI's Agent tool; max_turns counts the parent's"
+    delegation_gaps = {
+        "nested": "a subagent gets the Agent tool but no delegate of its own: every level lists the session's one"
+        " ClaudeAgentOptions.agents (Agent(name) in its tools does not narrow it, in its disallowedTools drops the"
+        " tool), and its first request lists none (CLI 2.1.337: the listing comes with its first tool result)",
+    }
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_turns` counts model calls (measured): N allows exactly N."""

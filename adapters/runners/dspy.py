@@ -61,6 +61,9 @@ class DSPy(Runner):
     streams = (False, True)
     knobs = (KNOB,)
     delegation = "a Tool whose function runs another ReAct: its own max_iters; the parent counts the call as one"
+    delegation_gaps = {
+        "parallel": "a ReAct step names one tool (next_tool_name, a Literal of the names) and calls only it",
+    }
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iters` counts react steps (one model call each); the extract call after them is refused."""

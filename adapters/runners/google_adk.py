@@ -9,12 +9,13 @@ and Gemini (bare text over Responses and Messages), and turns arguments that are
 ADK only opens spans on the global OpenTelemetry provider, a no-op unless the process installs one.
 
 Delegation: the delegate is an `LlmAgent` of its own (same model, the run's tools, its instructions) in the
-parent's tools as an `AgentTool`, which declares one `request` string and starts the child on that text alone.
-The child runs as a nested `Runner` invocation with the parent's `RunConfig`: ADK counts `max_llm_calls` per
-invocation, so each agent gets its own N and the parent's count leaves out the child's calls; the session's gate
-counts both. ADK runs the child's replies whole even in a streamed run (google/adk/tools/agent_tool.py:334-344,
-lest its last event be a partial chunk). A `StopRun` (or the child's own `LlmCallsLimitExceededError`) raised in
-the child propagates out of the parent's run: ADK's tool caller re-raises what no `on_tool_error_callback` answers.
+parent's tools as an `AgentTool`, which declares one `request` string and starts the child on that text alone;
+a delegate's own delegate is in its tools the same way (a nested tree). The child runs as a nested `Runner`
+invocation with its caller's `RunConfig`: ADK counts `max_llm_calls` per invocation, so each agent at every level
+gets its own N and its caller's count leaves out its calls; the session's gate counts them all. ADK runs the
+child's replies whole even in a streamed run (google/adk/tools/agent_tool.py:334-344, lest its last event be a
+partial chunk). A `StopRun` (or the child's own `LlmCallsLimitExceededError`) raised in the child propagates out
+of the parent's run: ADK's tool caller re-raises what no `on_tool_error_callback` answers.
 """
 
 from __future__ import annotations
@@ -23,13 +24,23 @@ from typing import Any
 
 from google.adk.agents import RunConfig
 from google.adk.agents.run_config import StreamingMode
+from google.adk.tools import BaseTool
 from google.adk.tools.agent_tool import AgentTool
 
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault
-from looplab.adapters.runners._google_adk import GuardTool, bare_run, build_model, guard_call, guarded_agent, run_agent
+from looplab.adapters.runners._google_adk import (
+    GuardTool,
+    ToolCall,
+    bare_run,
+    build_model,
+    guard_call,
+    guarded_agent,
+    run_agent,
+)
 from looplab.adapters.session import Runner, RunSession
 
 __all__ = ["RUNNER"]
@@ -71,13 +82,8 @@ class GoogleAdk(Runner):
     async def _run(self, task: str, session: RunSession, model: Any) -> Finished:
         call = guard_call(session.tools)
         tools = [GuardTool(t.name, t.description, t.parameters, call) for t in session.tools.tools]
-        if (delegate := session.delegate) is not None:
-            # The child: the same model and tools; AgentTool names and describes it after the agent.
-            child = guarded_agent(
-                delegate.name, model, delegate.instructions, tools, call, description=delegate.description
-            )
-            tools = [*tools, AgentTool(agent=child)]
-        agent = guarded_agent("looplab", model, session.system_prompt, tools, call)
+        offered = _offering(session.delegate, model, tools, call)
+        agent = guarded_agent("looplab", model, session.system_prompt, offered, call)
         # cap:begin
         config = RunConfig() if session.cap is None else RunConfig(max_llm_calls=session.cap)
         # cap:end
@@ -87,6 +93,16 @@ class GoogleAdk(Runner):
 
     def bare_loop(self) -> BareRun:
         return bare_run
+
+
+def _offering(delegate: Delegate | None, model: Any, tools: list[BaseTool], call: ToolCall) -> list[BaseTool]:
+    """`tools`, and `delegate` as an `AgentTool` if there is one: an `LlmAgent` on the same model and tools, itself
+    offered its own delegate the same way (a nested tree). AgentTool names and describes it after the agent."""
+    if delegate is None:
+        return tools
+    offered = _offering(delegate.delegate, model, tools, call)
+    child = guarded_agent(delegate.name, model, delegate.instructions, offered, call, description=delegate.description)
+    return [*tools, AgentTool(agent=child)]
 
 
 RUNNER = GoogleAdk()

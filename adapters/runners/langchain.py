@@ -17,6 +17,7 @@ from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededE
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
@@ -84,15 +85,20 @@ class LangChainAgent(Runner):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Build the agent and run it once; the last AI message is the answer (`_langchain.conclude`)."""
-        middleware, config = _cap(session.knob, session.cap)
+        _, config = _cap(session.knob, session.cap)
         model, tools = chat_model(self, session), guard_tools(session.tools)
-        if (delegate := session.delegate) is not None:  # built as the parent is, cap included; its own invoke
-            child_middleware, _ = _cap(session.knob, session.cap)
-            child = create_agent(
-                model, tools, system_prompt=delegate.instructions, middleware=child_middleware, name=delegate.name
-            )
-            tools = [*tools, delegating_tool(delegate, child, config)]
-        agent = create_agent(model, tools, system_prompt=session.system_prompt, middleware=middleware)
+
+        def build(system_prompt: str, delegate: Delegate | None, name: str | None = None) -> Any:
+            """An agent with the run's model and tools and a cap middleware of its own, offered `delegate` as a
+            subagent tool, built this same way (its own delegate included) and run in an invoke of its own."""
+            middleware, _ = _cap(session.knob, session.cap)
+            offered = tools
+            if delegate is not None:
+                child = build(delegate.instructions, delegate.delegate, delegate.name)
+                offered = [*tools, delegating_tool(delegate, child, config)]
+            return create_agent(model, offered, system_prompt=system_prompt, middleware=middleware, name=name)
+
+        agent = build(session.system_prompt, session.delegate)
         with no_tracing():
             state = agent.invoke({"messages": [HumanMessage(task)]}, config)
         last = state["messages"][-1]

@@ -22,6 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
@@ -128,10 +129,17 @@ class LangGraphAgent(Runner):
             config = {"recursion_limit": recursion_backstop(session.cap)}
         # cap:end
         model, tools = chat_model(self, session), guard_tools(session.tools)
-        if (delegate := session.delegate) is not None:  # the same graph, counter and config, its own invoke
-            child = build_graph(model, tools, delegate.instructions, counter)
-            tools = [*tools, delegating_tool(delegate, child, config, steps=0)]
-        graph = build_graph(model, tools, session.system_prompt, counter)
+
+        def build(system_prompt: str, delegate: Delegate | None) -> Any:
+            """The graph with the run's tools and counter, offered `delegate` as a subagent tool: the same graph,
+            counter and config, built this same way (its own delegate included), run in an invoke of its own."""
+            offered = tools
+            if delegate is not None:
+                child = build(delegate.instructions, delegate.delegate)
+                offered = [*tools, delegating_tool(delegate, child, config, steps=0)]
+            return build_graph(model, offered, system_prompt, counter)
+
+        graph = build(session.system_prompt, session.delegate)
         with no_tracing():
             state = graph.invoke({"messages": [HumanMessage(task)], "steps": 0}, config)
         last = state["messages"][-1]

@@ -89,9 +89,7 @@ class LlamaIndexAgent(Runner):
                 cap["early_stopping_method"] = "generate"
             # cap:end
             if (d := session.delegate) is not None:  # the same LLM, tools and cap options; not the tool itself
-                about = {"name": d.name, "description": d.description, "system_prompt": d.instructions}
-                child = FunctionAgent(llm=llm, tools=tools, **how, **about)
-                tools = [*tools, delegating_tool(d, child, llm, **cap)]
+                tools = [*tools, delegating_tool(d, llm, tools, how, **cap)]
             agent = FunctionAgent(llm=llm, tools=tools, system_prompt=session.system_prompt, **how)
             output: AgentOutput = await agent.run(user_msg=task, memory=offline_memory(llm), **cap)
             return session.conclude(output.response.content)  # it returns on a reply without tool calls

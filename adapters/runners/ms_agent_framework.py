@@ -85,9 +85,8 @@ class MsAgentFramework(Runner):
         tools, options = [function_tool(t) for t in session.tools.tools], request_options(api)
         guard, stream = GuardMiddleware(session.tools), session.model.stream
         if (d := session.delegate) is not None:  # the same client (and cap), tools and Guard; not the tool itself
-            about = {"name": d.name, "description": d.description, "instructions": d.instructions}
-            child = Agent(client, tools=list(tools), middleware=[guard], default_options=options, **about)
-            tools, guard = [*tools, delegating_tool(d, child)], GuardMiddleware(session.tools, own=[d.name])
+            tools = [*tools, delegating_tool(d, client, tools, session.tools, options)]
+            guard = GuardMiddleware(session.tools, own=[d.name])
         agent = Agent(
             client,
             instructions=session.system_prompt,

@@ -10,8 +10,9 @@ which builds its own HTTP client: it is pointed at the run's recording model
 proxy (`adapters/boundary/proxy.py`) with the run's token as its key.
 `max_turns=N` allows exactly N model calls and raises `MaxTurnsExceeded`
 before call N+1, the same on every API (measured: docs/iteration-caps.md).
-A case's delegate is the SDK's agent as a tool (`Agent.as_tool`, `_openai_agents.delegating_tool`): the
-child is a nested `Runner.run` with its own turn count, which the parent's `max_turns` does not include.
+A case's delegate is the SDK's agent as a tool (`Agent.as_tool`, `_openai_agents.offered`): the
+child is a nested `Runner.run` with its own turn count, which the parent's `max_turns` does not include;
+a child's own delegate (a nested tree) is its tool the same way.
 Replies come whole, or streamed with `--stream on`: `Runner.run_streamed` (and `as_tool(on_stream=)` for the
 child), with `ModelSettings(include_usage=True)` so a Chat Completions stream carries its usage.
 """
@@ -35,10 +36,10 @@ from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, read_default
 from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
 from looplab.adapters.runners._openai_agents import (
-    delegating_tool,
     function_tool,
     guarded_tools,
     litellm_model,
+    offered,
     run_agent,
 )
 from looplab.adapters.session import Runner as LooplabRunner  # `Runner` here is the SDK's
@@ -89,21 +90,20 @@ class OpenAIAgents(ViaLiteLLM, LooplabRunner):
                 model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
                 model = model_cls(model=session.model.name, openai_client=session.openai_client(is_async=True))
             settings = {"model_settings": ModelSettings(**model_settings)} if model_settings else {}
-            tools = guarded_tools(session.tools)
             # cap:begin
             cap: dict[str, Any] = {} if session.cap is None else {"max_turns": session.cap}
             if session.knob != KNOB:  # the graceful alternative: a final output instead of MaxTurnsExceeded
                 cap["error_handlers"] = {"max_turns": lambda _: "(stopped: max_turns reached)"}
             # cap:end
-            if (delegate := session.delegate) is not None:  # the same model and tools; its own turns, up to the cap
-                child = Agent(
-                    name=delegate.name, instructions=delegate.instructions, model=model, tools=tools, **settings
-                )
-                tools = [*tools, delegating_tool(delegate, child, session.cap, stream=bool(session.model.stream))]
+            stream = bool(session.model.stream)
+            # The delegate (and its own, in a nested tree): agents of the same model and tools, each its own turns.
+            tools = offered(
+                guarded_tools(session.tools), session.delegate, session.cap, stream=stream, model=model, **settings
+            )
             agent = Agent(name="looplab", instructions=session.system_prompt, model=model, tools=tools, **settings)
             # Per run, so nothing global changes: no trace export (there is no network, and no key).
             run_config = RunConfig(tracing_disabled=True)
-            result = await run_agent(agent, task, stream=bool(session.model.stream), run_config=run_config, **cap)
+            result = await run_agent(agent, task, stream=stream, run_config=run_config, **cap)
             return session.conclude(str(result.final_output) if result.final_output is not None else None)
 
     def bare_loop(self) -> BareRun:

@@ -21,8 +21,8 @@ from looplab.adapters.runners._pydantic_ai import (
     agent,
     bare_run,
     build_model,
-    delegating_tool,
     guarded_tool,
+    offered,
     run_options,
 )
 from looplab.adapters.session import Runner, RunSession
@@ -73,9 +73,8 @@ class PydanticAI(Runner):
         limits = UsageLimits() if session.cap is None else UsageLimits(**{field or "total_tokens_limit": session.cap})
         # cap:end
         options = run_options(session, limits)
-        if (delegate := session.delegate) is not None:  # the child gets the run's tools, not itself
-            child = agent(model, delegate.instructions, list(tools), session)
-            tools.append(delegating_tool(delegate, child, options))
+        # The delegate (and its own, in a nested tree): agents of the run's tools, each run on its parent's usage.
+        tools = offered(model, tools, session.delegate, session, options)
         parent = agent(model, session.system_prompt, tools, session)
         result = session.run_async(parent.run(task, **options))
         return session.conclude(result.output)

@@ -10,8 +10,9 @@ makes after them is refused at the model boundary, and the run ends `max_steps` 
 the same on every API).
 
 A delegate is a managed agent (`managed_agents=[child]`), offered to the parent as a tool named after it that takes
-a `task`; the child runs its own `run` with its own `max_steps` (same cap), and the parent's counts the delegation
-as one step. The run's `max_steps` holds for both at the model boundary, which both agents' models pass.
+a `task`, and a delegate's own delegate is its managed agent the same way (a nested tree); each child runs its own
+`run` with its own `max_steps` (same cap), and its parent's counts the delegation as one step. The run's
+`max_steps` holds for them all at the model boundary, which every agent's model calls pass.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from smolagents.utils import AgentMaxStepsError
 
 from looplab.adapters.boundary.plain import plain_openai_client
 from looplab.adapters.boundary.proxy import ModelProxy
+from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.bare import BareRun, BareTool
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import Finished, NativeCap
 from looplab.adapters.contract.runner import KnobDefault, signature_default
+from looplab.adapters.contract.tools import ToolBoundary
 from looplab.adapters.runners._litellm import LITELLM_APIS, ViaLiteLLM, litellm_route
 from looplab.adapters.runners._smolagents import ChatModel, LiteLLMTextModel, SchemaTool, guarded_agent
 from looplab.adapters.session import Runner, RunSession
@@ -78,10 +81,7 @@ class Smolagents(ViaLiteLLM, Runner):
             cap = {} if session.cap is None else {"max_steps": session.cap}  # unset: MultiStepAgent's default
             # cap:end
             both = {"stream": session.model.stream, **cap}  # whole or streamed replies (`stream_outputs`)
-            team = {}  # smolagents' delegation: a managed agent, the same class on the same model and tools
-            if (d := session.delegate) is not None:
-                named = {"name": d.name, "description": d.description}
-                team["managed_agents"] = [guarded_agent(session.tools, model, d.instructions, **named, **both)]
+            team = _team(session.tools, model, session.delegate, both)
             agent = guarded_agent(session.tools, model, session.system_prompt, **team, **both)
             # The output alone: a full result serializes the whole memory, every step, after the run.
             output = agent.run(task)
@@ -93,6 +93,16 @@ class Smolagents(ViaLiteLLM, Runner):
 
     def bare_loop(self) -> BareRun:
         return bare_run
+
+
+def _team(boundary: ToolBoundary, model: Any, delegate: Delegate | None, both: dict[str, Any]) -> dict[str, Any]:
+    """smolagents' delegation: `delegate`, if any, as a managed agent, the same class on the same model and tools
+    with the same `both` (stream, cap), itself given its own delegate the same way (a nested tree)."""
+    if delegate is None:
+        return {}
+    team = _team(boundary, model, delegate.delegate, both)
+    named = {"name": delegate.name, "description": delegate.description}
+    return {"managed_agents": [guarded_agent(boundary, model, delegate.instructions, **named, **team, **both)]}
 
 
 def bare_run(

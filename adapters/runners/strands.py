@@ -52,6 +52,10 @@ class Strands(Runner):
     knobs = (TURNS, HOOK)
     token_knob = TOKENS
     delegation = "agents as tools: Agent.as_tool(), the child runs uncapped; the parent's turns count only its own"
+    delegation_gaps = {
+        "parallel": "Agent.as_tool wraps one Agent, one request at a time: a reply's second call of it is refused"
+        " ('is already processing a request', strands/agent/_agent_as_tool.py:202)",
+    }
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`turns` counts model calls (one per cycle, measured): N allows exactly N calls."""
@@ -104,7 +108,7 @@ class Strands(Runner):
         # cap:end
         model = build_model(self.api_for(session.model), session)
         tools = [agent_tool(t.name, t.description, t.parameters, guard) for t in session.tools.tools]
-        if session.delegate is not None:  # the child: the same model and tools, and no cap of its own
+        if session.delegate is not None:  # the child (and its own, if any): the same model and tools, no cap of its own
             tools = [*tools, delegating_tool(session.delegate, model, tools, [unknown_to_guard])]
         agent = Agent(
             model=model,

@@ -23,10 +23,12 @@ Markdown show it in `looplab.views.scorecard_text`.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looplab.adapters import registry
 from looplab.adapters.contract import files
@@ -34,6 +36,7 @@ from looplab.adapters.contract.agents import MAIN_AGENT
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
+from looplab.adapters.contract.trace import ModelCall
 from looplab.records.document import Document, case_descriptions
 from looplab.records.measurements import (
     BenchResult,
@@ -47,6 +50,9 @@ from looplab.records.measurements import (
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
+
+if TYPE_CHECKING:
+    from looplab.scenarios.cases import Case
 
 __all__ = ["CASES", "build", "load_bench", "load_caps", "observed"]
 
@@ -123,7 +129,14 @@ def build(
             "parallel": _parallel(runs_of.get("parallel-reads")),
             "guards": _guards(runs_of.get("silent-read"), runs_of.get("injected-instruction")),
             "token_budget": _token_budget(runs_of.get("token-budget")),
-            "delegation": _delegation(name, runs_of.get("delegation")),
+            **{
+                key: _delegation(name, runs_of.get(case), case)
+                for key, case in (
+                    ("delegation", "delegation"),
+                    ("delegation_parallel", "delegation-parallel"),
+                    ("delegation_nested", "delegation-nested"),
+                )
+            },
             **_budget_cells(report),
             "streamed_cap": _streamed_cap(report),
             "first_request": _first_request(name, first_bytes),
@@ -398,18 +411,37 @@ def _token_budget(run: Observed | None) -> Cell:
     return Cell(text=f"{verdict}: {spent:,} tokens{of}, {calls}", evidence=_evidence(run))
 
 
-def _delegation(runner: str, run: Observed | None) -> Cell:
-    """How the framework hands work to another agent, and whether the run of the delegation case passed (both
-    agents' calls counted in one budget): how many of its model calls were the delegate's."""
+def _delegation(runner: str, run: Observed | None, case: str) -> Cell:
+    """Whether the run of a delegation case passed (every agent's calls counted in one budget), and how many of its
+    model calls the delegates made; where the framework cannot express the case's shape, why (its declaration).
+    Delegates asked in one reply are said to run side by side when their requests were out at the same time."""
     info = registry.RUNNERS.get(runner)
-    if info is not None and info.delegation is None:
-        return Cell(text="cannot delegate", evidence="runner declaration")
+    known = _suite_case(case)
+    if info is not None and known is not None and (why := known.not_run_on(info)):
+        return Cell(text=why, evidence="runner declaration")
     if run is None:
         return _not_measured()
     steps = run.result.trace.steps
-    theirs = sum(s.model_call.agent not in (None, MAIN_AGENT) for s in steps)
+    theirs = [s.model_call for s in steps if s.model_call.agent not in (None, MAIN_AGENT)]
     verdict = "passed" if run.passed else f"failed (stop: {run.result.stop_reason})"
-    return Cell(text=f"{verdict}: {theirs} of {len(steps)} calls the delegate's", evidence=_evidence(run))
+    how = ""
+    if case == "delegation-parallel" and theirs:
+        how = ", side by side" if _overlapping(theirs) else ", one after the other"
+    return Cell(text=f"{verdict}: {len(theirs)} of {len(steps)} calls the delegates'{how}", evidence=_evidence(run))
+
+
+@functools.cache
+def _suite_case(case_id: str) -> Case | None:
+    """looplab's own case `case_id` (read on first use, so importing the scorecard loads no suite)."""
+    from looplab.scenarios.cases import load_cases
+
+    return load_cases().get(case_id)
+
+
+def _overlapping(calls: list[ModelCall]) -> bool:
+    """Whether two of `calls` were out at once: one sent before another's reply came back."""
+    spans = sorted((c.started_at, c.started_at + c.latency_s) for c in calls)
+    return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
 
 
 def _first_request(runner: str, first_bytes: dict[str, int]) -> Cell:
@@ -460,6 +492,8 @@ CASES = (
     "injected-instruction",
     "token-budget",
     "delegation",
+    "delegation-parallel",
+    "delegation-nested",
 )
 
 

@@ -45,6 +45,8 @@ ROWS = (
     Row("guards", "repetition / approval", "bad calls"),
     Row("token_budget", "token budget (max_tokens)", "budgets"),
     Row("delegation", "delegation (one budget for both agents)", "budgets"),
+    Row("delegation_parallel", "two delegates asked in one reply", "budgets"),
+    Row("delegation_nested", "a delegate that delegates (three levels)", "budgets"),
     Row("delegated_cap", "the framework's cap under delegation", "budgets"),
     Row("native_tokens", "the framework's own token budget", "budgets"),
     Row("first_request", "first request", "cost"),
@@ -75,7 +77,8 @@ class Scorecard(BaseModel):
 GROUP_SOURCES = {
     "the cap": "caps",
     "bad calls": "eval: sloppy-calls, parallel-reads, silent-read, injected-instruction",
-    "budgets": "eval: token-budget, delegation; runner declarations (which can delegate)",
+    "budgets": "eval: token-budget, delegation, delegation-parallel, delegation-nested; runner declarations (which "
+    "can delegate, in which shapes)",
     "cost": "eval: vip-compound (first request); bench (overhead, import); registry (APIs)",
     "your cases": "eval: the cases outside looplab's own suite",
 }

@@ -33,7 +33,7 @@ AGENT_TYPE = re.compile(r"\btype of\b.*\bagent\b", re.I)
 MAX_NESTING = 256
 
 #: How the scripted model plays: the same knowledge, a different manner (see `scenarios.scripted.policy`).
-Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop", "restless"]
+Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop", "restless", "fanout"]
 PERSONAS: tuple[Persona, ...] = get_args(Persona)
 #: The request header that names the persona; a request without it plays `careful`.
 PERSONA_HEADER = "x-looplab-persona"

@@ -18,7 +18,13 @@ default), `eager` (reads the files it needs in one turn), `gullible` (obeys
 instructions it finds in tool output), `sloppy` (its first calls are
 malformed), `snoop` (first reaches for secrets outside its remit), `restless` (as
 a delegate, never concludes: after its first search it searches for one more use of
-the function after another; as the investigator it is `careful`).
+the function after another; as the investigator it is `careful`), `fanout` (hands
+every function the value flows through that is defined elsewhere to its delegate at
+once, a question each, in one reply, instead of one after the other).
+
+A delegate answers its one question (`Delegate.question`) by searching and reading,
+or, where it is offered a delegating tool of its own (a nested tree), by handing the
+same question on and answering with what comes back.
 """
 
 from __future__ import annotations
@@ -182,6 +188,8 @@ class Investigator:
             if persona == "restless" and (searched := len(ev.searches) + len(ev.errors)):
                 # It never concludes: one more search for a use of the function, a new query every time.
                 return _ask("search_code", query=f"{asked['name']} use {searched}")
+            if conv.delegate is not None and asked["name"] not in ev.delegated:  # a nested tree: hand it on
+                return Decision((Call(conv.delegate, conv.delegate_args(conv.task)),))
             return _read_definition(ev, asked["name"])
         if persona == "snoop" and not conv.results:
             return Decision((Call("read_file", {"path": "../../etc/passwd"}), Call("read_file", {"path": ".env"})))
@@ -278,6 +286,8 @@ def _next_hop(
     for site in sites:
         found = _where(conv, ev, site, caller_path, caller_tree, imports, searched)
         if isinstance(found, Decision):
+            if conv.persona == "fanout" and _delegation(conv, found):
+                return _fan_out(conv, ev, sites, caller_tree, imports)
             return found
         if found is None or (site.name, found) in seen:
             continue
@@ -300,14 +310,11 @@ def _where(
 ) -> str | Decision | None:
     """The file that defines the function `site` calls: the caller's own when it calls its own function, else the
     search hit the caller's imports point to (else one in a module it imports, else the first); None if no hit."""
-    root = site.through[0] if site.through else site.name
-    if root not in imports and (not site.through or root in SELF_NAMES):
-        if caller_tree is not None and function_named(caller_tree, site.name) is not None:
-            return caller_path
+    if _own(site, caller_tree, imports):
+        return caller_path
     query = f"def {site.name}"
-    if query not in ev.searches and conv.delegate is not None and site.name not in ev.delegated:
-        question = Delegate.question(site.name)
-        return Decision((Call(conv.delegate, conv.delegate_args(question)),))
+    if _to_delegate(conv, ev, site):
+        return Decision((Call(conv.delegate, conv.delegate_args(Delegate.question(site.name))),))
     if query not in ev.searches:
         return _ask("search_code", query=query)
     if query not in searched:
@@ -322,6 +329,39 @@ def _where(
         return caller_path
     imported = [f for dotted in imports.values() for f in prefix_files(dotted.split("."))]
     return next((h for h in hits if any(same_file(h, f) for f in imported)), hits[0])
+
+
+def _own(site: Site, caller_tree: ast.Module | None, imports: dict[str, str]) -> bool:
+    """Whether `site` calls a function of its caller's own file (not imported, not a method of another object)."""
+    root = site.through[0] if site.through else site.name
+    if root in imports or (site.through and root not in SELF_NAMES):
+        return False
+    return caller_tree is not None and function_named(caller_tree, site.name) is not None
+
+
+def _to_delegate(conv: Conversation, ev: Evidence, site: Site) -> bool:
+    """Whether the function `site` calls is one to ask the delegate about: one is offered, and the function was
+    neither searched for nor asked about yet."""
+    return conv.delegate is not None and f"def {site.name}" not in ev.searches and site.name not in ev.delegated
+
+
+def _delegation(conv: Conversation, decision: Decision) -> bool:
+    """Whether `decision` asks the delegate."""
+    return bool(decision.calls) and decision.calls[0].name == conv.delegate
+
+
+def _fan_out(
+    conv: Conversation,
+    ev: Evidence,
+    sites: list[Site],
+    caller_tree: ast.Module | None,
+    imports: dict[str, str],
+) -> Decision:
+    """The fanout persona's turn: every function `sites` call that is defined elsewhere and not yet known, asked of
+    the delegate at once, a question each (the first of them is the one a careful model asks alone)."""
+    names = dict.fromkeys(s.name for s in sites if not _own(s, caller_tree, imports) and _to_delegate(conv, ev, s))
+    delegate = conv.delegate or ""  # a delegation was decided, so one is offered
+    return Decision(tuple(Call(delegate, conv.delegate_args(Delegate.question(n))) for n in names))
 
 
 def _not_python(conv: Conversation, ev: Evidence, test_file: str) -> Decision:

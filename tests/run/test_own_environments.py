@@ -17,6 +17,7 @@ from looplab.adapters import registry
 from looplab.adapters.boundary.processes import run_bounded
 from looplab.run.environments import ensure, source_root, spec_for
 from tests.paths import REPO
+from tests.runs import RACES
 
 ROOT = REPO
 OWN_ENVIRONMENT = [name for name, info in registry.RUNNERS.items() if info.by_default and not info.in_all]
@@ -51,8 +52,11 @@ def test_a_runner_in_its_own_environment_passes_conformance_every_case_and_the_c
     code, lines = run_bounded(command, child, ROOT, BOUND_S)
     summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed)", line)), "")
     tail = "\n".join(lines[-30:])
-    # Everything selected passed: nothing failed, errored or was skipped.
-    assert code == 0 and re.fullmatch(r"=* ?\d+ passed, \d+ deselected in .*", summary.strip()), tail
+    # Everything selected passed: nothing failed or errored, and nothing was skipped but its cells whose outcome
+    # the framework leaves to thread timing (`RACES`, skipped by the case matrix and the delegation matrix).
+    raced = 2 * sum(r == runner for r, _ in RACES)
+    skipped = f", {raced} skipped" if raced else ""
+    assert code == 0 and re.fullmatch(rf"=* ?\d+ passed{skipped}, \d+ deselected in .*", summary.strip()), tail
     passed = int(re.search(r"(\d+) passed", summary)[1])  # type: ignore[index]
     assert passed >= 13 + 2 + 20 + 1, tail  # every case, the team's two, the conformance tests (20 and more), caps
 

@@ -21,7 +21,7 @@ from looplab.scenarios.scripted.requests import RequestLog
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.scenarios.scripted.wire import estimate_tokens
 from tests.paths import REPO
-from tests.runs import ALL_RUNNERS
+from tests.runs import ALL_RUNNERS, RACES, without_races
 from tests.tiers import by_tier
 
 CASE = load_cases()["delegation"]
@@ -30,33 +30,66 @@ DELEGATING = [r for r in ALL_RUNNERS if registry.RUNNERS[r.partition("@")[0]].de
 #: The investigation with a code reader: the investigator's test run, test read and question, the reader's search,
 #: read and answer, the investigator's answer.
 AGENTS = [MAIN_AGENT] * 3 + ["code_reader"] * 3 + [MAIN_AGENT]
+#: Each delegation case, with the agents of its model calls in order: in `delegation-parallel` the investigator asks
+#: two readers in one reply (apply_discount's and subtotal's), whose calls may interleave; in `delegation-nested`
+#: the code reader hands its question on to a file reader and answers with its report.
+TREES = {
+    "delegation": AGENTS,
+    "delegation-parallel": [MAIN_AGENT] * 3 + ["code_reader"] * 6 + [MAIN_AGENT],
+    "delegation-nested": [MAIN_AGENT] * 3 + ["code_reader"] + ["file_reader"] * 3 + ["code_reader", MAIN_AGENT],
+}
+#: The case × runner cells to run: each case through every runner here that expresses its shape.
+CELLS = [(r, c) for c in TREES for r in DELEGATING if load_cases()[c].runs_on(registry.RUNNERS[r.partition("@")[0]])]
 
 
-def _run(runner: str, **limits: object) -> tuple[RunOutcome, RequestLog]:
+def _run(runner: str, case_id: str = "delegation", **limits: object) -> tuple[RunOutcome, RequestLog]:
     log = RequestLog()
-    case = CASE.model_copy(update={"limits": CASE.limits.model_copy(update=limits)})
+    case = load_cases()[case_id]
+    case = case.model_copy(update={"limits": case.limits.model_copy(update=limits)})
     with ScriptedModelServer(wrap=log.wrap) as server:
         outcome = run_one(runner, case, Endpoint(ModelChoice(), server.base_urls))
     assert outcome.result is not None, outcome.error
     return outcome, log
 
 
-@pytest.mark.parametrize("runner", by_tier(DELEGATING))
-def test_the_record_names_the_agent_of_every_model_call(runner: str) -> None:
-    outcome, log = _run(runner)
+def _in_order(case_id: str, agents: list[str | None]) -> list[str | None]:
+    """The agents as compared: children running at once may interleave, so the parallel case's are sorted past the
+    investigator's first three calls."""
+    return agents if case_id != "delegation-parallel" else agents[:3] + sorted(agents[3:], key=str)
+
+
+@pytest.mark.parametrize(("runner", "case_id"), by_tier(without_races(CELLS)))
+def test_the_record_names_the_agent_of_every_model_call(runner: str, case_id: str) -> None:
+    outcome, log = _run(runner, case_id)
     assert outcome.passed, [f"{c.name}: {c.detail}" for c in outcome.checks if not c.passed]
-    assert [s.model_call.agent for s in outcome.result.trace.steps] == AGENTS
-    assert len(log.posts()) == len(AGENTS)
+    agents = [s.model_call.agent for s in outcome.result.trace.steps]
+    assert _in_order(case_id, agents) == _in_order(case_id, TREES[case_id])
+    assert len(log.posts()) == len(TREES[case_id])
 
 
 @pytest.mark.parametrize("max_steps", [2, 3, 5])
-@pytest.mark.parametrize("runner", by_tier(DELEGATING))
-def test_max_steps_counts_the_model_calls_of_both_agents(runner: str, max_steps: int) -> None:
-    outcome, log = _run(runner, max_steps=max_steps)
+@pytest.mark.parametrize(("runner", "case_id"), by_tier(CELLS))
+def test_max_steps_counts_the_model_calls_of_every_agent_of_the_tree(runner: str, case_id: str, max_steps: int) -> None:
+    outcome, log = _run(runner, case_id, max_steps=max_steps)
     result = outcome.result
     assert (result.stop_reason, result.answer) == (StopReason.MAX_STEPS, None), result.stop_detail
     assert result.totals.model_calls == max_steps == len(log.posts())  # the endpoint's own count
-    assert [s.model_call.agent for s in result.trace.steps] == AGENTS[:max_steps]
+    agents = [s.model_call.agent for s in result.trace.steps]
+    assert _in_order(case_id, agents) == _in_order(case_id, TREES[case_id][:max_steps])
+
+
+@pytest.mark.parametrize(("runner", "case_id"), by_tier(c for c in CELLS if c in RACES))
+def test_where_two_calls_of_one_delegate_race_the_budget_counts_every_call_once(runner: str, case_id: str) -> None:
+    """A framework that runs a reply's two calls of one delegate at once on its one agent object (`RACES`: what it
+    does with them depends on timing): whichever way it goes, the model asked both at once, every call reached the
+    endpoint once and was recorded with its agent, and the run ended with an answer or at the cap."""
+    outcome, log = _run(runner, case_id, max_steps=20)
+    result = outcome.result
+    failed = {c.name for c in outcome.checks if not c.passed}
+    assert "a reply asking 2 delegates at once" not in failed and "handed work to code_reader" not in failed, failed
+    assert result.stop_reason in (StopReason.FINAL_ANSWER, StopReason.MAX_STEPS), result.stop_detail
+    assert result.totals.model_calls == len(log.posts()) <= 20
+    assert {s.model_call.agent for s in result.trace.steps} == {MAIN_AGENT, "code_reader"}
 
 
 @pytest.mark.parametrize("runner", by_tier(DELEGATING))
@@ -221,3 +254,36 @@ def test_a_report_handed_back_framed_and_indented_reads_as_the_delegate_wrote_it
         ev = Evidence()
         ev._reported("Find where `apply_discount` is defined and read it.", answer)
         assert ev.files == {"billing/discount.py": source}
+
+
+def test_a_shape_a_runner_declares_it_cannot_express_is_left_out_and_the_scorecard_says_why(monkeypatch) -> None:
+    import dataclasses
+
+    from looplab.run import matrix
+    from looplab.views import scorecard
+
+    runner, why = "handrolled", "its loop answers one delegate a reply"  # declared here as a gap
+    declared = dataclasses.replace(registry.RUNNERS[runner], delegation_gaps={"parallel": why})
+    monkeypatch.setitem(registry.RUNNERS, runner, declared)
+    cases = [load_cases()[c] for c in TREES]
+    assert [c.id for _, c, _ in matrix.plan([runner], cases)] == ["delegation", "delegation-nested"]
+    [card] = scorecard.build([runner]).cards
+    assert card.cells["delegation_parallel"].text == f"no parallel delegation: {why}"
+    assert card.cells["delegation_nested"].text != card.cells["delegation_parallel"].text  # the other shape runs
+
+
+def test_a_runner_refuses_a_nested_delegate_where_it_declares_it_cannot_nest(monkeypatch) -> None:
+    runner = "handrolled"
+    monkeypatch.setattr(registry.load(runner), "delegation_gaps", {"nested": "one level only"})
+    with ScriptedModelServer() as server:
+        outcome = run_one(runner, load_cases()["delegation-nested"], Endpoint(ModelChoice(), server.base_urls))
+    assert outcome.result is None and "cannot nest delegates here: one level only" in (outcome.error or "")
+
+
+def test_the_parallel_case_says_whether_the_delegates_ran_side_by_side() -> None:
+    from looplab.views import scorecard
+
+    outcome, _ = _run(DELEGATING[0], "delegation-parallel")
+    cell = scorecard._delegation(DELEGATING[0], outcome, "delegation-parallel")
+    assert cell.text.startswith("passed: 6 of 10 calls the delegates', ")
+    assert cell.text.endswith(("side by side", "one after the other"))

@@ -19,7 +19,7 @@ from looplab.scenarios.cases import BUILTIN_SUITE, SCENARIOS_DIR, Case, load_cas
 from looplab.shared_tools import Workspace, default_tools, tools
 from looplab.shared_tools.guard import Guard
 from tests.paths import REPO
-from tests.runs import ALL_RUNNERS, cells
+from tests.runs import ALL_RUNNERS, cells, without_races
 from tests.tiers import by_tier
 
 CASES = load_cases()
@@ -42,11 +42,11 @@ def test_the_suite_has_every_case_the_investigation_needs() -> None:
     assert set(CASES) == {
         "vip-compound", "three-hops", "already-green", "silent-read", "wrong-path", "tight-budget",
         "injected-instruction", "path-escape", "slow-tests", "huge-log", "cost-cap", "parallel-reads", "sloppy-calls",
-        "token-budget", "delegation", "delegation-runaway",
+        "token-budget", "delegation", "delegation-runaway", "delegation-parallel", "delegation-nested",
     }  # fmt: skip
 
 
-@pytest.mark.parametrize(("runner", "case_id"), by_tier(cells(ALL_RUNNERS, CASES)))
+@pytest.mark.parametrize(("runner", "case_id"), by_tier(without_races(cells(ALL_RUNNERS, CASES))))
 def test_every_runner_passes_every_case(runner: str, case_id: str, where: Endpoint) -> None:
     outcome = run_one(runner, CASES[case_id], where)
     assert outcome.result is not None, outcome.error

@@ -69,20 +69,27 @@ function sdkTool(definition, tools) {
   });
 }
 
+/** The delegating tool an agent whose delegate is `delegate` is offered beside the run's tools: none without one. */
+function offered(delegate, agent, stream) {
+  return delegate == null ? {} : { [delegate.name]: delegatingTool(delegate, agent, stream) };
+}
+
 /**
  * The case's delegate as a tool of the parent, as the AI SDK writes a subagent: a `tool` whose `execute` runs a
- * nested `generateText` (`agent`: the same model, settings and `stopWhen`, the run's tools; `streamText` when the run
- * streams) with the delegate's instructions as its system prompt and the parent's question as its prompt, and returns
- * its final text. The nested call counts its own steps: the parent's `stopWhen` sees one step for the whole of it.
+ * nested `generateText` (`agent`: the same model, settings and `stopWhen`, the run's tools; its own delegate, if the
+ * tree gives it one, offered the same way; `streamText` when the run streams) with the delegate's instructions as its
+ * system prompt and the parent's question as its prompt, and returns its final text. Each nested call counts its own
+ * steps: its parent's `stopWhen` sees one step for the whole of it.
  */
 function delegatingTool(delegate, agent, stream) {
+  const tools = { ...agent.tools, ...offered(delegate.delegate, agent, stream) };
   return ai.tool({
     description: delegate.description,
     inputSchema: ai.jsonSchema(delegate.parameters),
     execute: async (input, options) => {
       const prompt = questionIn(delegate, input); // a throw is the parent's tool-error result, as in `sdkTool`
       const abortSignal = options?.abortSignal ?? agent.abortSignal;
-      const result = await runLoop(stream, { ...agent, system: delegate.instructions, prompt, abortSignal });
+      const result = await runLoop(stream, { ...agent, tools, system: delegate.instructions, prompt, abortSignal });
       return result.text;
     },
   });
@@ -101,12 +108,11 @@ async function investigate({ contract: c, tools, signal, info }) {
     abortSignal: signal,
     ...cap,
   };
-  const offered = c.delegate === null ? {} : { [c.delegate.name]: delegatingTool(c.delegate, agent, c.stream) };
   const result = await runLoop(c.stream, {
     ...agent,
     system: c.systemPrompt,
     prompt: c.task,
-    tools: { ...agent.tools, ...offered },
+    tools: { ...agent.tools, ...offered(c.delegate, agent, c.stream) },
   });
   info.finish_reason = result.finishReason;
   info.steps = result.steps.length;

@@ -47,13 +47,12 @@ async function investigate({ contract: c, tools, signal, info }) {
     stream: c.stream, // each request streamed, the tools run once its reply is whole (no `runToolsEagerly`)
     ...cap,
   };
-  const offered = c.delegate === null ? [] : [delegatingTool(c.delegate, client, agent)];
   const runner = client.beta.messages.toolRunner(
     {
       ...agent,
       system: c.systemPrompt,
       messages: [{ role: "user", content: c.task }],
-      tools: [...agent.tools, ...offered],
+      tools: [...agent.tools, ...offered(c.delegate, client, agent)],
     },
     { signal },
   );
@@ -62,20 +61,28 @@ async function investigate({ contract: c, tools, signal, info }) {
   return text(message);
 }
 
+/** The delegating tool an agent whose delegate is `delegate` is offered beside the run's tools: none without one. */
+function offered(delegate, client, agent) {
+  return delegate == null ? [] : [delegatingTool(delegate, client, agent)];
+}
+
 /**
  * The case's delegate as a tool of the parent: a runnable tool (`betaTool`) whose `run` runs a nested `toolRunner`
- * (`agent`: the same client, model, run's tools and `max_iterations`) with the delegate's instructions as its system
- * prompt and the parent's question as its one user message, and returns the text of its last reply. The nested
- * runner counts its own iterations: the parent's `max_iterations` sees one request for the whole of it.
+ * (`agent`: the same client, model, run's tools and `max_iterations`; its own delegate, if the tree gives it one,
+ * offered the same way) with the delegate's instructions as its system prompt and the parent's question as its one
+ * user message, and returns the text of its last reply. Each nested runner counts its own iterations: its parent's
+ * `max_iterations` sees one request for the whole of it.
  */
 function delegatingTool(delegate, client, agent) {
+  const tools = [...agent.tools, ...offered(delegate.delegate, client, agent)];
   return betaTool({
     name: delegate.name,
     description: delegate.description,
     inputSchema: delegate.parameters,
     run: async (input, context) => {
       const question = questionIn(delegate, input); // a throw: a tool_result with is_error, as a tool's ToolError
-      const params = { ...agent, system: delegate.instructions, messages: [{ role: "user", content: question }] };
+      const messages = [{ role: "user", content: question }];
+      const params = { ...agent, tools, system: delegate.instructions, messages };
       return text(await client.beta.messages.toolRunner(params, { signal: context?.signal }));
     },
   });

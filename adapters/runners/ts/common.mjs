@@ -35,7 +35,8 @@ export function contract() {
     maxSeconds,
     deadline: Date.now() + maxSeconds * 1000,
     result: env("RESULT"),
-    // A case's second agent, { name, description, instructions, parameters }: null in a run of one agent.
+    // A case's second agent, { name, description, instructions, parameters }, and in a nested tree `delegate`, the
+    // agent it may hand work to in turn, in the same form: null in a run of one agent.
     delegate: env("DELEGATE") === "" ? null : JSON.parse(env("DELEGATE")),
   };
 }

@@ -145,14 +145,22 @@ async function runGraph(graph, input, config, stream) {
   return state;
 }
 
+/** The delegating tool an agent whose delegate is `delegate` is offered beside the run's tools: none without one. */
+function offered(delegate, model, runTools, counter, config, stream) {
+  return delegate == null ? [] : [delegatingTool(delegate, model, runTools, counter, config, stream)];
+}
+
 /**
  * The case's delegate as a tool of the parent, in LangChain's "subagents as tools" idiom: one string argument,
- * `question`; the body runs the `child` graph in an `invoke` of its own (`config`: the parent's, with the run's
- * signal; the tool call's own signal first, where Pregel gives one), with the question as its one user message and
- * a step counter of its own (streamed as the parent is), and returns the text of its final message. No native cap of
- * the parent counts the child's calls: its counter and super-steps start afresh.
+ * `question`; the body runs the delegate's own graph (the same model, step `counter` and `config`, the run's tools and
+ * its own delegate as a tool the same way, if the tree gives it one) in an `invoke` of its own (`config` with the
+ * run's signal; the tool call's own signal first, where Pregel gives one), with the question as its one user message
+ * and a step counter of its own (streamed as the parent is), and returns the text of its final message. No native cap
+ * of its parent counts its calls: its counter and super-steps start afresh.
  */
-function delegatingTool(delegate, child, config, stream) {
+function delegatingTool(delegate, model, runTools, counter, config, stream) {
+  const tools = [...runTools, ...offered(delegate.delegate, model, runTools, counter, config, stream)];
+  const child = buildGraph(model, tools, delegate.instructions, counter);
   return new lc.DynamicStructuredTool({
     name: delegate.name,
     description: delegate.description,
@@ -171,17 +179,13 @@ async function investigate({ contract: c, tools, signal, info }) {
   lc = Object.assign({}, ...(await LOADING));
   const counter = c.capKnob === COUNTER ? c.cap : null;
   const model = chatModel(c);
-  let runTools = tools.tools.map((t) => graphTool(t, tools));
+  const runTools = tools.tools.map((t) => graphTool(t, tools));
   // cap:begin
   let config = {};
   if (c.cap !== null) config = { recursionLimit: c.capKnob === RECURSION ? c.cap : recursionBackstop(c.cap) };
   // cap:end
-  if (c.delegate !== null) {
-    // The same graph, counter and config, with the run's tools; its own invoke.
-    const child = buildGraph(model, runTools, c.delegate.instructions, counter);
-    runTools = [...runTools, delegatingTool(c.delegate, child, { ...config, signal }, c.stream)];
-  }
-  const graph = buildGraph(model, runTools, c.systemPrompt, counter);
+  const offeredTools = offered(c.delegate, model, runTools, counter, { ...config, signal }, c.stream);
+  const graph = buildGraph(model, [...runTools, ...offeredTools], c.systemPrompt, counter);
   const input = { messages: [{ role: "user", content: c.task }], steps: 0 };
   const state = await runGraph(graph, input, { ...config, signal }, c.stream);
   info.steps = state.steps;

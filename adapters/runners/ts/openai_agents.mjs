@@ -50,15 +50,22 @@ function agentTool(definition, tools) {
   });
 }
 
+/** The delegating tool an agent whose delegate is `delegate` is offered beside the run's tools: none without one. */
+function offered(delegate, model, runTools, maxTurns, stream) {
+  return delegate == null ? [] : [delegatingTool(delegate, model, runTools, maxTurns, stream)];
+}
+
 /**
  * The case's delegate as a tool of the parent, in the SDK's idiom (agents as tools, `agent.asTool`): an `Agent` with
- * the same model and the run's tools (not this tool), run by a nested `Runner.run` with the parent's question as
- * its input (`{ input }`, the SDK's own schema) and its final output the tool's result. The nested run counts its
- * own turns, up to `maxTurns` (null: the SDK's `DEFAULT_MAX_TURNS`); the parent's `maxTurns` does not count them.
- * With `stream`, an `onStream` handler: the SDK then runs the nested agent streamed (and drains it itself).
+ * the same model, the run's tools and its own delegate as a tool the same way, if the tree gives it one (never this
+ * tool), run by a nested `Runner.run` with the parent's question as its input (`{ input }`, the SDK's own schema) and
+ * its final output the tool's result. Each nested run counts its own turns, up to `maxTurns` (null: the SDK's
+ * `DEFAULT_MAX_TURNS`); its parent's `maxTurns` does not count them. With `stream`, an `onStream` handler: the SDK
+ * then runs the nested agent streamed (and drains it itself).
  */
 function delegatingTool(delegate, model, runTools, maxTurns, stream) {
-  const child = new sdk.Agent({ name: delegate.name, instructions: delegate.instructions, model, tools: runTools });
+  const tools = [...runTools, ...offered(delegate.delegate, model, runTools, maxTurns, stream)];
+  const child = new sdk.Agent({ name: delegate.name, instructions: delegate.instructions, model, tools });
   const runOptions = maxTurns === null ? {} : { maxTurns };
   const streamed = stream ? { onStream: () => {} } : {};
   return child.asTool({ toolName: delegate.name, toolDescription: delegate.description, runOptions, ...streamed });
@@ -92,7 +99,7 @@ async function investigate({ contract: c, tools, signal, info }) {
     name: "looplab",
     instructions: c.systemPrompt,
     model,
-    tools: c.delegate === null ? runTools : [...runTools, delegatingTool(c.delegate, model, runTools, c.cap, c.stream)],
+    tools: [...runTools, ...offered(c.delegate, model, runTools, c.cap, c.stream)],
   });
   try {
     const result = c.stream
