@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from looplab.adapters.contract.agents import MAIN_AGENT, Delegate
+from looplab.adapters.contract.agents import MAIN_AGENT, Delegate, not_delegating
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.result import RunResult
@@ -264,11 +264,7 @@ class Case(_Strict):
         framework that can delegate, in the shape it asks."""
         if self.delegate is None:
             return None
-        if runner.delegation is None:
-            return "cannot delegate"
-        if (shape := self.delegation_shape) is not None and (why := runner.delegation_gaps.get(shape)):
-            return f"no {shape} delegation: {why}"
-        return None
+        return not_delegating(runner.delegation, runner.delegation_gaps, self.delegation_shape)
 
     def runs_on(self, runner: RunnerDeclaration | Declaration) -> bool:
         """Whether the case applies to `runner` (`not_run_on`)."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Delegate", "MAIN_AGENT", "OFFERED", "QUESTION", "SHAPES"]
+__all__ = ["Delegate", "MAIN_AGENT", "OFFERED", "QUESTION", "not_delegating"]
 
 #: What the record calls the agent a runner starts, once a run has more than one.
 MAIN_AGENT = "investigator"
@@ -79,3 +80,13 @@ class Delegate(BaseModel):
 QUESTION = re.compile(r"Find where `(?P<name>\w+)` is defined")
 #: How the scripted model recognises a tool (or handoff) that hands work to such an agent: its description says so.
 OFFERED = re.compile(r"where a function is defined", re.I)
+
+
+def not_delegating(delegation: str | None, gaps: Mapping[str, str], shape: str | None) -> str | None:
+    """Why a runner whose declaration says `delegation` and `delegation_gaps` (`gaps`) runs no delegation case of
+    `shape` (one of `SHAPES`; None: one child at a time), in one line; None when it runs it."""
+    if delegation is None:
+        return "cannot delegate"
+    if shape is not None and (why := gaps.get(shape)):
+        return f"no {shape} delegation: {why}"
+    return None

@@ -28,11 +28,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from looplab.adapters import registry
 from looplab.adapters.contract import files
-from looplab.adapters.contract.agents import MAIN_AGENT
+from looplab.adapters.contract.agents import MAIN_AGENT, not_delegating
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
@@ -50,9 +49,6 @@ from looplab.records.measurements import (
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
-
-if TYPE_CHECKING:
-    from looplab.scenarios.cases import Case
 
 __all__ = ["CASES", "build", "load_bench", "load_caps", "observed"]
 
@@ -130,11 +126,11 @@ def build(
             "guards": _guards(runs_of.get("silent-read"), runs_of.get("injected-instruction")),
             "token_budget": _token_budget(runs_of.get("token-budget")),
             **{
-                key: _delegation(name, runs_of.get(case), case)
-                for key, case in (
-                    ("delegation", "delegation"),
-                    ("delegation_parallel", "delegation-parallel"),
-                    ("delegation_nested", "delegation-nested"),
+                key: _delegation(name, runs_of.get(case), shape)
+                for key, case, shape in (
+                    ("delegation", "delegation", None),
+                    ("delegation_parallel", "delegation-parallel", "parallel"),
+                    ("delegation_nested", "delegation-nested", "nested"),
                 )
             },
             **_budget_cells(report),
@@ -411,13 +407,12 @@ def _token_budget(run: Observed | None) -> Cell:
     return Cell(text=f"{verdict}: {spent:,} tokens{of}, {calls}", evidence=_evidence(run))
 
 
-def _delegation(runner: str, run: Observed | None, case: str) -> Cell:
-    """Whether the run of a delegation case passed (every agent's calls counted in one budget), and how many of its
-    model calls the delegates made; where the framework cannot express the case's shape, why (its declaration).
+def _delegation(runner: str, run: Observed | None, shape: str | None) -> Cell:
+    """Whether the run of a delegation case of `shape` passed (every agent's calls counted in one budget), and how
+    many of its model calls the delegates made; where the framework cannot express the shape, why (its declaration).
     Delegates asked in one reply are said to run side by side when their requests were out at the same time."""
     info = registry.RUNNERS.get(runner)
-    known = _suite_case(case)
-    if info is not None and known is not None and (why := known.not_run_on(info)):
+    if info is not None and (why := not_delegating(info.delegation, info.delegation_gaps, shape)):
         return Cell(text=why, evidence="runner declaration")
     if run is None:
         return _not_measured()
@@ -425,17 +420,9 @@ def _delegation(runner: str, run: Observed | None, case: str) -> Cell:
     theirs = [s.model_call for s in steps if s.model_call.agent not in (None, MAIN_AGENT)]
     verdict = "passed" if run.passed else f"failed (stop: {run.result.stop_reason})"
     how = ""
-    if case == "delegation-parallel" and theirs:
+    if shape == "parallel" and theirs:
         how = ", side by side" if _overlapping(theirs) else ", one after the other"
     return Cell(text=f"{verdict}: {len(theirs)} of {len(steps)} calls the delegates'{how}", evidence=_evidence(run))
-
-
-@functools.cache
-def _suite_case(case_id: str) -> Case | None:
-    """looplab's own case `case_id` (read on first use, so importing the scorecard loads no suite)."""
-    from looplab.scenarios.cases import load_cases
-
-    return load_cases().get(case_id)
 
 
 def _overlapping(calls: list[ModelCall]) -> bool:

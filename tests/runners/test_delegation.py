@@ -284,6 +284,15 @@ def test_the_parallel_case_says_whether_the_delegates_ran_side_by_side() -> None
     from looplab.views import scorecard
 
     outcome, _ = _run(DELEGATING[0], "delegation-parallel")
-    cell = scorecard._delegation(DELEGATING[0], outcome, "delegation-parallel")
+    cell = scorecard._delegation(DELEGATING[0], outcome, "parallel")
     assert cell.text.startswith("passed: 6 of 10 calls the delegates', ")
     assert cell.text.endswith(("side by side", "one after the other"))
+
+
+def test_every_declared_gap_names_a_delegation_shape_and_says_why_in_one_line() -> None:
+    from looplab.adapters.contract.agents import SHAPES
+
+    gaps = {(n, shape): why for n, info in registry.RUNNERS.items() for shape, why in info.delegation_gaps.items()}
+    assert gaps  # some framework cannot express some shape: the declarations say which
+    for (runner, shape), why in gaps.items():
+        assert shape in SHAPES and why.strip() and "\n" not in why, (runner, shape)
