@@ -204,12 +204,7 @@ def measure(
     """
     pins = versions or {}
     with ExitStack() as stack:
-        servers = {
-            "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
-            "answers-on-3": stack.enter_context(ScriptedModelServer(AnswersOnCall(ANSWER_ON))),
-            caps_budgets.DELEGATING_PROBE: stack.enter_context(ScriptedModelServer(DelegatesToOneThatNeverStops())),
-        }
-        prober = Prober(servers, api)
+        prober = Prober(probe_servers(stack), api)
         reports = []
         for name in runners:
             if on_runner:
@@ -218,6 +213,18 @@ def measure(
             elsewhere = name in pins or (isolate if isolate is not None else info.elsewhere())
             reports.append(measure_in_environment(name, api, pins.get(name)) if elsewhere else prober.runner(name))
     return CapsDoc(runners=reports)
+
+
+def probe_servers(stack: ExitStack) -> dict[str, ScriptedModelServer]:
+    """A scripted model server for each probe policy the measurement runs, by the policy's name, each closed with
+    `stack`."""
+    policies = {
+        "never-stops": NeverStops(),
+        "answers-on-3": AnswersOnCall(ANSWER_ON),
+        caps_budgets.DELEGATING_PROBE: DelegatesToOneThatNeverStops(),
+        caps_budgets.PARALLEL_PROBE: DelegatesToOneThatNeverStops(2),
+    }
+    return {name: stack.enter_context(ScriptedModelServer(policy)) for name, policy in policies.items()}
 
 
 def measure_in_environment(runner: str, api: Api | None = None, pin: str | None = None) -> RunnerReport:
@@ -463,7 +470,8 @@ def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> 
     compared by how the run ended, not by their numbers (a request's size, and so its tokens, is the wire format's),
     and a streamed section only where both have one.
 
-    A version that moved while every measured field stayed the same is reported in `moved` and is not drift;
+    Two children at once are compared within their race (`caps_changes.changes`). A version that moved while
+    every measured field stayed the same is reported in `moved` and is not drift;
     anything else that differs (a count, an ending, a default, the cap code, a runner missing from the docs) is
     a `Change`, and the diff shows those changes with the versions left as committed.
     """

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from looplab.adapters.contract.agents import MAIN_AGENT
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.runner import KnobDefault, Probe
+from looplab.records.caps_changes import RACE_SLACK
 from looplab.records.measurements import (
     CapsDoc,
     DelegatedTokenRow,
@@ -40,8 +41,12 @@ ProbeRun = Callable[..., "RunResult"]
 
 #: The probe server whose parent delegates to a child that never stops.
 DELEGATING_PROBE = "delegates-to-never-stops"
+#: The probe server whose parent asks two children, each never stopping, in one reply.
+PARALLEL_PROBE = f"{DELEGATING_PROBE}:2"
 #: The `max_steps` knob's values under delegation (None: unset, the framework's own defaults).
 DELEGATION_VALUES: tuple[int | None, ...] = (None, 3, 5)
+#: Its values with two children at once and three levels deep.
+SHAPE_VALUES = (3, 5)
 #: Token budgets tried: a few of the runaway's calls each (its first request is some 500 tokens).
 TOKEN_VALUES = (1500, 4000)
 #: How much of what the parent was handed back the doc keeps.
@@ -49,33 +54,86 @@ SAW_CHARS = 160
 
 
 def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
-    """The runner's `max_steps` knob measured with the delegating probe; None for a runner that cannot delegate."""
+    """The runner's `max_steps` knob measured with the delegating probe (one child; two asked in one reply; three
+    levels, each where the framework can express it); None for a runner that cannot delegate."""
     if adapter.delegation is None:
         return None
-    child = _child()
-    rows = []
-    for value in DELEGATION_VALUES:
-        result = run(adapter, DELEGATING_PROBE, Probe(knob=adapter.knobs[0], value=value), delegate=child)
-        agents = [s.model_call.agent for s in result.trace.steps]
-        child_calls = [n for n, agent in enumerate(agents, 1) if agent == child.name]
-        answer = result.answer or ""
-        # What the parent was handed, when it answered as the probe does (else the run ended before it saw it). A
-        # framework that strips its final answer drops the prefix's space when the child handed back nothing.
-        answered = result.stop_reason == StopReason.FINAL_ANSWER and answer.startswith(PARENT_SAW.rstrip())
-        rows.append(
-            DelegationRow(
-                value=value,
-                model_calls=result.totals.model_calls,
-                parent_calls=agents.count(MAIN_AGENT),
-                child_calls=agents.count(child.name),
-                ending=Ending(how="the parent answered")
-                if answered
-                else Ending.of(result.native_end, result.totals.model_calls),
-                parent_saw=_short(answer.removeprefix(PARENT_SAW.rstrip())) if answered else None,
-                child_last_call=child_calls[-1] if child_calls else None,
-            )
+    child, knob = _child(), adapter.knobs[0]
+    rows = [_delegation_row(run(adapter, DELEGATING_PROBE, Probe(knob=knob, value=v), delegate=child), v, child)
+            for v in DELEGATION_VALUES]  # fmt: skip
+    report = DelegationReport(how=adapter.delegation, knob=knob, counts=_whose(rows), rows=rows)
+    if "parallel" not in adapter.delegation_gaps:
+        report.parallel = [
+            _delegation_row(run(adapter, PARALLEL_PROBE, Probe(knob=knob, value=v), delegate=child), v, child)
+            for v in SHAPE_VALUES
+        ]
+        report.parallel_counts = _past_the_value(report.parallel, "two children asked in one reply")
+    if "nested" not in adapter.delegation_gaps:
+        tree = _child("delegation-nested")
+        report.nested = [
+            _delegation_row(run(adapter, DELEGATING_PROBE, Probe(knob=knob, value=v), delegate=tree), v, tree)
+            for v in SHAPE_VALUES
+        ]
+        report.nested_counts = _third_level(report.nested)
+    return report
+
+
+def _delegation_row(result: RunResult, value: int | None, child: Delegate) -> DelegationRow:
+    """A delegating probe run at `value`: each agent's calls (the child's name counts every child; a nested tree's
+    third agent is the grandchild), how it ended, and what the parent was handed back."""
+    agents = [s.model_call.agent for s in result.trace.steps]
+    child_calls = [n for n, agent in enumerate(agents, 1) if agent == child.name]
+    answer = result.answer or ""
+    # What the parent was handed, when it answered as the probe does (else the run ended before it saw it). A
+    # framework that strips its final answer drops the prefix's space when the child handed back nothing.
+    answered = result.stop_reason == StopReason.FINAL_ANSWER and answer.startswith(PARENT_SAW.rstrip())
+    below, calls = child.delegate, result.totals.model_calls
+    third = [n for n, agent in enumerate(agents, 1) if below is not None and agent == below.name]
+    return DelegationRow(
+        value=value,
+        model_calls=calls,
+        parent_calls=agents.count(MAIN_AGENT),
+        child_calls=len(child_calls),
+        ending=Ending(how="the parent answered")
+        if answered
+        else Ending.of(result.native_end, result.totals.model_calls),
+        parent_saw=_short(answer.removeprefix(PARENT_SAW.rstrip())) if answered else None,
+        child_last_call=child_calls[-1] if child_calls else None,
+        grandchild_calls=len(third) if below is not None else None,
+        grandchild_last_call=third[-1] if third else None,
+    )
+
+
+def _past_the_value(rows: list[DelegationRow], shape: str) -> str:
+    """How far a run of `shape` went past the knob's value, read off its rows: not at all (the knob holds the whole
+    tree), by no more than the children's requests out at once (`RACE_SLACK`), or further."""
+    over = [(r.value or 0, r.model_calls - (r.value or 0)) for r in rows]
+    if all(by <= 0 for _, by in over):
+        return f"the whole tree's calls: with {shape}, at cap N the run made at most N"
+    at = ", ".join(f"at {v}, {v + by} calls ({by:+d})" for v, by in over)
+    if all(by <= RACE_SLACK for _, by in over):
+        return f"the whole tree's calls, passed by requests out at once: with {shape}, {at}"
+    return f"not the whole tree's: with {shape}, the run passed the value: {at}"
+
+
+def _third_level(rows: list[DelegationRow]) -> str:
+    """Whether the knob reaches a nested tree's third agent, read off the rows: the run stays within the value; the
+    third agent is stopped on the run's N-th call, the levels above going on; it is stopped near the value on a
+    counter of its own; or it is not stopped by it at all."""
+    if all(r.model_calls <= (r.value or 0) for r in rows):
+        return "the whole tree's calls: three levels deep, at cap N the run made at most N"
+    if all(r.grandchild_last_call == r.value for r in rows):
+        went_on = ", ".join(f"at {r.value}, {r.model_calls} calls" for r in rows)
+        return (
+            "the whole tree's calls, to the third level: at cap N its last call was the run's N-th, and the levels "
+            f"above went on to answer: {went_on}"
         )
-    return DelegationReport(how=adapter.delegation, knob=adapter.knobs[0], counts=_whose(rows), rows=rows)
+    third = [(r.value or 0, r.grandchild_calls or 0) for r in rows]
+    if all(abs(calls - v) <= 1 for v, calls in third):
+        return "each level's own: the third agent runs on a counter of its own, " + ", ".join(
+            f"at {v} it made {calls}" for v, calls in third
+        )
+    return "not the third level's: " + ", ".join(f"at {v} the third agent made {calls} calls" for v, calls in third)
 
 
 def _short(text: str) -> str:
@@ -125,10 +183,11 @@ def token_budget(run: ProbeRun, adapter: Runner, default: KnobDefault | None) ->
     )
 
 
-def _child() -> Delegate:
-    """The child the delegating probe's parent hands its question to: the built-in delegation case's."""
-    spec = load_cases()["delegation"].delegate
-    assert spec is not None  # the built-in delegation case has its delegate
+def _child(case: str = "delegation") -> Delegate:
+    """The child the delegating probe's parent hands its question to: the built-in delegation case's (or another
+    built-in case's, with the agent below it)."""
+    spec = load_cases()[case].delegate
+    assert spec is not None  # the built-in delegation cases have their delegate
     return spec.agent()
 
 
@@ -218,12 +277,9 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> 
             "| value | model calls | the parent's | the child's | how the run ended | what the parent was handed |",
             "|---|---|---|---|---|---|",
         ]
-        for r in delegated.rows:
-            saw = "nothing: the run ended first" if r.parent_saw is None else f"“{cell(r.parent_saw)}”"
-            value = "unset" if r.value is None else r.value
-            out.append(
-                f"| {value} | {r.model_calls} | {r.parent_calls} | {r.child_calls} | {ending_text(r.ending)} | {saw} |"
-            )
+        out += map(_delegation_line, delegated.rows)
+        out += _shape(delegated.parallel, delegated.parallel_counts, PARALLEL_HEAD, "parallel")
+        out += _shape(delegated.nested, delegated.nested_counts, NESTED_HEAD, "nested")
     out += ["", "### Token budget", ""]
     if tokens is None:
         out += ["None of its own: looplab's `max_tokens` gates each request at the model boundary."]
@@ -251,6 +307,42 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> 
             *map(_token_line, tokens.under_delegation),
         ]
     return out
+
+
+#: What each delegation shape's rows are, as the caps doc introduces them.
+PARALLEL_HEAD = (
+    "Two children asked in one reply (the parent's two questions, each to a child that never stops; the children's "
+    "calls together):"
+)
+NESTED_HEAD = "Three levels (the child hands its question on to a third agent that never stops, built the same way):"
+
+
+def _shape(rows: list[DelegationRow], counts: str | None, head: str, shape: str) -> list[str]:
+    """A delegation shape's part of a runner's section: its rows, or that it was not measured."""
+    if not rows:
+        return ["", f"No {shape} rows: the framework cannot express the shape here (its `delegation_gaps`), or the "
+                "measurement predates them."]  # fmt: skip
+    third = " the third agent's |" if shape == "nested" else ""
+    return [
+        "",
+        head,
+        "",
+        f"- counts: {counts}",
+        "",
+        f"| value | model calls | the parent's | the child's |{third} how the run ended | what the parent was handed |",
+        "|---|---|---|---|---|---|" + ("---|" if third else ""),
+        *(_delegation_line(r) for r in rows),
+    ]
+
+
+def _delegation_line(r: DelegationRow) -> str:
+    """A delegating probe run's row in the caps doc (a nested run's with its third agent's calls)."""
+    saw = "nothing: the run ended first" if r.parent_saw is None else f"“{cell(r.parent_saw)}”"
+    value = "unset" if r.value is None else r.value
+    third = f" {r.grandchild_calls} |" if r.grandchild_calls is not None else ""
+    return (
+        f"| {value} | {r.model_calls} | {r.parent_calls} | {r.child_calls} |{third} {ending_text(r.ending)} | {saw} |"
+    )
 
 
 def _token_line(row: TokenRow) -> str:

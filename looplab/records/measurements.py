@@ -111,10 +111,15 @@ class DelegationRow(BaseModel):
     #: Which of the run's model calls (every agent's, counted from 1) was the child's last: with `child_calls`, what
     #: each counter held when the child stopped (None: the child made no call, or the doc predates it).
     child_last_call: int | None = None
+    #: In a nested run, the calls of the agent the child handed its question on to, and which of the run's calls was
+    #: its last (None: not a nested run; the last also when it made none).
+    grandchild_calls: int | None = None
+    grandchild_last_call: int | None = None
 
 
 class DelegationReport(BaseModel):
-    """The `max_steps` knob when the run's agent delegates, measured with the delegating probe."""
+    """The `max_steps` knob when the run's agent delegates, measured with the delegating probe: one child, two
+    children asked in one reply, and three levels (a child that hands its question on)."""
 
     #: How the runner delegates (its declaration's `delegation`).
     how: str
@@ -122,6 +127,15 @@ class DelegationReport(BaseModel):
     #: Whose model calls the knob counts, read off the rows.
     counts: str
     rows: list[DelegationRow]
+    #: The parent asks two children in one reply (`child_calls`: both children's together); empty where the
+    #: framework cannot (its `delegation_gaps`) or the doc predates it.
+    parallel: list[DelegationRow] = []
+    #: How far the run passed the value with two children at once, read off `parallel`.
+    parallel_counts: str | None = None
+    #: The child hands its question on to a third agent that never stops; empty as `parallel` is.
+    nested: list[DelegationRow] = []
+    #: Whether the knob reaches the third level, read off `nested`.
+    nested_counts: str | None = None
 
 
 class TokenRow(BaseModel):

@@ -11,6 +11,8 @@ largest group and says what the others did, in the words of someone choosing a f
   raised, or kept asking for model calls, which looplab's model boundary refused);
 - last call: whether the framework runs the tools its last model call asked for when its own cap stops it (read
   from the committed caps measurement, as the scorecard does);
+- agent tree: whose own cap holds a tree of agents (two children asked at once, three levels deep) and what the
+  others' caps do there (the caps measurement, likewise);
 - first request: the bytes of the first model request (the task plus what the framework adds);
 - time: wall seconds over the document's runs.
 
@@ -76,7 +78,7 @@ class Differences:
 
 
 #: The labels as the first screen shows them, in the order of its rows.
-SAME, FAILED, RAN, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, FIRST_REQUEST, TIME, NOT_RUN = (
+SAME, FAILED, RAN, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, TREE, FIRST_REQUEST, TIME, NOT_RUN = (
     "same",
     "all failed",
     "ran",
@@ -84,6 +86,7 @@ SAME, FAILED, RAN, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, FIRST_REQUEST, TIME, NO
     "bad call",
     "at the cap",
     "last call",
+    "agent tree",
     "1st request",
     "time",
     "not run",
@@ -97,6 +100,14 @@ _STOPPED_AT = {
 }
 #: What the caps measurement's `last_call_tools` values say, as what the runner does.
 _LAST_TOOLS = {"ran": "run them", "did not run": "skip them", "none asked for": "ask for none"}
+#: What the caps measurement says of a framework's own cap over a tree of agents (the scorecard's `parallel_cap`
+#: and `nested_cap` cells), as what its cap does.
+_TREE_CAPS = {
+    "the whole tree's calls": "hold it",
+    "not the whole tree's": "let the children pass it",
+    "each level's own": "count each level on its own",
+    "not the third level's": "leave the third level uncapped",
+}
 #: How a framework ended a run its cap stopped, by the kind of its own end (a verb phrase in the plural).
 _CAP_ENDS = {
     "returned": "return without an answer",
@@ -235,6 +246,21 @@ def _last_tools(card: scorecard_rows.Scorecard) -> str | None:
     return f"at their own cap, after a model call that asks for tools: {_grouped_line(ways)}"
 
 
+def _tree_caps(card: scorecard_rows.Scorecard) -> list[str]:
+    """Whose own cap holds a tree of agents, and what the others' do (the caps measurement): with two children
+    asked at once, and three levels deep; a framework that cannot express the shape is left out."""
+    lines = []
+    for key, shape in (("parallel_cap", "two children asked at once"), ("nested_cap", "three levels of agents")):
+        ways = {
+            c.runner: _TREE_CAPS[c.cells[key].text]
+            for c in card.cards
+            if c.cells[key].measured and c.cells[key].text in _TREE_CAPS
+        }
+        if len(set(ways.values())) > 1:
+            lines.append(f"with {shape}, their own cap: {_grouped_line(ways)}")
+    return lines
+
+
 def _first_request(cases: dict[str, dict[str, RunView]]) -> tuple[str, str] | None:
     """(case, line): the first request's size on the first case every runner ran, the outsized ones named, the rest a
     range."""
@@ -321,6 +347,8 @@ def compare(doc: Any, *, caps: CapsDoc | None = None) -> Differences:
     diverging += [Topic(AT_CAP, line, case) for case, line in capped.items()]
     if caps is not None and (line := _last_tools(card)) is not None:
         diverging.append(Topic(LAST_TOOLS, line))
+    if caps is not None:
+        diverging += [Topic(TREE, line) for line in _tree_caps(card)]
     if (found := _first_request(cases)) is not None:
         diverging.append(Topic(FIRST_REQUEST, found[1], found[0]))
     if (line := _time(runs)) is not None:

@@ -175,14 +175,24 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
     """From the caps measurement: whose calls the cap counts when the agent delegates, and the framework's own
     token budget (each "not measured" in a caps doc from before they were)."""
     if report is None:
-        return {"delegated_cap": _not_measured(), "native_tokens": _not_measured()}
+        return {k: _not_measured() for k in ("delegated_cap", "parallel_cap", "nested_cap", "native_tokens")}
     where, section = f"caps: {report.runner}", caps_anchor(report)
     delegated = "cannot delegate" if report.delegation is None else report.delegation.counts.split(":")[0]
+    info, shapes = registry.RUNNERS.get(report.runner), {}
+    for shape, counts in (
+        ("parallel", report.delegation.parallel_counts if report.delegation else None),
+        ("nested", report.delegation.nested_counts if report.delegation else None),
+    ):
+        why = not_delegating(info.delegation, info.delegation_gaps, shape) if info is not None else None
+        # The class only (not "passed by requests out at once"), which the children's race does not move.
+        text = why or (counts.split(":")[0].split(",")[0] if counts else None)
+        shapes[f"{shape}_cap"] = Cell(text=text, evidence=where, caps_section=section) if text else _not_measured()
     tokens = "none" if report.token_budget is None else report.token_budget.counts.split(":")[0]
     if report.token_budget is not None and report.token_budget.under_delegation_counts:
         tokens += f"; under delegation, {report.token_budget.under_delegation_counts.split(':')[0]}"
     return {
         "delegated_cap": Cell(text=delegated, evidence=where, caps_section=section),
+        **shapes,
         "native_tokens": Cell(text=tokens, evidence=where, caps_section=section),
     }
 

@@ -48,6 +48,8 @@ ROWS = (
     Row("delegation_parallel", "two delegates asked in one reply", "budgets"),
     Row("delegation_nested", "a delegate that delegates (three levels)", "budgets"),
     Row("delegated_cap", "the framework's cap under delegation", "budgets"),
+    Row("parallel_cap", "its cap, two children at once", "budgets"),
+    Row("nested_cap", "its cap, three levels deep", "budgets"),
     Row("native_tokens", "the framework's own token budget", "budgets"),
     Row("first_request", "first request", "cost"),
     Row("turn_overhead", "per-turn overhead", "cost"),

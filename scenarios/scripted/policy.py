@@ -188,7 +188,7 @@ class Investigator:
             if persona == "restless" and (searched := len(ev.searches) + len(ev.errors)):
                 # It never concludes: one more search for a use of the function, a new query every time.
                 return _ask("search_code", query=f"{asked['name']} use {searched}")
-            if conv.delegate is not None and asked["name"] not in ev.delegated:  # a nested tree: hand it on
+            if conv.delegate is not None and not conv.results:  # a nested tree: it hands its question on first
                 return Decision((Call(conv.delegate, conv.delegate_args(conv.task)),))
             return _read_definition(ev, asked["name"])
         if persona == "snoop" and not conv.results:

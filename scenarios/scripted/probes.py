@@ -3,8 +3,8 @@
 `NeverStops` asks for a fresh tool call every turn (never the same one twice,
 so repetition detection stays out of the way); `AnswersOnCall(k)` does the
 same and answers on its k-th model call; `DelegatesToOneThatNeverStops` hands one
-question to the agent its delegating tool starts, which never stops, and answers
-with what came back.
+question (or several in one reply) to the agent its delegating tool starts, which
+never stops (or hands it on, in a nested tree), and answers with what came back.
 """
 
 from __future__ import annotations
@@ -48,25 +48,33 @@ class AnswersOnCall:
 
 @dataclass(frozen=True)
 class DelegatesToOneThatNeverStops:
-    """The parent hands one question to its delegating tool and answers with what came back (`PARENT_SAW`, then
-    the result, marked when it was an error); the agent that question starts never stops. A run's cap under
-    delegation is then read off its calls: whose it counts, the child's own cap, what the parent sees at it."""
+    """The parent hands `at_once` questions to its delegating tool in one reply and answers with what came back
+    (`PARENT_SAW`, then each result, marked when it was an error); the agent each question starts never stops, or,
+    where it is offered a delegating tool of its own (a nested tree), hands its question on the same way and answers
+    with what came back. A run's cap under delegation is then read off its calls: whose it counts, each child's own
+    cap, what the parent sees at it."""
+
+    at_once: int = 1
 
     def __call__(self, conv: Conversation) -> Decision:
-        if QUESTION.search(conv.task):  # the child: its task is the parent's question
-            return NeverStops()(conv)
+        child = QUESTION.search(conv.task) is not None  # a child: its task is its parent's question
         if back := [r for r in conv.results if r.call.name == conv.delegate]:
-            error = "an error: " if back[-1].is_error else ""
-            return Decision(answer=f"{PARENT_SAW}{error}{back[-1].content}")
+            said = " | ".join(f"{'an error: ' if r.is_error else ''}{r.content}" for r in back)
+            return Decision(answer=f"{PARENT_SAW}{said}")
+        if child and (conv.delegate is None or conv.results):  # it hands its question on first thing, or never
+            return NeverStops()(conv)
         if conv.delegate is None:
             return Decision(answer="no delegating tool was offered")
-        question = Delegate.question(PROBE_FUNCTION)
-        return Decision((Call(conv.delegate, conv.delegate_args(question)),))
+        delegate = conv.delegate
+        if child:
+            return Decision((Call(delegate, conv.delegate_args(conv.task)),))
+        asked = [PROBE_FUNCTION] if self.at_once == 1 else [f"{PROBE_FUNCTION}_{n}" for n in range(1, self.at_once + 1)]
+        return Decision(tuple(Call(delegate, conv.delegate_args(Delegate.question(f))) for f in asked))
 
 
 def policy_named(spec: str) -> Callable[[Conversation], Decision]:
     """A policy from its command-line spelling: `investigator`, `never-stops`, `answers-on:K` or
-    `delegates-to-never-stops`."""
+    `delegates-to-never-stops[:K]` (K questions in one reply)."""
     from looplab.scenarios.scripted.policy import Investigator
 
     name, _, arg = spec.partition(":")
@@ -76,7 +84,7 @@ def policy_named(spec: str) -> Callable[[Conversation], Decision]:
         return NeverStops()
     if name == "answers-on" and arg.isdigit() and int(arg) >= 1:
         return AnswersOnCall(int(arg))
-    if name == "delegates-to-never-stops" and not arg:
-        return DelegatesToOneThatNeverStops()
-    known = "investigator, never-stops, answers-on:K or delegates-to-never-stops"
+    if name == "delegates-to-never-stops" and (not arg or (arg.isdigit() and int(arg) >= 1)):
+        return DelegatesToOneThatNeverStops(int(arg or 1))
+    known = "investigator, never-stops, answers-on:K or delegates-to-never-stops[:K]"
     raise ValueError(f"unknown policy {spec!r}; use {known}")

@@ -17,8 +17,7 @@ from looplab.records import measurements
 from looplab.records.measurements import DelegatedTokenRow, DelegationRow, Ending, TokenRow
 from looplab.scenarios.cases import CODE_READER_DESCRIPTION
 from looplab.scenarios.scripted.conversation import Conversation
-from looplab.scenarios.scripted.probes import PARENT_SAW, DelegatesToOneThatNeverStops, NeverStops, policy_named
-from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.scenarios.scripted.probes import PARENT_SAW, policy_named
 from tests.paths import REPO
 
 COMMITTED = (REPO / "docs" / "iteration-caps.json").read_text()
@@ -30,11 +29,7 @@ needs_pydantic_ai = pytest.mark.skipif(
 @contextlib.contextmanager
 def _prober() -> Iterator[caps.Prober]:
     with contextlib.ExitStack() as stack:
-        servers = {
-            "never-stops": stack.enter_context(ScriptedModelServer(NeverStops())),
-            caps_budgets.DELEGATING_PROBE: stack.enter_context(ScriptedModelServer(DelegatesToOneThatNeverStops())),
-        }
-        yield caps.Prober(servers)
+        yield caps.Prober(caps.probe_servers(stack))
 
 
 @needs_pydantic_ai
@@ -149,6 +144,88 @@ def test_the_delegating_probe_asks_once_answers_with_what_came_back_and_its_chil
     assert back.answer == f"{PARENT_SAW}Max turns (3) exceeded"
     child = probe(_conversation(Delegate.question("probe_target"), offered=False))
     assert [c.name for c in child.calls] == ["search_code"]  # the child: one more tool call, every time
+
+
+def test_the_parallel_probe_asks_two_at_once_and_a_nested_child_hands_its_question_on_first_thing() -> None:
+    two = policy_named("delegates-to-never-stops:2")
+    asks = two(_conversation("Why does the test fail?", offered=True)).calls
+    assert [a.name for a in asks] == ["code_reader"] * 2
+    assert [a.args["question"] for a in asks] == [Delegate.question(f"probe_target_{n}") for n in (1, 2)]
+    back = (("code_reader", "stopped"), ("code_reader", "stopped too"))
+    assert two(_conversation("Why does the test fail?", True, back)).answer == f"{PARENT_SAW}stopped | stopped too"
+    question = Delegate.question("probe_target")
+    probe = policy_named("delegates-to-never-stops")
+    [on] = probe(_conversation(question, offered=True)).calls
+    assert on.name == "code_reader" and on.args["question"] == question  # offered a delegate: it hands it on
+    relayed = probe(_conversation(question, True, (("code_reader", "Max turns (3) exceeded"),)))
+    assert relayed.answer == f"{PARENT_SAW}Max turns (3) exceeded"
+
+
+@given(st.lists(st.tuples(st.integers(2, 30), st.integers(-2, 40)), min_size=1, max_size=4))
+def test_how_far_two_children_at_once_pass_the_value_is_read_off_the_rows(runs: list[tuple[int, int]]) -> None:
+    made = [_shaped_row(value, value + by, 1, max(value + by - 1, 0), None) for value, by in runs]
+    said = caps_budgets._past_the_value(made, "x")
+    if all(by <= 0 for _, by in runs):
+        assert said.startswith("the whole tree's calls:")
+        return
+    assert all(f"at {v}, {v + by} calls ({by:+d})" in said for v, by in runs)
+    if all(by <= caps_budgets.RACE_SLACK for _, by in runs):
+        assert said.startswith("the whole tree's calls, passed by requests out at once")
+    else:
+        assert said.startswith("not the whole tree's")
+
+
+def test_two_childrens_rows_that_differ_only_by_their_race_are_not_drift_and_further_apart_they_are() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.delegation is not None and r.delegation.parallel)
+    committed = caps.to_json(doc)
+    report.delegation.parallel[-1].model_calls += caps_budgets.RACE_SLACK
+    report.delegation.parallel[-1].child_calls += caps_budgets.RACE_SLACK
+    assert not caps.drift(doc, committed).changes
+    report.delegation.parallel[-1].child_calls += 1
+    changes = caps.drift(doc, committed).changes
+    assert {c.field for c in changes} >= {"child_calls"} and changes[0].knob.startswith("under delegation, two")
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ([(3, 3, 1, 1, 1), (5, 5, 1, 1, 3)], "the whole tree's calls: three levels deep"),
+        ([(3, 7, 2, 2, 3), (5, 9, 2, 2, 5)], "each level's own: the third agent runs on a counter of its own, at 3 "
+         "it made 3, at 5 it made 5"),
+        ([(3, 60, 1, 1, 58), (5, 60, 1, 1, 58)], "not the third level's: at 3 the third agent made 58 calls"),
+        ([(3, 5, 2, 2, 1, 3), (5, 7, 2, 2, 3, 5)], "the whole tree's calls, to the third level: at cap N its last "
+         "call was the run's N-th, and the levels above went on to answer: at 3, 5 calls, at 5, 7 calls"),
+    ],
+)  # fmt: skip
+def test_whether_the_cap_reaches_the_third_level_is_read_off_the_rows(rows: list, expected: str) -> None:
+    made = [_shaped_row(*r) for r in rows]
+    assert caps_budgets._third_level(made).startswith(expected)
+
+
+def _shaped_row(
+    value: int, calls: int, parent: int, child: int, third: int | None, third_last: int | None = None
+) -> measurements.DelegationRow:
+    ending = measurements.Ending(how="the parent answered")
+    return measurements.DelegationRow(
+        value=value,
+        model_calls=calls,
+        parent_calls=parent,
+        child_calls=child,
+        ending=ending,
+        grandchild_calls=third,
+        grandchild_last_call=third_last,
+    )
+
+
+def test_a_nested_delegation_row_that_moved_is_named_with_its_shape_and_value() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.delegation is not None and r.delegation.nested)
+    committed = caps.to_json(doc)
+    report.delegation.nested[0].grandchild_calls += 1
+    [change] = caps.drift(doc, committed).changes
+    knob, value = f"under delegation, three levels ({report.delegation.knob})", str(report.delegation.nested[0].value)
+    assert (change.knob, change.value, change.field) == (knob, value, "grandchild_calls")
 
 
 def test_a_delegation_row_that_moved_is_named_under_delegation_with_its_value() -> None:
