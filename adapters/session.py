@@ -78,6 +78,9 @@ class RunSession:
         self.tool_transport: ToolTransport = "in-process"
         #: The native knob the runner sets, and its value (None: the framework's default).
         self.knob, self.cap = probe.knob, probe.value
+        #: The value a delegate's own knob is set to (None: the framework's default): the parent's, unless the probe
+        #: leaves the agents below at their default (`Probe.child_default`).
+        self.child_cap = None if probe.child_default else probe.value
         self.native_end: NativeEnd | None = None
         self.clock = guard.clock
         #: The run's limits on its model calls, the gate before each request; counted off `recorder`.

@@ -57,10 +57,14 @@ def signature_default(func: Any, param: str) -> KnobDefault:
 
 
 class Probe(BaseModel):
-    """A native cap to set instead of the mapping from `max_steps` (`value=None`: leave it unset)."""
+    """A native cap to set instead of the mapping from `max_steps` (`value=None`: leave it unset).
+
+    `child_default`: set it on the run's agent only, and leave every agent it delegates to at the framework's own
+    default (how a team that caps its top agent and not the agents below it runs)."""
 
     knob: str
     value: int | None
+    child_default: bool = False
 
 
 @functools.cache

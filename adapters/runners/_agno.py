@@ -88,10 +88,11 @@ def run_agent(
 def delegating_tool(
     delegate: Delegate, model: Any, tools: list[Function], *, stream: bool = False, **options: Any
 ) -> Function:
-    """The delegate as a tool whose function runs a child `Agent` (the parent's model, tools, mode and options) on
-    the question, the way a `Team` runs a member (agno/team/_default_tools.py:785): a separate `Agent.run` with its
-    own `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses it.) A delegate with
-    a delegate of its own (a nested tree) gets it the same way: a tool built here, for the child's run."""
+    """The delegate as a tool whose function runs a child `Agent` (the parent's model, tools and mode; `options`: the
+    delegates' cap) on the question, the way a `Team` runs a member (agno/team/_default_tools.py:785): a separate
+    `Agent.run` with its own `tool_call_limit`. (`Agent.as_tool()` is only a marker for AgentOS; `tools=[]` refuses
+    it.) A delegate with a delegate of its own (a nested tree) gets it the same way: a tool built here, for the
+    child's run."""
     child_tools = tools
     if delegate.delegate is not None:
         child_tools = [*tools, delegating_tool(delegate.delegate, model, tools, stream=stream, **options)]

@@ -40,15 +40,16 @@ def guarded_tool(t: Tool, session: RunSession, call_ids: CallIds) -> BetaFunctio
 
 
 def delegating_tool(
-    delegate: Delegate, run: Callable[[str, str, Delegate | None], Any], cap: int | None
+    delegate: Delegate, run: Callable[[str, str, Delegate | None, int | None], Any], cap: int | None
 ) -> BetaFunctionTool[Any]:
-    """The delegate as a tool whose function runs a second tool runner: `run(system, task, delegate)` with the
-    delegate's instructions, the call's question and the delegate's own delegate (a nested tree: offered to it as it
-    is offered to its parent), returning that loop's last message; its text is the tool's result.
+    """The delegate as a tool whose function runs a second tool runner: `run(system, task, delegate, cap)` with the
+    delegate's instructions, the call's question, the delegate's own delegate (a nested tree: offered to it as it
+    is offered to its parent) and its cap, returning that loop's last message; its text is the tool's result.
 
-    The nested runner has its own `max_iterations` (the parent's value): a runner counts only the replies it asked
-    for (`_iteration_count`, anthropic/lib/tools/_beta_runner.py:221, 556, 740). At its cap it stops silently on a
-    reply that still asks for tools; the parent is told so, as an error result.
+    The nested runner has its own `max_iterations` (`cap`, the session's `child_cap`; None: the SDK's default): a
+    runner counts only the replies it asked for (`_iteration_count`, anthropic/lib/tools/_beta_runner.py:221, 556,
+    740). At its cap it stops silently on a reply that still asks for tools; the parent is told so, as an error
+    result.
     """
 
     def ask(**args: Any) -> str:
@@ -56,9 +57,10 @@ def delegating_tool(
             question = delegate.question_in(args)
         except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
             raise ToolError(str(bad)) from None
-        message = run(delegate.instructions, question, delegate.delegate)
+        message = run(delegate.instructions, question, delegate.delegate, cap)
         if message is None or message.stop_reason == "tool_use":
-            raise ToolError(f"{delegate.name} stopped at max_iterations={cap} without an answer")
+            at = f" at max_iterations={cap}" if cap is not None else ""
+            raise ToolError(f"{delegate.name} stopped{at} without an answer")
         return "".join(b.text for b in message.content if b.type == "text")
 
     return BetaFunctionTool(ask, name=delegate.name, description=delegate.description, input_schema=delegate.parameters)

@@ -76,9 +76,9 @@ def delegating_tool(
     delegate: Delegate, tools: list[dspy.Tool], max_iters: int | None, session: RunSession
 ) -> dspy.Tool:
     """The delegate as a `dspy.Tool` whose function runs a child ReAct (`question -> answer`, the delegate's
-    instructions, the parent's tools and `max_iters`, and its own delegate as a tool built the same way: a nested
-    tree) on the LM of the caller's `dspy.context`, and returns its answer. The child counts its own iterations; the
-    parent counts the call as one."""
+    instructions, the parent's tools, `max_iters` (the delegates' cap; None: ReAct's default), and its own delegate as
+    a tool built the same way: a nested tree) on the LM of the caller's `dspy.context`, and returns its answer. The
+    child counts its own iterations; the parent counts the call as one."""
     if delegate.delegate is not None:
         tools = [*tools, delegating_tool(delegate.delegate, tools, max_iters, session)]
     child = react_agent(tools, max_iters, system_prompt=delegate.instructions, given="question")

@@ -21,8 +21,9 @@ from looplab.adapters.session import RunSession
 
 #: How one loop ended: a boundary stopped it (a `Finished`), the model answered (its text), or its steps ran out.
 Ending = Finished | str | None
-#: One loop on the run's client: (system prompt, task, the delegate it may hand work to) -> how it ended.
-Loop = Callable[[str, str, Delegate | None], Ending]
+#: One loop on the run's client: (system prompt, task, the delegate it may hand work to, whether it is a delegate's
+#: loop rather than the run's: its step counter's bound) -> how it ended.
+Loop = Callable[[str, str, Delegate | None, bool], Ending]
 #: What answers one tool call: (name, arguments as the model sent them, call id) -> (result text, is_error).
 Answer = Callable[[str, Any, str], tuple[str, bool]]
 
@@ -38,7 +39,7 @@ class _DelegateStopped(LooplabSignal):
 def run_tree(session: RunSession, loop: Loop, task: str) -> Finished:
     """The run's loop on `task`, offered the case's delegate if it has one; the session concludes from its end."""
     try:
-        ended = loop(session.system_prompt, task, session.delegate)
+        ended = loop(session.system_prompt, task, session.delegate, False)
     except _DelegateStopped as stopped:
         return stopped.finished
     return ended if isinstance(ended, Finished) else session.conclude(ended)
@@ -61,7 +62,8 @@ def tool_answers(session: RunSession, delegate: Delegate | None, loop: Loop) -> 
             question = delegate.question_in(args)
         except ValueError as bad:  # an observation for the model, as a Guard tool's bad arguments are
             return str(bad), True
-        ended = loop(delegate.instructions, question, delegate.delegate)  # its own delegate, never itself
+        # Its own delegate, never itself; a delegate's loop, so its own counter counts to `session.child_cap`.
+        ended = loop(delegate.instructions, question, delegate.delegate, True)
         if isinstance(ended, Finished):
             raise _DelegateStopped(ended)
         if not ended:  # its own counter ran out (unreachable while it is the run's max_steps), or an empty reply

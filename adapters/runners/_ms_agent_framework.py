@@ -106,11 +106,12 @@ async def run_agent(agent: Agent, task: str, stream: bool, **options: Any) -> Ag
 def delegating_tool(
     delegate: Delegate, client: Any, tools: list[FunctionTool], boundary: ToolBoundary, options: dict[str, Any]
 ) -> FunctionTool:
-    """`delegate` as an `Agent` on its parent's client (and so its cap), tools, Guard and request options, made a
-    tool by the framework's agent-as-tool (`Agent.as_tool`): each call runs the child with the question as its task,
-    in a session of its own, so its function invocation loop counts its own iterations. A delegate with a delegate of
-    its own (a nested tree) is given it the same way, that tool's body run past the Guard as its parent's is. `as_tool`
-    runs the child streamed whatever the parent does (`self.run(..., stream=True)`, agent_framework/_agents.py:830-832).
+    """`delegate` as an `Agent` on `client` (the delegates', with their cap), its parent's tools, Guard and request
+    options, made a tool by the framework's agent-as-tool (`Agent.as_tool`): each call runs the child with the
+    question as its task, in a session of its own, so its function invocation loop counts its own iterations. A
+    delegate with a delegate of its own (a nested tree) is given it the same way (on the same `client`), that tool's
+    body run past the Guard as its parent's is. `as_tool` runs the child streamed whatever the parent does
+    (`self.run(..., stream=True)`, agent_framework/_agents.py:830-832).
     """
     below = delegate.delegate
     own = list(tools) if below is None else [*tools, delegating_tool(below, client, tools, boundary, options)]

@@ -99,8 +99,9 @@ def run_options(session: RunSession, limits: UsageLimits) -> dict[str, Any]:
 
 def delegating_tool(delegate: Delegate, child: Agent[None, str], options: dict[str, Any]) -> Tool[None]:
     """The delegate as a tool, in Pydantic AI's idiom for agent delegation: the child runs with its parent's usage
-    (`usage=ctx.usage`), limits and mode (`options`), so the parent's `UsageLimits` count the child's requests (and,
-    in a nested tree, its own child's, which runs on the same usage in turn)."""
+    (`usage=ctx.usage`) and mode, and the delegates' limits (`options`), so the parent's `UsageLimits` count the
+    child's requests (and, in a nested tree, its own child's, which runs on the same usage in turn), and the child's
+    own limits are checked against that same usage."""
 
     async def ask(ctx: RunContext[None], raw: Any) -> str:  # `raw`: see raw_args_hooks
         try:

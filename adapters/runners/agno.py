@@ -98,17 +98,23 @@ class Agno(Runner):
             return lambda fc, **arguments: session.tools.call(name, arguments, fc.call_id).result
 
         tools = [agno_tool(t.name, t.description, t.parameters, guarded(t.name)) for t in session.tools.tools]
-        options: dict[str, Any] = {}
+
         # cap:begin
-        if session.knob == TOOL_CALL_LIMIT:
-            options["tool_call_limit"] = session.cap
-        elif session.cap is not None:  # counting the model calls the model boundary answered
-            options["tool_hooks"] = [stop_after(session.cap, lambda: len(session.recorder.calls))]
+        def cap_options(cap: int | None) -> dict[str, Any]:
+            """An `Agent`'s cap options at `cap` (None: Agno's defaults, no limit and no hook)."""
+            if session.knob == TOOL_CALL_LIMIT:
+                return {"tool_call_limit": cap}
+            if cap is not None:  # counting the model calls the model boundary answered
+                return {"tool_hooks": [stop_after(cap, lambda: len(session.recorder.calls))]}
+            return {}
+
         # cap:end
+        options = cap_options(session.cap)
         model = build_model(self.api_for(session.model), session)
         stream = bool(session.model.stream)
-        if session.delegate is not None:  # the child: the same model, tools, mode and cap options
-            tools = [*tools, delegating_tool(session.delegate, model, tools, stream=stream, **options)]
+        if session.delegate is not None:  # the child (and its own): the same model, tools and mode, the delegates' cap
+            below = cap_options(session.child_cap)
+            tools = [*tools, delegating_tool(session.delegate, model, tools, stream=stream, **below)]
         output = run_agent(model, tools, session.system_prompt, task, stream=stream, **options)
         if output.status != RunStatus.completed:  # Agno catches a failing run and returns it
             return session.conclude(None, AgnoRunFailed(f"RunOutput.status={output.status.value}: {output.content}"))

@@ -65,17 +65,18 @@ class AnthropicToolRunner(Runner):
         self.api_for(session.model)
         # The SDK makes OpenTelemetry spans by default; this run records at its own boundaries instead.
         client: anthropic.Anthropic = session.anthropic_client(is_async=False).with_options(open_telemetry=False)
-        # cap:begin
-        cap = {} if session.cap is None else {"max_iterations": session.cap}
-        # cap:end
 
-        def run(system: str, prompt: str, delegate: Delegate | None) -> Any:
-            """One tool runner to its end, offered `delegate` as a tool whose function runs this again, nested, with
-            the same cap and the delegate's own delegate (a nested tree); its last message."""
+        def run(system: str, prompt: str, delegate: Delegate | None, max_iterations: int | None) -> Any:
+            """One tool runner to its end, capped at `max_iterations` (None: the SDK's default), offered `delegate`
+            as a tool whose function runs this again, nested, with the delegates' cap (`session.child_cap`) and the
+            delegate's own delegate (a nested tree); its last message."""
+            # cap:begin
+            cap = {} if max_iterations is None else {"max_iterations": max_iterations}
+            # cap:end
             call_ids: CallIds = defaultdict(deque)
             tools = [guarded_tool(t, session, call_ids) for t in session.tools.tools]
             if delegate is not None:  # the child gets the run's tools and its own delegate, never itself
-                tools.append(delegating_tool(delegate, run, session.cap))
+                tools.append(delegating_tool(delegate, run, session.child_cap))
             runner = client.beta.messages.tool_runner(
                 model=session.model.name,
                 max_tokens=MESSAGES_MAX_TOKENS,
@@ -94,7 +95,7 @@ class AnthropicToolRunner(Runner):
                         call_ids[block.name].append(block.id)
             return message
 
-        message = run(session.system_prompt, task, session.delegate)
+        message = run(session.system_prompt, task, session.delegate, session.cap)
         if message is None or message.stop_reason == "tool_use":
             # At `max_iterations` the runner returns its last reply, which still asked for tools.
             return session.conclude(None)

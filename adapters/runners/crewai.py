@@ -91,8 +91,9 @@ class CrewAI(Runner):
         # max_iter=max_steps; the wrap-up call CrewAI makes after it is refused at the model boundary
         cap = {} if session.cap is None else {FIELDS[session.knob]: session.cap}
         # cap:end
-        if (d := session.delegate) is not None:  # the same LLM, tools and cap; not the tool itself
-            tools = [*tools, delegating_tool(d, llm, tools, executor_class=Executor, **cap)]
+        if (d := session.delegate) is not None:  # the same LLM and tools, the delegates' cap; not the tool itself
+            below = {} if session.child_cap is None else {FIELDS[session.knob]: session.child_cap}
+            tools = [*tools, delegating_tool(d, llm, tools, executor_class=Executor, **below)]
         output = crew_of_one(task, session.system_prompt, llm, tools, executor_class=Executor, **cap).kickoff()
         return session.conclude(output.raw)
 

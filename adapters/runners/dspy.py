@@ -83,8 +83,9 @@ class DSPy(Runner):
         provider = LM15_PROVIDER[self.api_for(session.model)]
         ids = itertools.count(1)
         tools = [guarded_tool(t, session, ids) for t in session.tools.tools]
-        if session.delegate is not None:  # the child: the same LM (the run's `dspy.context`), tools and max_iters
-            tools = [*tools, delegating_tool(session.delegate, tools, session.cap, session)]
+        if session.delegate is not None:  # the child: the same LM (the run's `dspy.context`) and tools; the
+            # delegates' own max_iters (None: ReAct's default)
+            tools = [*tools, delegating_tool(session.delegate, tools, session.child_cap, session)]
         _agent = functools.partial(react_agent, system_prompt=session.system_prompt)  # this run's agent builder
         base_url = lm15_base_url(provider, session.model.base_url)
         recorded = engine(provider, base_url, session.model.key(), RecordedTransport(session))

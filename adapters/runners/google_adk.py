@@ -12,10 +12,12 @@ Delegation: the delegate is an `LlmAgent` of its own (same model, the run's tool
 parent's tools as an `AgentTool`, which declares one `request` string and starts the child on that text alone;
 a delegate's own delegate is in its tools the same way (a nested tree). The child runs as a nested `Runner`
 invocation with its caller's `RunConfig`: ADK counts `max_llm_calls` per invocation, so each agent at every level
-gets its own N and its caller's count leaves out its calls; the session's gate counts them all. ADK runs the
-child's replies whole even in a streamed run (google/adk/tools/agent_tool.py:334-344, lest its last event be a
-partial chunk). A `StopRun` (or the child's own `LlmCallsLimitExceededError`) raised in the child propagates out
-of the parent's run: ADK's tool caller re-raises what no `on_tool_error_callback` answers.
+gets its own N and its caller's count leaves out its calls; the session's gate counts them all. `AgentTool` takes
+no `RunConfig` of the child's own (google/adk/tools/agent_tool.py:320-344 passes the caller's on), so the child has
+no knob apart from its parent's and `session.child_cap` is not used. ADK runs the child's replies whole even in a
+streamed run (agent_tool.py:334-344, lest its last event be a partial chunk). A `StopRun` (or the child's own
+`LlmCallsLimitExceededError`) raised in the child propagates out of the parent's run: ADK's tool caller re-raises
+what no `on_tool_error_callback` answers.
 """
 
 from __future__ import annotations

@@ -72,12 +72,12 @@ class HandRolled(Runner):
         return run_tree(session, functools.partial(self._anthropic_loop, session, client), task)
 
     def _anthropic_loop(
-        self, session: RunSession, client: Any, system: str, task: str, delegate: Delegate | None
+        self, session: RunSession, client: Any, system: str, task: str, delegate: Delegate | None, child: bool
     ) -> Ending:
         tools = [{"name": n, "description": d, "input_schema": p} for n, d, p in offered(session, delegate)]
         answer = tool_answers(session, delegate, functools.partial(self._anthropic_loop, session, client))
         messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
-        for _ in _steps(session):
+        for _ in _steps(session, child):
             if stop := session.budget_stop():
                 return Finished.stopped(stop)
             ask = {"model": session.model.name, "system": system, "tools": tools, "messages": messages}
@@ -99,7 +99,7 @@ class HandRolled(Runner):
         return None
 
     def _openai_loop(
-        self, session: RunSession, client: Any, system: str, task: str, delegate: Delegate | None
+        self, session: RunSession, client: Any, system: str, task: str, delegate: Delegate | None, child: bool
     ) -> Ending:
         tools = [
             {"type": "function", "function": {"name": n, "description": d, "parameters": p}}
@@ -107,7 +107,7 @@ class HandRolled(Runner):
         ]
         answer = tool_answers(session, delegate, functools.partial(self._openai_loop, session, client))
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        for _ in _steps(session):
+        for _ in _steps(session, child):
             if stop := session.budget_stop():
                 return Finished.stopped(stop)
             reply = _chat_reply(client, session, model=session.model.name, messages=messages, tools=tools)
@@ -144,8 +144,11 @@ def _chat_reply(client: Any, session: RunSession, **ask: Any) -> Any:
     return client.chat.completions.create(**ask, timeout=session.remaining_s())
 
 
-def _steps(session: RunSession) -> Iterable[int]:
-    """A fresh counter for each loop: the delegate's nested loop counts its own steps, to the same bound."""
+def _steps(session: RunSession, child: bool) -> Iterable[int]:
+    """A fresh counter for each loop: the run's counts to `session.cap`; a delegate's nested loop (`child`) counts
+    its own steps, to `session.child_cap`."""
+    if child:
+        return range(session.child_cap) if session.child_cap is not None else itertools.count()
     # cap:begin
     return range(session.cap) if session.cap is not None else itertools.count()
     # cap:end

@@ -86,19 +86,21 @@ class LangChainAgent(Runner):
     def loop(self, task: str, session: RunSession) -> Finished:
         """Build the agent and run it once; the last AI message is the answer (`_langchain.conclude`)."""
         _, config = _cap(session.knob, session.cap)
+        # Every agent below the run's is capped at `session.child_cap` (None: create_agent's own defaults).
+        _, child_config = _cap(session.knob, session.child_cap)
         model, tools = chat_model(self, session), guard_tools(session.tools)
 
-        def build(system_prompt: str, delegate: Delegate | None, name: str | None = None) -> Any:
-            """An agent with the run's model and tools and a cap middleware of its own, offered `delegate` as a
-            subagent tool, built this same way (its own delegate included) and run in an invoke of its own."""
-            middleware, _ = _cap(session.knob, session.cap)
+        def build(system_prompt: str, delegate: Delegate | None, cap: int | None, name: str | None = None) -> Any:
+            """An agent with the run's model and tools and a cap middleware of its own (`cap`), offered `delegate` as
+            a subagent tool, built this same way (its own delegate included) and run in an invoke of its own."""
+            middleware, _ = _cap(session.knob, cap)
             offered = tools
             if delegate is not None:
-                child = build(delegate.instructions, delegate.delegate, delegate.name)
-                offered = [*tools, delegating_tool(delegate, child, config)]
+                child = build(delegate.instructions, delegate.delegate, session.child_cap, delegate.name)
+                offered = [*tools, delegating_tool(delegate, child, child_config)]
             return create_agent(model, offered, system_prompt=system_prompt, middleware=middleware, name=name)
 
-        agent = build(session.system_prompt, session.delegate)
+        agent = build(session.system_prompt, session.delegate, session.cap)
         with no_tracing():
             state = agent.invoke({"messages": [HumanMessage(task)]}, config)
         last = state["messages"][-1]

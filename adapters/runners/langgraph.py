@@ -119,27 +119,22 @@ class LangGraphAgent(Runner):
 
     def loop(self, task: str, session: RunSession) -> Finished:
         """Run the graph once; the last AI message is the answer unless it still asks for tools."""
-        counter = session.cap if session.knob == COUNTER else None
-        # cap:begin
-        if session.cap is None:
-            config = {}
-        elif session.knob == RECURSION:
-            config = {"recursion_limit": session.cap}
-        else:
-            config = {"recursion_limit": recursion_backstop(session.cap)}
-        # cap:end
+        counter, config = _cap(session.knob, session.cap)
+        # Every graph below the run's is capped at `session.child_cap` (None: no counter, LangGraph's config).
+        child_counter, child_config = _cap(session.knob, session.child_cap)
         model, tools = chat_model(self, session), guard_tools(session.tools)
 
-        def build(system_prompt: str, delegate: Delegate | None) -> Any:
-            """The graph with the run's tools and counter, offered `delegate` as a subagent tool: the same graph,
-            counter and config, built this same way (its own delegate included), run in an invoke of its own."""
+        def build(system_prompt: str, delegate: Delegate | None, max_steps: int | None) -> Any:
+            """The graph with the run's tools and counter (`max_steps`), offered `delegate` as a subagent tool: the
+            same graph, built this same way (its own delegate included) with the delegates' counter and config, run
+            in an invoke of its own."""
             offered = tools
             if delegate is not None:
-                child = build(delegate.instructions, delegate.delegate)
-                offered = [*tools, delegating_tool(delegate, child, config, steps=0)]
-            return build_graph(model, offered, system_prompt, counter)
+                child = build(delegate.instructions, delegate.delegate, child_counter)
+                offered = [*tools, delegating_tool(delegate, child, child_config, steps=0)]
+            return build_graph(model, offered, system_prompt, max_steps)
 
-        graph = build(session.system_prompt, session.delegate)
+        graph = build(session.system_prompt, session.delegate, counter)
         with no_tracing():
             state = graph.invoke({"messages": [HumanMessage(task)], "steps": 0}, config)
         last = state["messages"][-1]
@@ -148,6 +143,21 @@ class LangGraphAgent(Runner):
 
     def bare_loop(self) -> BareRun:
         return bare_run
+
+
+def _cap(knob: str, value: int | None) -> tuple[int | None, dict[str, Any]]:
+    """The step counter and run config that set `knob` to `value` (None: no counter, LangGraph's own config)."""
+    counter = value if knob == COUNTER else None
+    config: dict[str, Any]
+    # cap:begin
+    if value is None:
+        config = {}
+    elif knob == RECURSION:
+        config = {"recursion_limit": value}
+    else:
+        config = {"recursion_limit": recursion_backstop(value)}
+    # cap:end
+    return counter, config
 
 
 def bare_run(

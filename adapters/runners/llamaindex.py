@@ -10,7 +10,8 @@ The LLM classes and tools it is given come from `adapters._llamaindex`.
 The agent raises `WorkflowRuntimeError` on receiving reply `max_iterations`, unread (measured: docs/iteration-caps.md),
 so `max_steps=N` sets N+1: reply N is read (an answer is final, its tools run) and the model boundary refuses call N+1.
 A case's delegate is a second `FunctionAgent` run by a tool of the parent's (`_llamaindex.delegating_tool`): a workflow
-of its own with the parent's cap options, whose iterations the parent's `max_iterations` does not count.
+of its own with the delegates' cap options (`session.child_cap`), whose iterations the parent's `max_iterations` does
+not count.
 """
 
 from __future__ import annotations
@@ -82,20 +83,26 @@ class LlamaIndexAgent(Runner):
             timeout = session.remaining_s() + TIMEOUT_GRACE_S  # none by default; this one backs up looplab's deadline
             how = {"timeout": timeout, "streaming": session.model.stream}
             # cap:begin
-            cap: dict[str, Any] = {}
-            if session.cap is not None:
-                cap["max_iterations"] = session.cap + 1 if session.knob == MAPPED else session.cap
-            if session.knob == GENERATE:  # at the cap, one more call (no tools) instead of the exception
-                cap["early_stopping_method"] = "generate"
+            cap = _cap_options(session.knob, session.cap)
             # cap:end
-            if (d := session.delegate) is not None:  # the same LLM, tools and cap options; not the tool itself
-                tools = [*tools, delegating_tool(d, llm, tools, how, **cap)]
+            if (d := session.delegate) is not None:  # the same LLM and tools, the delegates' cap; not the tool itself
+                tools = [*tools, delegating_tool(d, llm, tools, how, **_cap_options(session.knob, session.child_cap))]
             agent = FunctionAgent(llm=llm, tools=tools, system_prompt=session.system_prompt, **how)
             output: AgentOutput = await agent.run(user_msg=task, memory=offline_memory(llm), **cap)
             return session.conclude(output.response.content)  # it returns on a reply without tool calls
 
     def bare_loop(self) -> BareRun:
         return bare_run
+
+
+def _cap_options(knob: str, value: int | None) -> dict[str, Any]:
+    """`run()`'s cap options for `knob` at `value` (None: `max_iterations` left to its default)."""
+    cap: dict[str, Any] = {}
+    if value is not None:
+        cap["max_iterations"] = value + 1 if knob == MAPPED else value
+    if knob == GENERATE:  # at the cap, one more call (no tools) instead of the exception
+        cap["early_stopping_method"] = "generate"
+    return cap
 
 
 def bare_run(

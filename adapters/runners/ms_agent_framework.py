@@ -13,9 +13,10 @@ text as the answer, or "Function invocation limit reached before a final answer 
 still asks for tools: N allows N + 1 calls, unset 41 (measured on 1.23.0). `max_iterations=max_steps`: that extra
 call is refused at the model boundary, so every call is offered the tools, an answer on the last is final, and a run
 still wanting tools ends `max_steps` (see docs/iteration-caps.md).
-A case's delegate is the framework's agent as a tool (`Agent.as_tool`) on the same client: a run of the child in a
-session of its own, with its own function invocation loop and so its own `max_iterations`; `as_tool` streams the
-child's replies whatever the parent's mode.
+A case's delegate is the framework's agent as a tool (`Agent.as_tool`) on a client of its own (the same SDK
+clients; the cap lives on the chat client): a run of the child in a session of its own, with its own function
+invocation loop and so its own `max_iterations` (`session.child_cap`); `as_tool` streams the child's replies
+whatever the parent's mode.
 
 Tool calls reach the Guard through a function middleware that answers each call itself, with the model's arguments
 as parsed, before the framework validates them against the schema. Two things stay the framework's: a call naming a
@@ -84,8 +85,10 @@ class MsAgentFramework(Runner):
         # cap:end
         tools, options = [function_tool(t) for t in session.tools.tools], request_options(api)
         guard, stream = GuardMiddleware(session.tools), session.model.stream
-        if (d := session.delegate) is not None:  # the same client (and cap), tools and Guard; not the tool itself
-            tools = [*tools, delegating_tool(d, client, tools, session.tools, options)]
+        if (d := session.delegate) is not None:  # the same tools and Guard; not the tool itself
+            # The cap lives on the client: the delegates get one of their own, at their cap (None: the default).
+            below = build_client(api, session.model.name, clients, session.child_cap)
+            tools = [*tools, delegating_tool(d, below, tools, session.tools, options)]
             guard = GuardMiddleware(session.tools, own=[d.name])
         agent = Agent(
             client,

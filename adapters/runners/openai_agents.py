@@ -96,9 +96,15 @@ class OpenAIAgents(ViaLiteLLM, LooplabRunner):
                 cap["error_handlers"] = {"max_turns": lambda _: "(stopped: max_turns reached)"}
             # cap:end
             stream = bool(session.model.stream)
-            # The delegate (and its own, in a nested tree): agents of the same model and tools, each its own turns.
+            # The delegate (and its own, in a nested tree): agents of the same model and tools, each its own turns,
+            # up to the delegates' `max_turns` (`session.child_cap`; None: the SDK's default, as for the parent).
             tools = offered(
-                guarded_tools(session.tools), session.delegate, session.cap, stream=stream, model=model, **settings
+                guarded_tools(session.tools),
+                session.delegate,
+                session.child_cap,
+                stream=stream,
+                model=model,
+                **settings,
             )
             agent = Agent(name="looplab", instructions=session.system_prompt, model=model, tools=tools, **settings)
             # Per run, so nothing global changes: no trace export (there is no network, and no key).

@@ -69,14 +69,17 @@ class PydanticAI(Runner):
         tools = [guarded_tool(t, session) for t in session.tools.tools]
         # cap:begin
         field = {self.knobs[0]: "request_limit", self.knobs[1]: "tool_calls_limit"}.get(session.knob)
-        # UsageLimits() unset still caps requests at its default; that default is what an unset run gets.
-        limits = UsageLimits() if session.cap is None else UsageLimits(**{field or "total_tokens_limit": session.cap})
+
+        def limits(cap: int | None) -> UsageLimits:
+            # UsageLimits() unset still caps requests at its default; that default is what an unset run gets.
+            return UsageLimits() if cap is None else UsageLimits(**{field or "total_tokens_limit": cap})
+
         # cap:end
-        options = run_options(session, limits)
-        # The delegate (and its own, in a nested tree): agents of the run's tools, each run on its parent's usage.
-        tools = offered(model, tools, session.delegate, session, options)
+        # The delegate (and its own, in a nested tree): agents of the run's tools, each run on its parent's usage
+        # with limits of its own (`Agent.run(usage_limits=)` per run), the delegates' (`session.child_cap`).
+        tools = offered(model, tools, session.delegate, session, run_options(session, limits(session.child_cap)))
         parent = agent(model, session.system_prompt, tools, session)
-        result = session.run_async(parent.run(task, **options))
+        result = session.run_async(parent.run(task, **run_options(session, limits(session.cap))))
         return session.conclude(result.output)
 
     def bare_loop(self) -> BareRun:

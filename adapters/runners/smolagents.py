@@ -80,9 +80,11 @@ class Smolagents(ViaLiteLLM, Runner):
             # cap:begin
             cap = {} if session.cap is None else {"max_steps": session.cap}  # unset: MultiStepAgent's default
             # cap:end
-            both = {"stream": session.model.stream, **cap}  # whole or streamed replies (`stream_outputs`)
-            team = _team(session.tools, model, session.delegate, both)
-            agent = guarded_agent(session.tools, model, session.system_prompt, **team, **both)
+            # A managed agent has its own `max_steps`: the delegates' (`session.child_cap`), unset as above.
+            below = {} if session.child_cap is None else {"max_steps": session.child_cap}
+            stream = {"stream": session.model.stream}  # whole or streamed replies (`stream_outputs`)
+            team = _team(session.tools, model, session.delegate, stream | below)
+            agent = guarded_agent(session.tools, model, session.system_prompt, **team, **stream, **cap)
             # The output alone: a full result serializes the whole memory, every step, after the run.
             output = agent.run(task)
         last = agent.memory.steps[-1]
@@ -97,7 +99,7 @@ class Smolagents(ViaLiteLLM, Runner):
 
 def _team(boundary: ToolBoundary, model: Any, delegate: Delegate | None, both: dict[str, Any]) -> dict[str, Any]:
     """smolagents' delegation: `delegate`, if any, as a managed agent, the same class on the same model and tools
-    with the same `both` (stream, cap), itself given its own delegate the same way (a nested tree)."""
+    with the same `both` (stream, the delegates' cap), itself given its own delegate the same way (a nested tree)."""
     if delegate is None:
         return {}
     team = _team(boundary, model, delegate.delegate, both)

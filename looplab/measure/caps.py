@@ -371,7 +371,7 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
             out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]
             out += [f"| value | {ROW_HEADER}", ROW_RULE, *map(_row, k.rows)]
         out += _streamed_markdown(r.streamed)
-        out += caps_budgets.markdown(r.delegation, r.token_budget)
+        out += caps_budgets.markdown(r.delegation, r.token_budget, r.runner)
         out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from looplab.adapters.contract.agents import MAIN_AGENT
@@ -19,6 +20,7 @@ from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.runner import KnobDefault, Probe
 from looplab.records.caps_changes import RACE_SLACK
 from looplab.records.measurements import (
+    SAFETY_STOP,
     CapsDoc,
     DelegatedTokenRow,
     DelegationReport,
@@ -47,6 +49,8 @@ PARALLEL_PROBE = f"{DELEGATING_PROBE}:2"
 DELEGATION_VALUES: tuple[int | None, ...] = (None, 3, 5)
 #: Its values with two children at once and three levels deep.
 SHAPE_VALUES = (3, 5)
+#: The parent's value when its child is left at the framework's default.
+CHILD_DEFAULT_VALUE = 3
 #: Token budgets tried: a few of the runaway's calls each (its first request is some 500 tokens).
 TOKEN_VALUES = (1500, 4000)
 #: How much of what the parent was handed back the doc keeps.
@@ -68,6 +72,11 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
             for v in SHAPE_VALUES
         ]
         report.parallel_counts = _past_the_value(report.parallel, "two children asked in one reply")
+    value = CHILD_DEFAULT_VALUE
+    probe = Probe(knob=knob, value=value, child_default=True)
+    report.child_default = _delegation_row(run(adapter, DELEGATING_PROBE, probe, delegate=child), value, child)
+    default = adapter.knob_defaults().get(knob)
+    report.child_default_counts = _at_its_default(report.child_default, rows, default)
     if "nested" not in adapter.delegation_gaps:
         tree = _child("delegation-nested")
         report.nested = [
@@ -102,6 +111,25 @@ def _delegation_row(result: RunResult, value: int | None, child: Delegate) -> De
         grandchild_calls=len(third) if below is not None else None,
         grandchild_last_call=third[-1] if third else None,
     )
+
+
+def _at_its_default(row: DelegationRow, rows: list[DelegationRow], default: KnobDefault | None) -> str:
+    """What a child left at its framework's default did under its parent's cap (`row`), beside the run with both at
+    that value (`rows`): on to looplab's safety stop, the same calls (it is on the parent's counter), or its own."""
+    parent, made = f"under a parent's cap of {row.value}", _calls(row.child_calls)
+    same = next((r for r in rows if r.value == row.value), None)
+    alike = same is not None and same.child_calls == row.child_calls
+    if row.model_calls >= SAFETY_STOP:
+        also = ", as when its knob is set too" if alike else ""
+        return f"uncapped: {parent} the child ran on to looplab's safety stop ({made}{also})"
+    if alike:
+        return f"the parent's cap holds it: {parent} the child made {made}, as when capped too"
+    said = "" if default is None or default.value is None else f"; the knob's default is {default.value}"
+    return f"its own default: {parent} the child made {made}{said}"
+
+
+def _calls(n: int) -> str:
+    return f"{n} call{'' if n == 1 else 's'}"
 
 
 def _past_the_value(rows: list[DelegationRow], shape: str) -> str:
@@ -262,8 +290,9 @@ def token_cell(report: TokenReport | None) -> str:
     return "none" if report is None else f"`{report.knob}`"
 
 
-def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> list[str]:
-    """A runner section's two parts: its cap under delegation, and its token budget."""
+def markdown(delegated: DelegationReport | None, tokens: TokenReport | None, runner: str = "") -> list[str]:
+    """A runner section's two parts: its cap under delegation, and its token budget; the issues users report that
+    `runner`'s measurement reproduces named where it shows them."""
     out = ["", "### Under delegation", ""]
     if delegated is None:
         out += ["It cannot delegate here (its declaration names no `delegation`)."]
@@ -278,8 +307,21 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> 
             "|---|---|---|---|---|---|",
         ]
         out += map(_delegation_line, delegated.rows)
-        out += _shape(delegated.parallel, delegated.parallel_counts, PARALLEL_HEAD, "parallel")
-        out += _shape(delegated.nested, delegated.nested_counts, NESTED_HEAD, "nested")
+        shown = {k: [f"- reproduces {issue}" for issue in reproduces(runner, k, delegated)] for k in SECTIONS}
+        out += _shape(delegated.parallel, delegated.parallel_counts, PARALLEL_HEAD, "parallel", shown["parallel"])
+        out += _shape(delegated.nested, delegated.nested_counts, NESTED_HEAD, "nested", shown["nested"])
+        if delegated.child_default is not None:
+            out += [
+                "",
+                "The child left at its framework's default, the parent's knob set:",
+                "",
+                f"- counts: {delegated.child_default_counts}",
+                *shown["child_default"],
+                "",
+                "| value | model calls | the parent's | the child's | how the run ended | what the parent was handed |",
+                "|---|---|---|---|---|---|",
+                _delegation_line(delegated.child_default),
+            ]
     out += ["", "### Token budget", ""]
     if tokens is None:
         out += ["None of its own: looplab's `max_tokens` gates each request at the model boundary."]
@@ -309,6 +351,64 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None) -> 
     return out
 
 
+@dataclass(frozen=True)
+class Reported:
+    """A user-reported issue a runner's delegation measurement reproduces: its section (`parallel`, `nested` or
+    `child_default`), the issue in words, and what the measurement must show for the doc to name it."""
+
+    runner: str
+    section: str
+    issue: str
+    shows: Callable[[DelegationReport], bool]
+
+
+def _passed(report: DelegationReport) -> bool:
+    return any(r.model_calls > (r.value or 0) for r in report.parallel)
+
+
+def _uncapped_child(report: DelegationReport) -> bool:
+    return report.child_default is not None and report.child_default.model_calls >= SAFETY_STOP
+
+
+def _ten_turns(report: DelegationReport) -> bool:
+    return report.child_default is not None and report.child_default.child_calls == 10  # noqa: PLR2004 - the issue's
+
+
+def _child_past_parent(report: DelegationReport) -> bool:
+    row = report.child_default
+    return row is not None and row.child_calls > (row.value or 0)
+
+
+def _own_levels(report: DelegationReport) -> bool:
+    return (report.nested_counts or "").startswith("each level's own")
+
+
+_FAN_OUT = "pydantic-ai-harness #588, #696: subagents fanned out in parallel pass a shared limit"
+_SUBAGENT_TURNS = "claude-code #41143, #79303: a subagent's turns are not held by its parent's limit"
+_AGENT_AS_TOOL = "openai-agents-js #444: agents as tools stay at their own 10 turns"
+_OUTER_LIMIT = "agent-spec #261: a nested agent ignores the outer recursion limit"
+#: The issues users report that a measurement reproduces, each named in the caps doc where the rows show it.
+REPORTED = (
+    Reported("pydantic_ai", "parallel", _FAN_OUT, _passed),
+    Reported("claude_agent_sdk", "child_default", _SUBAGENT_TURNS, _uncapped_child),
+    Reported("ts_openai_agents", "child_default", _AGENT_AS_TOOL, _ten_turns),
+    Reported("openai_agents", "child_default", f"{_AGENT_AS_TOOL} (in the Python SDK too)", _ten_turns),
+    Reported("langchain", "child_default", "LangChain deepagents #1698: subagents ignore the parent's limit",
+             _child_past_parent),
+    Reported("google_adk", "nested", "adk-js #484: the LLM-call limit starts again at each sub-agent (in ADK for "
+             "Python too)", _own_levels),
+    Reported("langgraph", "nested", _OUTER_LIMIT, _own_levels),
+    Reported("ts_langgraph", "nested", _OUTER_LIMIT, _own_levels),
+)  # fmt: skip
+
+
+def reproduces(runner: str, section: str, report: DelegationReport) -> list[str]:
+    """The user-reported issues `report`'s `section` reproduces (`REPORTED`), for the caps doc to name."""
+    return [r.issue for r in REPORTED if (r.runner, r.section) == (runner, section) and r.shows(report)]
+
+
+#: The parts of a delegation report an issue may be reproduced in.
+SECTIONS = ("parallel", "nested", "child_default")
 #: What each delegation shape's rows are, as the caps doc introduces them.
 PARALLEL_HEAD = (
     "Two children asked in one reply (the parent's two questions, each to a child that never stops; the children's "
@@ -317,7 +417,7 @@ PARALLEL_HEAD = (
 NESTED_HEAD = "Three levels (the child hands its question on to a third agent that never stops, built the same way):"
 
 
-def _shape(rows: list[DelegationRow], counts: str | None, head: str, shape: str) -> list[str]:
+def _shape(rows: list[DelegationRow], counts: str | None, head: str, shape: str, cited: list[str]) -> list[str]:
     """A delegation shape's part of a runner's section: its rows, or that it was not measured."""
     if not rows:
         return ["", f"No {shape} rows: the framework cannot express the shape here (its `delegation_gaps`), or the "
@@ -328,6 +428,7 @@ def _shape(rows: list[DelegationRow], counts: str | None, head: str, shape: str)
         head,
         "",
         f"- counts: {counts}",
+        *cited,
         "",
         f"| value | model calls | the parent's | the child's |{third} how the run ended | what the parent was handed |",
         "|---|---|---|---|---|---|" + ("---|" if third else ""),

@@ -132,6 +132,10 @@ def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str |
         value = rows[rest[1]]["value"] if rest[1] < len(rows) else f"row {rest[1] + 1}"
         shape = "two children at once" if rest[0] == "parallel" else "three levels"
         return f"under delegation, {shape} ({section['knob']})", f"{value}", _field(rest[2:]) or "row"
+    if head == "delegation" and rest[:1] == ("child_default",):
+        section = report[head]
+        value = (section.get("child_default") or {}).get("value")
+        return f"under delegation, the child at its default ({section['knob']})", f"{value}", _field(rest[1:]) or "row"
     if head in ("delegation", "token_budget") and rest[:1] == ("rows",) and len(rest) > 1:
         section = report[head]
         value = section["rows"][rest[1]]["value"] if rest[1] < len(section["rows"]) else f"row {rest[1] + 1}"

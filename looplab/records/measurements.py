@@ -136,6 +136,11 @@ class DelegationReport(BaseModel):
     nested: list[DelegationRow] = []
     #: Whether the knob reaches the third level, read off `nested`.
     nested_counts: str | None = None
+    #: The parent's knob at `CHILD_DEFAULT_VALUE`, the child's left at the framework's default (None: the doc
+    #: predates it).
+    child_default: DelegationRow | None = None
+    #: What the child did at its default under the parent's cap, read off `child_default` and `rows`.
+    child_default_counts: str | None = None
 
 
 class TokenRow(BaseModel):

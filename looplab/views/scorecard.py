@@ -175,7 +175,10 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
     """From the caps measurement: whose calls the cap counts when the agent delegates, and the framework's own
     token budget (each "not measured" in a caps doc from before they were)."""
     if report is None:
-        return {k: _not_measured() for k in ("delegated_cap", "parallel_cap", "nested_cap", "native_tokens")}
+        return {
+            k: _not_measured()
+            for k in ("delegated_cap", "parallel_cap", "nested_cap", "child_default", "native_tokens")
+        }
     where, section = f"caps: {report.runner}", caps_anchor(report)
     delegated = "cannot delegate" if report.delegation is None else report.delegation.counts.split(":")[0]
     info, shapes = registry.RUNNERS.get(report.runner), {}
@@ -190,6 +193,14 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
     tokens = "none" if report.token_budget is None else report.token_budget.counts.split(":")[0]
     if report.token_budget is not None and report.token_budget.under_delegation_counts:
         tokens += f"; under delegation, {report.token_budget.under_delegation_counts.split(':')[0]}"
+    at_default = report.delegation.child_default_counts if report.delegation else None
+    shapes["child_default"] = (
+        Cell(text=at_default.split(":")[0], evidence=where, caps_section=section)
+        if at_default
+        else Cell(text="cannot delegate", evidence="runner declaration")
+        if report.delegation is None
+        else _not_measured()
+    )
     return {
         "delegated_cap": Cell(text=delegated, evidence=where, caps_section=section),
         **shapes,

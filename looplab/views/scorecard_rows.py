@@ -50,6 +50,7 @@ ROWS = (
     Row("delegated_cap", "the framework's cap under delegation", "budgets"),
     Row("parallel_cap", "its cap, two children at once", "budgets"),
     Row("nested_cap", "its cap, three levels deep", "budgets"),
+    Row("child_default", "a child left at its default", "budgets"),
     Row("native_tokens", "the framework's own token budget", "budgets"),
     Row("first_request", "first request", "cost"),
     Row("turn_overhead", "per-turn overhead", "cost"),

@@ -298,3 +298,31 @@ def test_the_committed_statement_of_whose_tokens_a_budget_counts_agrees_with_its
     assert caps_budgets._whose_tokens(budget.under_delegation) == budget.under_delegation_counts
     for row in budget.under_delegation:
         assert row.parent_calls + row.child_calls == row.model_calls and row.child_tokens <= row.tokens
+
+
+@given(st.integers(2, 8), st.integers(0, 70), st.integers(0, 8))
+def test_what_a_child_left_at_its_default_did_is_read_off_its_row_beside_the_capped_one(
+    value: int, child: int, capped_child: int
+) -> None:
+    row = _shaped_row(value, 1 + child, 1, child, None)
+    said = caps_budgets._at_its_default(row, [_shaped_row(value, 1 + capped_child, 1, capped_child, None)], None)
+    calls = f"{child} call{'' if child == 1 else 's'}"
+    if 1 + child >= measurements.SAFETY_STOP:
+        assert said.startswith("uncapped") and f"({calls}" in said
+        assert said.endswith("as when its knob is set too)") == (child == capped_child)
+    elif child == capped_child:
+        assert said.startswith("the parent's cap holds it")
+    else:
+        assert said.startswith("its own default") and f"made {calls}" in said
+
+
+def test_the_caps_doc_names_each_user_reported_issue_where_the_measurement_shows_it_and_nowhere_else() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    page = (REPO / "docs" / "iteration-caps.md").read_text(encoding="utf-8")
+    sections = {r.runner: r for r in doc.runners}
+    for reported in caps_budgets.REPORTED:
+        report = sections.get(reported.runner)
+        shown = report is not None and report.delegation is not None and reported.shows(report.delegation)
+        section = page.split(f"\n## `{reported.runner}` ", 1)[-1].split("\n## ", 1)[0]
+        named = f"- reproduces {reported.issue}" in section
+        assert named == shown, reported

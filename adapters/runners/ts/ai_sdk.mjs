@@ -76,10 +76,10 @@ function offered(delegate, agent, stream) {
 
 /**
  * The case's delegate as a tool of the parent, as the AI SDK writes a subagent: a `tool` whose `execute` runs a
- * nested `generateText` (`agent`: the same model, settings and `stopWhen`, the run's tools; its own delegate, if the
- * tree gives it one, offered the same way; `streamText` when the run streams) with the delegate's instructions as its
- * system prompt and the parent's question as its prompt, and returns its final text. Each nested call counts its own
- * steps: its parent's `stopWhen` sees one step for the whole of it.
+ * nested `generateText` (`agent`: the same model and settings, the child's `stopWhen`, the run's tools; its own
+ * delegate, if the tree gives it one, offered the same way; `streamText` when the run streams) with the delegate's
+ * instructions as its system prompt and the parent's question as its prompt, and returns its final text. Each nested
+ * call counts its own steps: its parent's `stopWhen` sees one step for the whole of it.
  */
 function delegatingTool(delegate, agent, stream) {
   const tools = { ...agent.tools, ...offered(delegate.delegate, agent, stream) };
@@ -106,13 +106,15 @@ async function investigate({ contract: c, tools, signal, info }) {
     ...(c.api === "messages" ? { maxOutputTokens: MAX_TOKENS } : {}),
     ...(c.retries === undefined ? {} : { maxRetries: c.retries }),
     abortSignal: signal,
-    ...cap,
   };
+  // Every agent below the run's has a `stopWhen` of its own, set to the child's value (null: the SDK's default).
+  const child = { ...agent, ...(c.childCap === null ? {} : { stopWhen: ai[STOP_CONDITION](c.childCap) }) };
   const result = await runLoop(c.stream, {
     ...agent,
+    ...cap,
     system: c.systemPrompt,
     prompt: c.task,
-    tools: { ...agent.tools, ...offered(c.delegate, agent, c.stream) },
+    tools: { ...agent.tools, ...offered(c.delegate, child, c.stream) },
   });
   info.finish_reason = result.finishReason;
   info.steps = result.steps.length;

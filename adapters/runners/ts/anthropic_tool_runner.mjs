@@ -45,14 +45,16 @@ async function investigate({ contract: c, tools, signal, info }) {
     tools: tools.tools.map((t) => runnable(t, tools)),
     thread: false, // the whole history each turn: the scripted model and local servers keep no thread
     stream: c.stream, // each request streamed, the tools run once its reply is whole (no `runToolsEagerly`)
-    ...cap,
   };
+  // Every agent below the run's has a `max_iterations` of its own, set to the child's value (null: the SDK's default).
+  const child = { ...agent, ...(c.childCap === null ? {} : { max_iterations: c.childCap }) };
   const runner = client.beta.messages.toolRunner(
     {
       ...agent,
+      ...cap,
       system: c.systemPrompt,
       messages: [{ role: "user", content: c.task }],
-      tools: [...agent.tools, ...offered(c.delegate, client, agent)],
+      tools: [...agent.tools, ...offered(c.delegate, client, child)],
     },
     { signal },
   );
@@ -68,10 +70,10 @@ function offered(delegate, client, agent) {
 
 /**
  * The case's delegate as a tool of the parent: a runnable tool (`betaTool`) whose `run` runs a nested `toolRunner`
- * (`agent`: the same client, model, run's tools and `max_iterations`; its own delegate, if the tree gives it one,
- * offered the same way) with the delegate's instructions as its system prompt and the parent's question as its one
- * user message, and returns the text of its last reply. Each nested runner counts its own iterations: its parent's
- * `max_iterations` sees one request for the whole of it.
+ * (`agent`: the same client, model and run's tools, and the child's `max_iterations`; its own delegate, if the tree
+ * gives it one, offered the same way) with the delegate's instructions as its system prompt and the parent's question
+ * as its one user message, and returns the text of its last reply. Each nested runner counts its own iterations: its
+ * parent's `max_iterations` sees one request for the whole of it.
  */
 function delegatingTool(delegate, client, agent) {
   const tools = [...agent.tools, ...offered(delegate.delegate, client, agent)];

@@ -30,6 +30,7 @@ export function contract() {
     toolsURL: env("TOOLS_URL"),
     capKnob: env("CAP_KNOB"),
     cap: whole(env("CAP")), // null: leave the framework's default
+    childCap: whole(env("CHILD_CAP")), // the knob's value on every agent below the run's (null: their default)
     retries: whole(env("RETRIES")) ?? undefined, // not given: the SDK's own default (2, as looplab's)
     stream: env("STREAM") === "1", // streamed replies; not given (a bare loop): whole ones, each runner's default
     maxSeconds,

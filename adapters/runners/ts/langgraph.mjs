@@ -184,7 +184,14 @@ async function investigate({ contract: c, tools, signal, info }) {
   let config = {};
   if (c.cap !== null) config = { recursionLimit: c.capKnob === RECURSION ? c.cap : recursionBackstop(c.cap) };
   // cap:end
-  const offeredTools = offered(c.delegate, model, runTools, counter, { ...config, signal }, c.stream);
+  // Every agent below the run's has a counter and a `recursionLimit` of its own, from the child's value (null:
+  // no counter, and LangGraph's default limit).
+  const childCounter = c.capKnob === COUNTER ? c.childCap : null;
+  let childConfig = {};
+  if (c.childCap !== null) {
+    childConfig = { recursionLimit: c.capKnob === RECURSION ? c.childCap : recursionBackstop(c.childCap) };
+  }
+  const offeredTools = offered(c.delegate, model, runTools, childCounter, { ...childConfig, signal }, c.stream);
   const graph = buildGraph(model, [...runTools, ...offeredTools], c.systemPrompt, counter);
   const input = { messages: [{ role: "user", content: c.task }], steps: 0 };
   const state = await runGraph(graph, input, { ...config, signal }, c.stream);

@@ -99,7 +99,8 @@ async function investigate({ contract: c, tools, signal, info }) {
     name: "looplab",
     instructions: c.systemPrompt,
     model,
-    tools: [...runTools, ...offered(c.delegate, model, runTools, c.cap, c.stream)],
+    // Every agent below the run's counts its own turns, up to the child's value (null: the SDK's default).
+    tools: [...runTools, ...offered(c.delegate, model, runTools, c.childCap, c.stream)],
   });
   try {
     const result = c.stream
