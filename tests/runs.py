@@ -49,15 +49,13 @@ def run_behind_faults(
     return result, faults[0]
 
 
-#: The cells whose outcome the framework leaves to thread timing, each with what was measured: the matrix tests skip
-#: them, saying why, and a test of each pins what holds whichever way the race goes.
+#: The cells whose outcome the framework leaves to thread timing (its declaration's `delegation_races`), each with
+#: what was measured: the matrix tests skip them, saying why, and a test of each pins what holds whichever way the
+#: race goes.
 RACES = {
-    ("crewai", "delegation-parallel"): "CrewAI runs a reply's two calls of one coworker at once, in threads, on the "
-    "coworker's one executor: at times the second is refused ('Executor is already running. Cannot invoke the same "
-    "executor instance concurrently.') and the investigator gets one report",
-    ("smolagents", "delegation-parallel"): "smolagents runs a reply's two calls of one managed agent at once, in "
-    "threads, on the one agent object (`MultiStepAgent.__call__` runs `self.run`): the two runs share its memory, "
-    "and whether the investigator gets both reports depends on timing",
+    (name, f"delegation-{shape}"): f"{name}: {why}"
+    for name, info in registry.RUNNERS.items()
+    for shape, why in info.delegation_races.items()
 }
 
 

@@ -102,6 +102,7 @@ class Declaration:
     streams: tuple[bool, ...] = _default("streams")
     delegation: str | None = _default("delegation")
     delegation_gaps: dict[str, str] = field(default_factory=_default("delegation_gaps").copy, hash=False)
+    delegation_races: dict[str, str] = field(default_factory=_default("delegation_races").copy, hash=False)
     npm_packages: dict[str, str] = field(default_factory=_default("npm_packages").copy, hash=False)
     npm_lines: dict[str, tuple[int, dict[str, str]]] = field(default_factory=_default("npm_lines").copy, hash=False)
     oldest_companions: tuple[str, ...] = _default("oldest_companions")

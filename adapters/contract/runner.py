@@ -129,6 +129,9 @@ class RunnerDeclaration(ABC):
     #: The delegation shapes (`contract.agents.SHAPES`) it cannot express, each with why in one line; a case of
     #: such a shape is not run through it, and the scorecard says why.
     delegation_gaps: dict[str, str] = {}  # noqa: RUF012 - a literal read from the source, never mutated
+    #: The delegation shapes whose outcome its framework leaves to thread timing, each with what was measured: a
+    #: run of one may end one way or another, so its caps rows are compared by how they ended, not by their counts.
+    delegation_races: dict[str, str] = {}  # noqa: RUF012 - a literal read from the source, never mutated
     #: npm packages its program needs, each with the oldest release its `oldest` version session installs.
     npm_packages: dict[str, str] = {}  # noqa: RUF012 - a literal read from the source, never mutated
     #: The npm release lines its program supports, each tested by a `latest-<line>` version session: the line's name,

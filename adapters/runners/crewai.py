@@ -67,6 +67,10 @@ class CrewAI(Runner):
     streams = (False, True)
     knobs = tuple(FIELDS)
     delegation = "a coworker asked by CrewAI's delegation tool body (BaseAgentTool): its own max_iter, not the parent's"
+    delegation_races = {
+        "parallel": "a reply's two calls of one coworker run at once, in threads, on its one executor: at times the "
+        "second is refused ('Executor is already running. Cannot invoke the same executor instance concurrently.')"
+    }
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iter=max_steps`: the calls past it (CrewAI's wrap-up call) are refused at the model boundary."""

@@ -55,6 +55,11 @@ class Smolagents(ViaLiteLLM, Runner):
     apis = ("chat", "messages", "gemini")
     streams = (False, True)
     delegation = "managed agents (managed_agents=[child]); the parent's max_steps counts a delegation, not its calls"
+    delegation_races = {
+        "parallel": "a reply's two calls of one managed agent run at once, in threads, on the one agent object "
+        "(MultiStepAgent.__call__ runs self.run): the two runs share its memory, and whether the parent gets both "
+        "reports depends on timing"
+    }
     knobs = (KNOB,)
 
     def native_cap(self, limits: Limits) -> NativeCap:

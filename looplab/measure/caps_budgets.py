@@ -72,6 +72,7 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
             for v in SHAPE_VALUES
         ]
         report.parallel_counts = _past_the_value(report.parallel, "two children asked in one reply")
+        report.parallel_races = adapter.delegation_races.get("parallel")
     value = CHILD_DEFAULT_VALUE
     probe = Probe(knob=knob, value=value, child_default=True)
     report.child_default = _delegation_row(run(adapter, DELEGATING_PROBE, probe, delegate=child), value, child)
@@ -308,7 +309,10 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None, run
         ]
         out += map(_delegation_line, delegated.rows)
         shown = {k: [f"- reproduces {issue}" for issue in reproduces(runner, k, delegated)] for k in SECTIONS}
-        out += _shape(delegated.parallel, delegated.parallel_counts, PARALLEL_HEAD, "parallel", shown["parallel"])
+        raced = [f"- timing decides: {delegated.parallel_races}"] if delegated.parallel_races else []
+        out += _shape(
+            delegated.parallel, delegated.parallel_counts, PARALLEL_HEAD, "parallel", raced + shown["parallel"]
+        )
         out += _shape(delegated.nested, delegated.nested_counts, NESTED_HEAD, "nested", shown["nested"])
         if delegated.child_default is not None:
             out += [

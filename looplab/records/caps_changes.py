@@ -81,13 +81,15 @@ def changes(before: RunnerReport, after: RunnerReport, *, ignore: Iterable[str] 
 
 def _within_race(before: RunnerReport, after: RunnerReport) -> RunnerReport:
     """`after`, with its parallel-delegation rows taken as `before`'s where they differ only as two children racing
-    to the framework's counter make them differ: by at most `RACE_SLACK` calls in each count, ending the same way."""
+    make them differ: by at most `RACE_SLACK` calls in each count, or by any count where both say thread timing
+    decides them (`parallel_races`); ending the same way either way."""
     now, kept = after.delegation, before.delegation
     if now is None or kept is None or len(now.parallel) != len(kept.parallel) or not now.parallel:
         return after
     counts = ("model_calls", "parent_calls", "child_calls", "child_last_call")
+    raced = kept.parallel_races is not None and now.parallel_races == kept.parallel_races  # timing decides the counts
     for a, b in zip(now.parallel, kept.parallel, strict=True):
-        close = all(abs((getattr(a, f) or 0) - (getattr(b, f) or 0)) <= RACE_SLACK for f in counts)
+        close = raced or all(abs((getattr(a, f) or 0) - (getattr(b, f) or 0)) <= RACE_SLACK for f in counts)
         if a.value != b.value or not close or (a.ending.how, a.ending.exception) != (b.ending.how, b.ending.exception):
             return after
     delegation = now.model_copy(update={"parallel": kept.parallel, "parallel_counts": kept.parallel_counts})

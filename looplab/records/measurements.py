@@ -132,6 +132,8 @@ class DelegationReport(BaseModel):
     parallel: list[DelegationRow] = []
     #: How far the run passed the value with two children at once, read off `parallel`.
     parallel_counts: str | None = None
+    #: What thread timing decides in `parallel` (its declaration's `delegation_races`; None: nothing).
+    parallel_races: str | None = None
     #: The child hands its question on to a third agent that never stops; empty as `parallel` is.
     nested: list[DelegationRow] = []
     #: Whether the knob reaches the third level, read off `nested`.

@@ -326,3 +326,14 @@ def test_the_caps_doc_names_each_user_reported_issue_where_the_measurement_shows
         section = page.split(f"\n## `{reported.runner}` ", 1)[-1].split("\n## ", 1)[0]
         named = f"- reproduces {reported.issue}" in section
         assert named == shown, reported
+
+
+def test_where_thread_timing_decides_the_parallel_rows_only_how_they_ended_is_compared() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.delegation is not None and r.delegation.parallel_races)
+    committed = caps.to_json(doc)
+    row = report.delegation.parallel[0]
+    row.model_calls, row.child_calls = row.model_calls + 6, row.child_calls + 6  # the other way the race can go
+    assert not caps.drift(doc, committed).changes
+    row.ending.how = "kept going: stopped by looplab's safety stop"
+    assert caps.drift(doc, committed).changes
