@@ -59,7 +59,7 @@ RACE_SLACK = 1
 def changes(before: RunnerReport, after: RunnerReport, *, ignore: Iterable[str] = ("version",)) -> list[Change]:
     """The fields in which `after` differs from `before`, the top-level fields in `ignore` left out, row by row;
     two children at once compared within their race (`RACE_SLACK`)."""
-    after = _within_race(before, after)
+    after = _within_race(before, _as_measured_then(before, after))
     left_out = set(ignore)
     old_doc, new_doc = before.model_dump(exclude=left_out), after.model_dump(exclude=left_out)
     found: list[Change] = []
@@ -77,6 +77,22 @@ def changes(before: RunnerReport, after: RunnerReport, *, ignore: Iterable[str] 
         knob, value, field = _located(path, new_doc if path in new else old_doc)
         found.append(Change(before.runner, knob, value, field, was, now))
     return found
+
+
+def _as_measured_then(before: RunnerReport, after: RunnerReport) -> RunnerReport:
+    """`after` without the delegation parts `before` has none of (measured by a looplab from before them: two
+    children at once, three levels, the child at its default), so a part one side never measured is no change."""
+    now, kept = after.delegation, before.delegation
+    if now is None or kept is None:
+        return after
+    left_out: dict[str, object] = {}
+    if not kept.parallel:
+        left_out |= {"parallel": [], "parallel_counts": None, "parallel_races": None}
+    if not kept.nested:
+        left_out |= {"nested": [], "nested_counts": None}
+    if kept.child_default is None:
+        left_out |= {"child_default": None, "child_default_counts": None}
+    return after.model_copy(update={"delegation": now.model_copy(update=left_out)}) if left_out else after
 
 
 def _within_race(before: RunnerReport, after: RunnerReport) -> RunnerReport:

@@ -247,18 +247,21 @@ def _last_tools(card: scorecard_rows.Scorecard) -> str | None:
 
 
 def _tree_caps(card: scorecard_rows.Scorecard) -> list[str]:
-    """Whose own cap holds a tree of agents, and what the others' do (the caps measurement): with two children
-    asked at once, and three levels deep; a framework that cannot express the shape is left out."""
-    lines = []
-    for key, shape in (("parallel_cap", "two children asked at once"), ("nested_cap", "three levels of agents")):
-        ways = {
-            c.runner: _TREE_CAPS[c.cells[key].text]
-            for c in card.cards
-            if c.cells[key].measured and c.cells[key].text in _TREE_CAPS
-        }
-        if len(set(ways.values())) > 1:
-            lines.append(f"with {shape}, their own cap: {_grouped_line(ways)}")
-    return lines
+    """Whose own cap holds a tree of agents, two children asked at once and three levels deep (the caps
+    measurement), in one line; a framework that cannot express a shape is judged on the other."""
+    ways = {
+        c.runner: {_TREE_CAPS[c.cells[k].text] for k in ("parallel_cap", "nested_cap") if c.cells[k].text in _TREE_CAPS}
+        for c in card.cards
+    }
+    ways = {runner: said for runner, said in ways.items() if said}
+    holds = [runner for runner, said in ways.items() if said == {"hold it"}]
+    if not holds or len(holds) == len(ways):
+        return []
+    others = len(ways) - len(holds)
+    return [
+        f"their own cap holds a tree of agents (two children at once, three levels deep) in {_every_name(holds)} "
+        f"only; the other {others}'s let the agents below pass it"
+    ]
 
 
 def _first_request(cases: dict[str, dict[str, RunView]]) -> tuple[str, str] | None:

@@ -187,6 +187,7 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
         ("nested", report.delegation.nested_counts if report.delegation else None),
     ):
         why = not_delegating(info.delegation, info.delegation_gaps, shape) if info is not None else None
+        why = why.split(":")[0] if why else None  # the why is long: the declaration and the caps doc say it
         # The class only (not "passed by requests out at once"), which the children's race does not move.
         text = why or (counts.split(":")[0].split(",")[0] if counts else None)
         shapes[f"{shape}_cap"] = Cell(text=text, evidence=where, caps_section=section) if text else _not_measured()
@@ -434,7 +435,7 @@ def _delegation(runner: str, run: Observed | None, shape: str | None) -> Cell:
     Delegates asked in one reply are said to run side by side when their requests were out at the same time."""
     info = registry.RUNNERS.get(runner)
     if info is not None and (why := not_delegating(info.delegation, info.delegation_gaps, shape)):
-        return Cell(text=why, evidence="runner declaration")
+        return Cell(text=why.split(":")[0], evidence=f"runner declaration: {why}")  # the why is long: its source
     if run is None:
         return _not_measured()
     steps = run.result.trace.steps

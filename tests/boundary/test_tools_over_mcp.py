@@ -16,7 +16,7 @@ from looplab.adapters import registry
 from looplab.run.harness import Endpoint, ModelChoice, run_one
 from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.server import ScriptedModelServer
-from tests.runs import tool_steps
+from tests.runs import RACES, tool_steps
 from tests.tiers import FAST_TIER_RUNNER, by_tier
 
 IN_PROCESS = [
@@ -37,6 +37,7 @@ CELLS = [
     for case in CASES
     for runner in IN_PROCESS
     if load_cases()[case].runs_on(registry.RUNNERS[runner])  # a delegation case: the runners that delegate
+    and (runner, case) not in RACES  # thread timing decides how it goes: nothing to compare two runs by
 ]
 
 
@@ -65,7 +66,10 @@ def test_the_same_runner_leaves_the_same_run_with_tools_over_mcp(where, runner: 
     assert inside.result is not None and over_mcp.result is not None, (inside.error, over_mcp.error)
     a, b = inside.result, over_mcp.result
     assert (a.tool_transport, b.tool_transport) == ("in-process", "mcp")
-    assert _records(b) == _records(a) and a.trace.tool_calls  # step by step: the trajectory, in detail
+    if load_cases()[case].delegation_shape == "parallel":  # children side by side: the calls, in any order
+        assert sorted(map(str, sum(_records(b), []))) == sorted(map(str, sum(_records(a), []))) and a.trace.tool_calls
+    else:
+        assert _records(b) == _records(a) and a.trace.tool_calls  # step by step: the trajectory, in detail
     assert (b.stop_reason, b.answer, b.totals.model_calls) == (a.stop_reason, a.answer, a.totals.model_calls)
     assert [(c.name, c.passed) for c in over_mcp.checks] == [(c.name, c.passed) for c in inside.checks]
 

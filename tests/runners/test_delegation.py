@@ -268,7 +268,10 @@ def test_a_shape_a_runner_declares_it_cannot_express_is_left_out_and_the_scoreca
     cases = [load_cases()[c] for c in TREES]
     assert [c.id for _, c, _ in matrix.plan([runner], cases)] == ["delegation", "delegation-nested"]
     [card] = scorecard.build([runner]).cards
-    assert card.cells["delegation_parallel"].text == f"no parallel delegation: {why}"
+    cell = card.cells["delegation_parallel"]
+    assert (
+        cell.text == "no parallel delegation" and cell.evidence == f"runner declaration: no parallel delegation: {why}"
+    )
     assert card.cells["delegation_nested"].text != card.cells["delegation_parallel"].text  # the other shape runs
 
 

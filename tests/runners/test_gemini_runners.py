@@ -20,7 +20,7 @@ from looplab.scenarios.scripted.conversation import GeminiRequest, from_gemini
 from looplab.scenarios.scripted.faults import BROKEN
 from looplab.scenarios.scripted.probes import NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
-from tests.runs import ALL_RUNNERS, GEMINI_RETRIES_A_BROKEN_REPLY, cells, run_behind_faults, run_runner
+from tests.runs import ALL_RUNNERS, GEMINI_RETRIES_A_BROKEN_REPLY, cells, run_behind_faults, run_runner, without_races
 from tests.tiers import by_tier
 
 GEMINI_RUNNERS = [r for r in ALL_RUNNERS if "gemini" in registry.RUNNERS[r].apis]
@@ -157,7 +157,7 @@ def test_caps_measures_a_runner_whose_default_api_is_gemini() -> None:
     assert {s.model_call.endpoint for s in result.trace.steps} == {"generateContent"}
 
 
-@pytest.mark.parametrize(("runner", "case_id"), by_tier(cells(GEMINI_RUNNERS, CASES)))
+@pytest.mark.parametrize(("runner", "case_id"), by_tier(without_races(cells(GEMINI_RUNNERS, CASES))))
 def test_every_case_passes_on_gemini(runner: str, case_id: str, model_server: ScriptedModelServer) -> None:
     outcome = run_one(runner, CASES[case_id], Endpoint(ModelChoice(api="gemini"), model_server.base_urls))
     assert outcome.result is not None, outcome.error

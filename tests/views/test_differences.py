@@ -101,17 +101,16 @@ def test_a_verb_phrase_is_said_of_one_runner_in_the_singular(plural: str, one: s
     assert (_conjugated(plural, 1), _conjugated(plural, 2)) == (one, plural)
 
 
-def test_the_agent_tree_rows_name_whose_own_cap_holds_a_tree_and_leave_out_who_cannot_express_it() -> None:
+def test_the_agent_tree_row_names_whose_own_cap_holds_a_tree_of_agents() -> None:
     caps = scorecard.load_caps(REPO / "docs" / "iteration-caps.json")
     assert caps is not None
     runners = ["pydantic_ai", "handrolled", "strands", "dspy", "claude_agent_sdk"]
     card = scorecard.build(runners, [], caps)
-    lines = differences._tree_caps(card)
-    for key, line in zip(("parallel_cap", "nested_cap"), lines, strict=True):
-        for c in card.cards:
-            said = differences._TREE_CAPS.get(c.cells[key].text)
-            if said is None:  # a shape the framework cannot express (its declaration's gap) is left out
-                assert c.cells[key].text.startswith("no ") and c.runner not in line
-            else:
-                assert c.runner in line and said.split()[0] in line, (c.runner, line)
-    assert lines[0].startswith("with two children asked at once, their own cap: ")
+    [line] = differences._tree_caps(card)
+    holding = [
+        c.runner
+        for c in card.cards
+        if {c.cells[k].text for k in ("parallel_cap", "nested_cap")} & set(differences._TREE_CAPS)
+        <= {"the whole tree's calls"}
+    ]
+    assert holding and all(r in line for r in holding) and line.endswith("let the agents below pass it")

@@ -82,7 +82,7 @@ def test_the_token_budget_cell_says_whether_the_budget_held(monkeypatch) -> None
 def test_the_delegation_cell_counts_the_delegates_calls() -> None:
     card = scorecard.build(["pydantic_ai"], scorecard.observed(_eval(["pydantic_ai"], ["delegation"])))
     cell = card.cards[0].cells["delegation"]
-    assert cell.text == "passed: 3 of 7 calls the delegate's" and cell.evidence == "eval: delegation"
+    assert cell.text == "passed: 3 of 7 calls the delegates'" and cell.evidence == "eval: delegation"
 
 
 @pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
