@@ -45,12 +45,12 @@ ROWS = (
     Row("guards", "repetition / approval", "bad calls"),
     Row("token_budget", "token budget (max_tokens)", "budgets"),
     Row("delegation", "delegation (one budget for both agents)", "budgets"),
-    Row("delegation_parallel", "two delegates asked in one reply", "budgets"),
-    Row("delegation_nested", "a delegate that delegates (three levels)", "budgets"),
+    Row("delegation_parallel", "two delegates asked in one reply", "agent trees"),
+    Row("delegation_nested", "a delegate that delegates (three levels)", "agent trees"),
     Row("delegated_cap", "the framework's cap under delegation", "budgets"),
-    Row("parallel_cap", "its cap, two children at once", "budgets"),
-    Row("nested_cap", "its cap, three levels deep", "budgets"),
-    Row("child_default", "a child left at its default", "budgets"),
+    Row("parallel_cap", "its cap, two children at once", "agent trees"),
+    Row("nested_cap", "its cap, three levels deep", "agent trees"),
+    Row("child_default", "a child left at its default", "agent trees"),
     Row("native_tokens", "the framework's own token budget", "budgets"),
     Row("first_request", "first request", "cost"),
     Row("turn_overhead", "per-turn overhead", "cost"),
@@ -80,8 +80,9 @@ class Scorecard(BaseModel):
 GROUP_SOURCES = {
     "the cap": "caps",
     "bad calls": "eval: sloppy-calls, parallel-reads, silent-read, injected-instruction",
-    "budgets": "eval: token-budget, delegation, delegation-parallel, delegation-nested; runner declarations (which "
-    "can delegate, in which shapes)",
+    "budgets": "eval: token-budget, delegation; runner declarations (which can delegate)",
+    "agent trees": "eval: delegation-parallel, delegation-nested; caps (under delegation); runner declarations "
+    "(which shapes each can express)",
     "cost": "eval: vip-compound (first request); bench (overhead, import); registry (APIs)",
     "your cases": "eval: the cases outside looplab's own suite",
 }
