@@ -31,7 +31,7 @@ from looplab.records.measurements import (
 )
 from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.probes import PARENT_SAW
-from looplab.views.markdown import cell, ending_text
+from looplab.views.markdown import cell, counted, ending_text
 
 if TYPE_CHECKING:
     from looplab.adapters.contract.agents import Delegate
@@ -117,7 +117,7 @@ def _delegation_row(result: RunResult, value: int | None, child: Delegate) -> De
 def _at_its_default(row: DelegationRow, rows: list[DelegationRow], default: KnobDefault | None) -> str:
     """What a child left at its framework's default did under its parent's cap (`row`), beside the run with both at
     that value (`rows`): on to looplab's safety stop, the same calls (it is on the parent's counter), or its own."""
-    parent, made = f"under a parent's cap of {row.value}", _calls(row.child_calls)
+    parent, made = f"under a parent's cap of {row.value}", counted(row.child_calls, "call")
     same = next((r for r in rows if r.value == row.value), None)
     alike = same is not None and same.child_calls == row.child_calls
     if row.model_calls >= SAFETY_STOP:
@@ -127,10 +127,6 @@ def _at_its_default(row: DelegationRow, rows: list[DelegationRow], default: Knob
         return f"the parent's cap holds it: {parent} the child made {made}, as when capped too"
     said = "" if default is None or default.value is None else f"; the knob's default is {default.value}"
     return f"its own default: {parent} the child made {made}{said}"
-
-
-def _calls(n: int) -> str:
-    return f"{n} call{'' if n == 1 else 's'}"
 
 
 def _past_the_value(rows: list[DelegationRow], shape: str) -> str:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from looplab.records.measurements import Ending
 
-__all__ = ["cell", "ending_text", "web_url"]
+__all__ = ["cell", "counted", "ending_text", "web_url"]
 
 #: HTML's own characters, as character references (a backslash does not stop raw HTML in Python-Markdown).
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -28,6 +28,11 @@ _NOT_IN_A_SPAN = re.compile(r"[`|\\]")
 #: The characters a URL may hold as it is written (RFC 3986's unreserved, reserved and `%`), less the quote.
 _URL_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&()*+,;=%]+")
 _WEB_SCHEMES = ("http", "https")
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and `noun`, plural unless `n` is 1: `1 call`, `3 model calls` (thousands separated)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _line(value: object) -> str:

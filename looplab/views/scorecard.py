@@ -48,6 +48,7 @@ from looplab.records.measurements import (
 )
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
+from looplab.views.markdown import counted
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
 
 __all__ = ["CASES", "build", "load_bench", "load_caps", "observed"]
@@ -319,7 +320,7 @@ def _kept_going(row: CapsRow) -> bool:
 
 
 def _calls(n: int) -> str:
-    return f"{n:,} model call{'' if n == 1 else 's'}"
+    return counted(n, "model call")
 
 
 #: What a knob counts, as the caps measurement says it (`KnobReport.counts`).
@@ -425,7 +426,7 @@ def _token_budget(run: Observed | None) -> Cell:
     spent, budget = totals.input_tokens + totals.output_tokens, limits.max_tokens if limits else None
     of = f" of {budget:,}" if budget is not None else ""
     verdict = "held" if run.passed else f"failed (stop: {run.result.stop_reason})"
-    calls = f"{totals.model_calls} call{'' if totals.model_calls == 1 else 's'}"
+    calls = counted(totals.model_calls, "call")
     return Cell(text=f"{verdict}: {spent:,} tokens{of}, {calls}", evidence=_evidence(run))
 
 
