@@ -180,16 +180,40 @@ def chart(
     return Markup(scope_ids(svg, slug(f"{kind}-{case}")))
 
 
+#: An SVG id where it is named or referred to: the part before it, the id, the part after it.
+_ID_OR_REFERENCE = re.compile(r'(\bid="|url\(#|href="#)([^")]+)([")])')
+
+
 def _smaller(svg: str) -> str:
     """The same drawing in fewer bytes: no metadata block, no id nothing refers to (a chart's lines keep theirs,
-    for their hover titles), coordinates to a tenth of a point, no indentation."""
+    for their hover titles), coordinates to a tenth of a point, no no-op rotation, styles without spaces and a
+    line's markers styled once by their group, SVG 2's `href` for `xlink:href`, no indentation."""
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.DOTALL)
     used = set(re.findall(r'(?:url\(#|href="#)([^")]+)', svg))
     svg = re.sub(
         r' id="([^"]+)"', lambda m: m.group(0) if m.group(1) in used or m.group(1).startswith("series-") else "", svg
     )
+    # Matplotlib names what it refers to by hashes (`m1860ec1cc7`), repeated at every marker: a letter and a
+    # number name it as well.
+    short = {name: f"{name[0]}{k}" for k, name in enumerate(sorted(n for n in used if not n.startswith("series-")))}
+    svg = _ID_OR_REFERENCE.sub(lambda m: m.group(1) + short.get(m.group(2), m.group(2)) + m.group(3), svg)
     svg = re.sub(r'\b(d|x|y|transform)="[^"]*"', lambda m: re.sub(r"(\d\.\d)\d+", r"\1", m.group(0)), svg)
-    return re.sub(r"\s*\n\s*", " ", svg).replace("> <", "><")
+    svg = re.sub(r' transform="rotate\(-?0 [^")]*\)"', "", svg)
+    svg = re.sub(r' style="[^"]*"', lambda m: re.sub(r"([:;,]) ", r"\1", m.group(0)), svg)
+    svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "").replace("xlink:href=", "href=")
+    svg = re.sub(r"\s*\n\s*", " ", svg).replace("> <", "><")
+    return re.sub(r"<g([^>]*)>((?:<use [^>]*/>)+)</g>", _markers_styled_once, svg)
+
+
+def _markers_styled_once(group: re.Match[str]) -> str:
+    """A marker group whose `<use>`s share one style carries it instead (they inherit it): a line's markers are
+    drawn alike, and a style repeated on each of them is most of a chart's bytes."""
+    attrs, uses = group.groups()
+    styles = set(re.findall(r' style="[^"]*"', uses))
+    if len(styles) != 1 or "style=" in attrs or len(re.findall(r"<use ", uses)) != uses.count("style="):
+        return group.group(0)
+    (style,) = styles
+    return f"<g{attrs}{style}>{uses.replace(style, '')}</g>"
 
 
 def scope_ids(svg: str, prefix: str) -> str:
@@ -203,4 +227,4 @@ def scope_ids(svg: str, prefix: str) -> str:
         name = match.group(2)
         return f"{match.group(1)}{prefix}-{name}{match.group(3)}" if name in ids else match.group(0)
 
-    return re.sub(r'(\bid="|url\(#|href="#)([^")]+)([")])', rename, svg)
+    return _ID_OR_REFERENCE.sub(rename, svg)

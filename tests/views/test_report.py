@@ -243,7 +243,7 @@ def test_a_chart_of_one_step_runs_labels_whole_steps_only(matrix: dict[str, obje
         run["trace"]["steps"] = run["trace"]["steps"][:1]  # every run made one model call
     html = report.render_html(doc)
     # The x axis's tick labels are its centred texts (the y axis's are right-aligned), but for the axis's title.
-    texts = re.findall(r"<text[^>]*text-anchor: middle[^>]*>([^<]*)</text>", html)
+    texts = re.findall(r"<text[^>]*text-anchor:middle[^>]*>([^<]*)</text>", html)
     ticks = [t for t in texts if t not in ("model call (step)", "cumulative input tokens", "request bytes")]
     assert ticks and all(t.strip().lstrip("−-").isdigit() for t in ticks), ticks
 
@@ -494,11 +494,11 @@ def test_each_of_fourteen_runners_has_its_own_colour_marker_and_dash_in_every_ch
     for svg in charts:
         lines = re.findall(r'<g id="[^"]*series-\d+">(.*?)</g>', svg, flags=re.DOTALL)
         assert len(lines) == 14
-        dashes = {m for line in lines for m in re.findall(r"stroke-dasharray: ([\d.,\s]+)", line)}
+        dashes = {m for line in lines for m in re.findall(r"stroke-dasharray:([\d.,]+)", line)}
         assert len(dashes) == 13  # the first runner's line is solid
         markers = {m for line in lines for m in re.findall(r'href="#([^"]+)"', line)}  # each line's marker shape
         assert len(markers) == 14
-        colours = {m for line in lines for m in re.findall(r"stroke: (#[0-9a-f]{6})", line)}
+        colours = {m for line in lines for m in re.findall(r"stroke:(#[0-9a-f]{6})", line)}
         assert len(colours) == 14
         # Every runner is named, in the legend and in the hover title of its line.
         assert all(f">runner{i:02d}</text>" in svg and f"<title>runner{i:02d}</title>" in svg for i in range(14))
@@ -506,6 +506,29 @@ def test_each_of_fourteen_runners_has_its_own_colour_marker_and_dash_in_every_ch
     styles = runner_styles(built.runners)
     assert len({(s.colour, s.marker, s.dashes) for s in styles.values()}) == 14
     assert len(set(PALETTE)) >= 14 and len(set(DASHES)) >= 14 and len(set(MARKERS)) >= 14
+
+
+@pytest.mark.full  # an eval of a matrix in a new process
+def test_a_smaller_chart_keeps_every_marker_styled_and_every_reference_named(matrix) -> None:
+    import xml.etree.ElementTree as ET
+
+    svg_ns = "{http://www.w3.org/2000/svg}"
+    for case in report.build(_fourteen_runners(matrix["doc"])).case_views:
+        for chart in (case.token_chart, case.bytes_chart):
+            if not chart:
+                continue
+            root = ET.fromstring(str(chart))  # well-formed, with no namespace left undeclared
+            parents = {child: parent for parent in root.iter() for child in parent}
+            named = {e.get("id") for e in root.iter() if e.get("id")}
+            uses = list(root.iter(f"{svg_ns}use"))
+            assert len(uses) >= 14
+            for use in uses:
+                assert use.get("href", "").removeprefix("#") in named
+                assert use.get("style") or parents[use].get("style"), "a marker lost its stroke"
+            for e in root.iter():
+                for ref in re.findall(r"url\(#([^)]+)\)", e.get("clip-path", "")):
+                    assert ref in named
+                assert "rotate(-0 " not in e.get("transform", "")
 
 
 @pytest.mark.full  # an eval of a matrix in a new process
