@@ -266,6 +266,12 @@ class Case(_Strict):
             return None
         return not_delegating(runner.delegation, runner.delegation_gaps, self.delegation_shape)
 
+    def race_on(self, runner: RunnerDeclaration | Declaration) -> str | None:
+        """What thread timing decides when the case runs on `runner`, in one line (its declaration's
+        `delegation_races` for the case's shape); None: nothing."""
+        shape = self.delegation_shape
+        return None if shape is None or not self.runs_on(runner) else runner.delegation_races.get(shape)
+
     def runs_on(self, runner: RunnerDeclaration | Declaration) -> bool:
         """Whether the case applies to `runner` (`not_run_on`)."""
         return self.not_run_on(runner) is None

@@ -9,7 +9,8 @@ import pytest
 from looplab.adapters import registry
 from looplab.adapters.contract.limits import Limits
 from looplab.adapters.contract.result import RunResult
-from looplab.scenarios.cases import Case
+from looplab.run import matrix
+from looplab.scenarios.cases import Case, load_cases
 from looplab.scenarios.scripted.faults import Fault, HttpFaults
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.testing.runs import default_runners, run_runner, runners_from_environment, tool_steps
@@ -52,11 +53,7 @@ def run_behind_faults(
 #: The cells whose outcome the framework leaves to thread timing (its declaration's `delegation_races`), each with
 #: what was measured: the matrix tests skip them, saying why, and a test of each pins what holds whichever way the
 #: race goes.
-RACES = {
-    (name, f"delegation-{shape}"): f"{name}: {why}"
-    for name, info in registry.RUNNERS.items()
-    for shape, why in info.delegation_races.items()
-}
+RACES = {cell: f"{cell[0]}: {why}" for cell, why in matrix.races(registry.RUNNERS, load_cases().values()).items()}
 
 
 def without_races(cells: list[tuple[str, str]]) -> list[Any]:

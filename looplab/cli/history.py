@@ -69,9 +69,12 @@ def _record(args: argparse.Namespace, folder: Path) -> int:
     from datetime import date, datetime
 
     from looplab import __version__
+    from looplab.adapters import registry
     from looplab.adapters.contract import files
     from looplab.adapters.contract.errors import LooplabError
     from looplab.records import history, results
+    from looplab.run import matrix
+    from looplab.scenarios.cases import load_cases
     from looplab.views import history as shown
     from looplab.views import markdown, scorecard
 
@@ -90,13 +93,15 @@ def _record(args: argparse.Namespace, folder: Path) -> int:
         raise LooplabError(f"--caps {args.caps}: no such file")
     caps = scorecard.load_caps(Path(args.caps)) if args.caps else None
     document = results.read(Path(args.results)) if args.results else None
-    cards = shown.scorecard_cells(caps, document)
+    races = matrix.races(registry.RUNNERS, load_cases().values())  # the built-in suite's, each runner's
+    cards = shown.scorecard_cells(caps, document, races)
     measured = history.records_from(
         caps,
         document,
         measured_on=day,
         looplab=__version__,
         scorecards=cards,
+        races=races,
         caps_name=args.caps or "",
         results_name=args.results or "",
     )

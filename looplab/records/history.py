@@ -95,6 +95,9 @@ class CaseOutcome(BaseModel):
     #: longest).
     first_request_bytes: int | None = None
     largest_request_bytes: int | None = None
+    #: What thread timing decides in this case on this runner (its declaration's `delegation_races`; None:
+    #: nothing). Its outcome is kept to read, not compared: a release is not drift because a race went the other way.
+    race: str | None = None
 
 
 class VersionRecord(BaseModel):
@@ -170,11 +173,13 @@ def records_from(
     measured_on: date,
     looplab: str,
     scorecards: Mapping[str, Mapping[str, str]] | None = None,
+    races: Mapping[tuple[str, str], str] | None = None,
     caps_name: str = "the caps measurement",
     results_name: str = "the results document",
 ) -> list[VersionRecord]:
     """One record per runner measured in `caps` or run in `document` (its scripted-model cells on the runner's
-    own wire API and stream), at the version each ran on, with the runner's cells of `scorecards` (by runner).
+    own wire API and stream), at the version each ran on, with the runner's cells of `scorecards` (by runner) and
+    what timing decides in its cases (`races`, by runner and case: `CaseOutcome.race`).
 
     A runner whose eval ran another version than its caps measurement (a release between the two jobs) gets a
     record for each. A version that is not PEP 440 (`check_version`) is a one-line error naming the document (as
@@ -203,6 +208,7 @@ def records_from(
     for (runner, version, case), cells in _kept_cells(document).items():
         one = one_of(runner, version)
         one.cases[case] = _outcome(document, cells)  # type: ignore[arg-type]  # cells come from a document
+        one.cases[case].race = (races or {}).get((runner, case))
     for one in made.values():
         one.scorecard = dict((scorecards or {}).get(one.runner, {}))
     return sorted(made.values(), key=lambda r: (r.runner, r.sort_key()))
@@ -260,11 +266,14 @@ def _outcome(document: Document, cells: list[CellRecord]) -> CaseOutcome:
 def case_changes(runner: str, before: dict[str, CaseOutcome], after: dict[str, CaseOutcome]) -> list[Change]:
     """How each case kept in both moved: its outcome, its counts, and its request sizes beyond the tolerance.
 
-    A case kept on one side only is not a change of the framework's (the suite grew or shrank) and is left out.
+    A case kept on one side only is not a change of the framework's (the suite grew or shrank) and is left out, and
+    so is one whose outcome either side leaves to timing (`CaseOutcome.race`).
     """
     found: list[Change] = []
     for case in sorted(before.keys() & after.keys()):
         was, now = before[case], after[case]
+        if was.race or now.race:
+            continue
         for name in ("passed", "stop_reason", "failed_checks", "error", "model_calls", "tool_calls"):
             old, new = getattr(was, name), getattr(now, name)
             if name == "passed":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from looplab.adapters import registry
@@ -130,6 +130,18 @@ def applies(runner: str, case: Case) -> bool:
     """Whether `case` runs through `runner` (a label such as `langgraph@1.0.0` names its runner's declaration)."""
     info = registry.RUNNERS.get(runner.partition("@")[0])
     return info is None or case.runs_on(info)
+
+
+def races(runners: Iterable[str], cases: Iterable[Case]) -> dict[tuple[str, str], str]:
+    """What thread timing decides in each `(runner label, case id)` where its framework leaves it to timing (the
+    runner's declared `delegation_races` for the case's shape), in one line."""
+    found = {}
+    for runner in runners:
+        info = registry.RUNNERS.get(runner.partition("@")[0])
+        for case in cases if info is not None else ():
+            if why := case.race_on(info):
+                found[runner, case.id] = why
+    return found
 
 
 def run_scripted(runners: Sequence[str], cases: Sequence[Case | str], *, jobs: int) -> Document:

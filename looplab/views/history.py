@@ -7,7 +7,7 @@ Markdown goes through `looplab.views.markdown`'s `text` or `code` (and a run's U
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 
 from packaging.version import InvalidVersion, Version
@@ -206,6 +206,14 @@ def markdown(kept: dict[str, list[VersionRecord]]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: What a results cell "left to timing" means, said under the page's title where one is.
+TIMING_SAID = (
+    "A cell left to timing is a case whose outcome the framework leaves to thread timing (the race its runner",
+    "declares): kept to read, not compared between versions.",
+    "",
+)
+
+
 def results_markdown(kept: dict[str, list[VersionRecord]]) -> str:
     """The site's latest results: each runner's newest kept version, case by case."""
     newest = {runner: versions[-1] for runner, versions in kept.items() if versions[-1].cases}
@@ -217,6 +225,7 @@ def results_markdown(kept: dict[str, list[VersionRecord]]) -> str:
         "model: whether the case's checks passed (and how many of its runs, where it ran more than once) and its",
         "model calls. Read from the kept data; [the change history](history.md) shows how each moved between versions.",
         "",
+        *(TIMING_SAID if any(c.race for one in newest.values() for c in one.cases.values()) else ()),
         "| runner | version | passed | " + " | ".join(code(case) for case in cases) + " |",
         "|---" * (len(cases) + 3) + "|",
     ]
@@ -228,7 +237,8 @@ def results_markdown(kept: dict[str, list[VersionRecord]]) -> str:
                 row.append("not run")
                 continue
             mark = "pass" if outcome.passed == outcome.runs else f"**fail** {outcome.passed}/{outcome.runs}"
-            row.append(f"{mark}, {outcome.model_calls if outcome.model_calls is not None else 'no'} calls")
+            timing = ", left to timing" if outcome.race else ""
+            row.append(f"{mark}, {outcome.model_calls if outcome.model_calls is not None else 'no'} calls{timing}")
         out.append("| " + " | ".join(row) + " |")
     return "\n".join(out) + "\n"
 
@@ -265,16 +275,26 @@ def drift_issue(news: Recorded, run_url: str | None = None) -> str:
 #: measured (the bench's timings), a team's cases, or a size relative to another runner's (each case's request
 #: sizes are kept on their own).
 KEPT_ROWS = tuple(
-    r.key for r in scorecard_rows.ROWS if r.group in ("the cap", "bad calls", "budgets") or r.key == "apis"
+    r.key
+    for r in scorecard_rows.ROWS
+    if r.group in ("the cap", "bad calls", "budgets", "agent trees") or r.key == "apis"
 )
 
 
-def scorecard_cells(caps: CapsDoc | None, document: Document | None) -> dict[str, dict[str, str]]:
-    """Each runner's measured scorecard cells (`KEPT_ROWS`), by runner, for `history.records_from` to keep."""
+def scorecard_cells(
+    caps: CapsDoc | None, document: Document | None, races: Mapping[tuple[str, str], str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Each runner's measured scorecard cells (`KEPT_ROWS`), by runner, for `history.records_from` to keep; a case's
+    cell left out where its runner leaves the case to thread timing (`races`, by runner and case)."""
     runners = sorted({r.runner for r in caps.runners} if caps else set())
     runners += sorted({c.runner for c in document.cells} - set(runners)) if document else []
     card = scorecard.build(runners, scorecard.observed(document) if document else (), caps)
-    return {c.runner: {k: c.cells[k].text for k in KEPT_ROWS if c.cells[k].measured} for c in card.cards}
+    row_of = {case: key for key, case, _ in scorecard.DELEGATION_ROWS}
+    timed = {(runner, row_of[case]) for runner, case in races or {} if case in row_of}
+    return {
+        c.runner: {k: c.cells[k].text for k in KEPT_ROWS if c.cells[k].measured and (c.runner, k) not in timed}
+        for c in card.cards
+    }
 
 
 def scorecard_markdown(kept: dict[str, list[VersionRecord]]) -> str:

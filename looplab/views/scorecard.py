@@ -51,11 +51,17 @@ from looplab.shared_tools.records import shorten
 from looplab.views.markdown import counted
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
 
-__all__ = ["CASES", "build", "load_bench", "load_caps", "observed"]
+__all__ = ["CASES", "DELEGATION_ROWS", "build", "load_bench", "load_caps", "observed"]
 
 CAPS_PATH = Path("docs") / "iteration-caps.json"
 #: The scripted model's made-up tool in `sloppy-calls` (scenarios/scripted/policy.py MISTAKES).
 UNKNOWN_TOOL = "run_shell"
+#: The scorecard row of each delegation case: its key, the case, and the delegation shape it asks (None: one child).
+DELEGATION_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    ("delegation", "delegation", None),
+    ("delegation_parallel", "delegation-parallel", "parallel"),
+    ("delegation_nested", "delegation-nested", "nested"),
+)
 
 
 @dataclass(frozen=True)
@@ -126,14 +132,7 @@ def build(
             "parallel": _parallel(runs_of.get("parallel-reads")),
             "guards": _guards(runs_of.get("silent-read"), runs_of.get("injected-instruction")),
             "token_budget": _token_budget(runs_of.get("token-budget")),
-            **{
-                key: _delegation(name, runs_of.get(case), shape)
-                for key, case, shape in (
-                    ("delegation", "delegation", None),
-                    ("delegation_parallel", "delegation-parallel", "parallel"),
-                    ("delegation_nested", "delegation-nested", "nested"),
-                )
-            },
+            **{key: _delegation(name, runs_of.get(case), shape) for key, case, shape in DELEGATION_ROWS},
             **_budget_cells(report),
             "streamed_cap": _streamed_cap(report),
             "first_request": _first_request(name, first_bytes),

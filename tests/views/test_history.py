@@ -271,6 +271,49 @@ def test_a_request_size_moves_only_past_the_tolerance(outcome, delta) -> None:
     assert bool(moved) == beyond
 
 
+@CHECKS
+@given(outcomes, outcomes, st.sampled_from(["before", "after", "both"]))
+def test_a_case_left_to_timing_on_either_side_is_kept_but_never_filed_as_a_change(was, now, side) -> None:
+    race = "a reply's two calls of one agent run at once, on the one agent object"
+    before = was.model_copy(update={"race": race}) if side != "after" else was
+    after = now.model_copy(update={"race": race}) if side != "before" else now
+    assert history.case_changes("r", {"c": before}, {"c": after}) == []
+    # The same two outcomes, neither left to timing, are compared as any case is.
+    plain = history.case_changes("r", {"c": was}, {"c": now})
+    if (was.model_calls, was.stop_reason, was.passed) != (now.model_calls, now.stop_reason, now.passed):
+        assert plain
+
+
+def test_the_races_kept_are_those_the_runners_declare_on_the_cases_of_that_shape(kept) -> None:
+    from looplab.run import matrix
+    from looplab.scenarios.cases import load_cases
+
+    cases = load_cases()
+    found = matrix.races([*registry.RUNNERS, "smolagents@1.0.0"], cases.values())
+    assert found[("smolagents", "delegation-parallel")] == registry.RUNNERS["smolagents"].delegation_races["parallel"]
+    assert found[("smolagents@1.0.0", "delegation-parallel")] == found[("smolagents", "delegation-parallel")]
+    # Only a case of a shape a runner declares a race in: one child at a time, or three levels, is never one.
+    assert {cases[case].delegation_shape for _, case in found} == {"parallel"}
+    assert {runner for runner, _ in found} == {
+        name for name, info in registry.RUNNERS.items() if "parallel" in info.delegation_races
+    } | {"smolagents@1.0.0"}
+    # Its scorecard cell is not kept either: a race going the other way would read as a new release's change.
+    from looplab.records import results
+    from looplab.records.outcome import RunOutcome
+    from tests.records.test_results import sample
+
+    raced = sample().model_copy(update={"runner": "smolagents"})
+    document = results.build([RunOutcome("smolagents", "delegation-parallel", raced)])
+    assert "delegation_parallel" in shown.scorecard_cells(None, document)["smolagents"]
+    assert "delegation_parallel" not in shown.scorecard_cells(None, document, found)["smolagents"]
+    # The kept data holds each race with its case's outcome, and the results page says those cells are left to
+    # timing (and, once, what that means).
+    raced_cells = [(r, c) for r, c in found if "@" not in r]
+    assert all(kept[r][-1].cases[c].race == found[r, c] for r, c in raced_cells)
+    page = shown.results_markdown(kept)
+    assert page.count("left to timing") == 1 + len(raced_cells)
+
+
 # --- the site's pages ----------------------------------------------------------------------------------------
 
 
