@@ -19,7 +19,7 @@ from looplab.run.harness import Endpoint
 from looplab.run.options import RunOptions
 from looplab.scenarios.cases import Case, load_cases
 
-__all__ = ["applies", "default_jobs", "plan", "run_matrix", "run_scripted"]
+__all__ = ["applies", "default_jobs", "plan", "races", "run_matrix", "run_scripted"]
 
 
 def default_jobs() -> int:

@@ -51,7 +51,7 @@ from looplab.shared_tools.records import shorten
 from looplab.views.markdown import counted
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
 
-__all__ = ["CASES", "DELEGATION_ROWS", "build", "load_bench", "load_caps", "observed"]
+__all__ = ["CASES", "build", "load_bench", "load_caps", "observed"]
 
 CAPS_PATH = Path("docs") / "iteration-caps.json"
 #: The scripted model's made-up tool in `sloppy-calls` (scenarios/scripted/policy.py MISTAKES).
