@@ -63,14 +63,16 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
     if adapter.delegation is None:
         return None
     child, knob = _child(), adapter.knobs[0]
-    rows = [_delegation_row(run(adapter, DELEGATING_PROBE, Probe(knob=knob, value=v), delegate=child), v, child)
-            for v in DELEGATION_VALUES]  # fmt: skip
+
+    def rows_of(server: str, values: tuple[int | None, ...], tree: Delegate) -> list[DelegationRow]:
+        """The delegating probe `server` run at each of `values`, handing its question to `tree`."""
+        return [_delegation_row(run(adapter, server, Probe(knob=knob, value=v), delegate=tree), v, tree)
+                for v in values]  # fmt: skip
+
+    rows = rows_of(DELEGATING_PROBE, DELEGATION_VALUES, child)
     report = DelegationReport(how=adapter.delegation, knob=knob, counts=_whose(rows), rows=rows)
     if "parallel" not in adapter.delegation_gaps:
-        report.parallel = [
-            _delegation_row(run(adapter, PARALLEL_PROBE, Probe(knob=knob, value=v), delegate=child), v, child)
-            for v in SHAPE_VALUES
-        ]
+        report.parallel = rows_of(PARALLEL_PROBE, SHAPE_VALUES, child)
         report.parallel_counts = _past_the_value(report.parallel, "two children asked in one reply")
         report.parallel_races = adapter.delegation_races.get("parallel")
     value = CHILD_DEFAULT_VALUE
@@ -79,11 +81,7 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
     default = adapter.knob_defaults().get(knob)
     report.child_default_counts = _at_its_default(report.child_default, rows, default)
     if "nested" not in adapter.delegation_gaps:
-        tree = _child("delegation-nested")
-        report.nested = [
-            _delegation_row(run(adapter, DELEGATING_PROBE, Probe(knob=knob, value=v), delegate=tree), v, tree)
-            for v in SHAPE_VALUES
-        ]
+        report.nested = rows_of(DELEGATING_PROBE, SHAPE_VALUES, _child("delegation-nested"))
         report.nested_counts = _third_level(report.nested)
     return report
 
@@ -300,10 +298,8 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None, run
             "",
             f"- counts: {delegated.counts}",
             "",
-            "| value | model calls | the parent's | the child's | how the run ended | what the parent was handed |",
-            "|---|---|---|---|---|---|",
+            *_delegation_table(delegated.rows),
         ]
-        out += map(_delegation_line, delegated.rows)
         shown = {k: [f"- reproduces {issue}" for issue in reproduces(runner, k, delegated)] for k in SECTIONS}
         raced = [f"- timing decides: {delegated.parallel_races}"] if delegated.parallel_races else []
         out += _shape(
@@ -318,9 +314,7 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None, run
                 f"- counts: {delegated.child_default_counts}",
                 *shown["child_default"],
                 "",
-                "| value | model calls | the parent's | the child's | how the run ended | what the parent was handed |",
-                "|---|---|---|---|---|---|",
-                _delegation_line(delegated.child_default),
+                *_delegation_table([delegated.child_default]),
             ]
     out += ["", "### Token budget", ""]
     if tokens is None:
@@ -422,17 +416,17 @@ def _shape(rows: list[DelegationRow], counts: str | None, head: str, shape: str,
     if not rows:
         return ["", f"No {shape} rows: the framework cannot express the shape here (its `delegation_gaps`), or the "
                 "measurement predates them."]  # fmt: skip
-    third = " the third agent's |" if shape == "nested" else ""
+    return ["", head, "", f"- counts: {counts}", *cited, "", *_delegation_table(rows)]
+
+
+def _delegation_table(rows: list[DelegationRow]) -> list[str]:
+    """Delegating probe runs as the caps doc's table, with a column for the third agent's calls where they ran three
+    levels deep."""
+    third = " the third agent's |" if any(r.grandchild_calls is not None for r in rows) else ""
     return [
-        "",
-        head,
-        "",
-        f"- counts: {counts}",
-        *cited,
-        "",
         f"| value | model calls | the parent's | the child's |{third} how the run ended | what the parent was handed |",
         "|---|---|---|---|---|---|" + ("---|" if third else ""),
-        *(_delegation_line(r) for r in rows),
+        *map(_delegation_line, rows),
     ]
 
 

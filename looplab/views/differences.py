@@ -257,10 +257,10 @@ def _tree_caps(card: scorecard_rows.Scorecard) -> list[str]:
     holds = [runner for runner, said in ways.items() if said == {"hold it"}]
     if not holds or len(holds) == len(ways):
         return []
-    others = len(ways) - len(holds)
+    others, hold = len(ways) - len(holds), "holds" if len(holds) == 1 else "hold"
     return [
-        f"their own cap holds a tree of agents (two children at once, three levels deep) in {_every_name(holds)} "
-        f"only; the other {others}'s let the agents below pass it"
+        f"{_every_name(holds)} alone {hold} a tree of agents to their own cap (two children at once, three levels "
+        f"deep); the other {others} let the agents below pass it"
     ]
 
 
