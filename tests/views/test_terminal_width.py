@@ -644,7 +644,13 @@ def test_the_estimate_fits_80_columns_one_line_a_cell(
     text = estimate.render(est, width=80)
     assert_fits(text, 80)
     lines = text.splitlines()
-    rule = next(k for k, line in enumerate(lines) if line.startswith("─"))
+    rule = next((k for k, line in enumerate(lines) if line.startswith("─")), None)
+    if rule is None:
+        # A name too long for any table at 80 columns: a record a cell, its runner on a line, its numbers on the next.
+        for cell in cells:
+            assert any(line.strip() == cell.runner for line in lines), cell.runner
+        assert sum(line.startswith("  ended:") for line in lines) == len(cells)
+        return
     total = next(k for k, line in enumerate(lines) if line.startswith("total"))
     grouped = sum(line.endswith(":") and not line.startswith(" ") for line in lines[rule + 1 : total])
     # One line a cell (and, where the cases are lines of their own, one a case): no cell wrapped to a second line.
