@@ -15,7 +15,7 @@ import contextvars
 import dataclasses
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any, NoReturn, TypeVar
@@ -82,6 +82,8 @@ class RunSession:
         #: leaves the agents below at their default (`Probe.child_default`).
         self.child_cap = None if probe.child_default else probe.value
         self.native_end: NativeEnd | None = None
+        #: The framework's own counters where the run ended, as the runner read them (`report_counters`).
+        self.counters: dict[str, int] = {}
         self.clock = guard.clock
         #: The run's limits on its model calls, the gate before each request; counted off `recorder`.
         self.budget = RunBudget(limits, self, pacing.current())
@@ -120,6 +122,11 @@ class RunSession:
         self._on_cancel.append(callback)
         if self.cancelled.is_set():
             callback()
+
+    def report_counters(self, counters: Mapping[str, int | None]) -> None:
+        """Keep what the framework's own counters read when the run ended, by where a user reads each; a counter
+        the framework did not fill (None) is left out. A later reading of the same counter replaces the earlier."""
+        self.counters |= {k: v for k, v in counters.items() if isinstance(v, int) and not isinstance(v, bool)}
 
     def halted(self) -> Refusal | None:
         """A stop decided outside the budget, which the gate asks first: the Guard's, or the run's cancel."""
@@ -342,6 +349,8 @@ class Runner(RunnerDeclaration):
         result = session.result(self, finished.reason, finished.answer, finished.detail)
         result.warnings = [clean(w) for w in noise]
         result.native_end = session.native_end
+        if result.native_end is not None:
+            result.native_end.counters = dict(session.counters)
         result.tool_transport = session.tool_transport
         return result
 

@@ -30,6 +30,11 @@ class NativeEnd(BaseModel):
     message: str | None = None
     text: str | None = Field(None, description="The final text the framework returned, if any.")
     history: str | None = Field(None, description="Where the exception carries the run's history, if it does.")
+    counters: dict[str, int] = Field(
+        default_factory=dict,
+        description="The framework's own counters as it left them, by where a user reads each (`usage.requests`,"
+        " `RunResultStreaming.current_turn`): what it says it counted, beside what the boundaries recorded.",
+    )
 
 
 class Totals(BaseModel):

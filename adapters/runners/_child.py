@@ -25,7 +25,8 @@ gated and checked like any in-process runner's. It gets, in its environment and 
 | `LOOPLAB_DELEGATE` | a case's second agent, if any: JSON of `name`, `description`, `instructions`, `parameters` |
 
 The outcome file holds `{"text": ..., "ended": "returned" | "raised", "exception": ..., "message": ...}`:
-the final text if the loop returned one, or the exception's name and message if it raised. A
+the final text if the loop returned one, or the exception's name and message if it raised; and, if the program
+reads them, `"counters": {WHERE: N}`, the framework's own counters as the run left them (`NativeEnd.counters`). A
 child that writes none (it crashed, or was killed at its bound) ends the run as `error`, with the
 tail of its output; the boundaries decide the stop either way, as for every runner. The outcome is
 read only if it is a regular file (never through a link, never a FIFO or a device) of at most
@@ -63,6 +64,9 @@ from looplab.adapters.contract.errors import ChildFailed, ChildRaised
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
 from looplab.adapters.contract.result import Finished, NativeEnd
 from looplab.adapters.session import Runner, RunSession
+
+#: The most counters an outcome's `counters` may give, and the longest name of one: more is not kept.
+COUNTERS_MAX, COUNTER_NAME_MAX = 16, 120
 
 
 class ChildRunner(Runner):
@@ -124,6 +128,7 @@ class ChildRunner(Runner):
             tail = " | ".join(output[-3:]) or "no output"
             why = unreadable or ChildFailed(f"the runner process exited {code} without an outcome: {tail}")
             return session.conclude(None, why)
+        session.report_counters(_counters(data.get("counters")))
         if data.get("ended") == "raised":
             name = str(data.get("exception") or "Error")
             if session.stop is not None:  # what it raised was the proxy's refusal: say so, as in-process, and how
@@ -166,6 +171,15 @@ def _read(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ChildFailed(f"{name} holds a JSON {_JSON_TYPES.get(type(data), 'value')}, not an object")
     return data
+
+
+def _counters(raw: object) -> dict[str, int | None]:
+    """The outcome's `counters`, as far as it is an object of whole numbers by name: a name longer than
+    `COUNTER_NAME_MAX`, a value that is not a whole number and a counter past the first `COUNTERS_MAX` are left out."""
+    if not isinstance(raw, dict):
+        return {}
+    named = [(k, v) for k, v in raw.items() if isinstance(k, str) and len(k) <= COUNTER_NAME_MAX and isinstance(v, int)]
+    return dict(named[:COUNTERS_MAX])
 
 
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, FunctionTool, Runner
+from agents.exceptions import AgentsException
 from agents.result import RunResultBase
 from agents.tool_context import ToolContext
 
@@ -57,15 +58,36 @@ def guarded_tools(guard: ToolBoundary) -> list[FunctionTool]:
     return [function_tool(t, body(t.name)) for t in guard.tools]
 
 
-async def run_agent(agent: Agent[Any], task: str, *, stream: bool, **options: Any) -> RunResultBase:
+async def run_agent(
+    agent: Agent[Any], task: str, *, stream: bool, counters: Callable[[dict[str, int | None]], None], **options: Any
+) -> RunResultBase:
     """One run of `agent` on `task`: `Runner.run`, or with `stream` `Runner.run_streamed`, whose events are read to
-    their end (its errors, `MaxTurnsExceeded` among them, are raised from `stream_events`)."""
-    if not stream:
-        return await Runner.run(agent, task, **options)
-    streamed = Runner.run_streamed(agent, task, **options)
-    async for _ in streamed.stream_events():
-        pass
-    return streamed
+    their end (its errors, `MaxTurnsExceeded` among them, are raised from `stream_events`).
+
+    Either way `counters` is handed the SDK's own counts as the run left them: the requests in its usage (on the
+    result, or on an exception's `run_data`) and, streamed, the result's `current_turn`.
+    """
+    held: Any = None  # what carries the run's context: its result, or a failed whole run's `run_data`
+    streamed = None
+    try:
+        if stream:
+            held = streamed = Runner.run_streamed(agent, task, **options)
+            async for _ in streamed.stream_events():
+                pass
+            return streamed
+        held = await Runner.run(agent, task, **options)
+        return held
+    except AgentsException as exc:
+        held = held if held is not None else exc.run_data
+        raise
+    finally:
+        wrapper = getattr(held, "context_wrapper", None)
+        counters(
+            {
+                "context_wrapper.usage.requests": wrapper.usage.requests if wrapper is not None else None,
+                "RunResultStreaming.current_turn": streamed.current_turn if streamed is not None else None,
+            }
+        )
 
 
 def offered(

@@ -170,6 +170,8 @@ class ClaudeAgentSdk(Runner):
             finally:
                 for line in errors:
                     logging.getLogger(f"{self.name} stderr").warning(line.rstrip())
+        if result is not None:
+            session.report_counters({"ResultMessage.num_turns": result.num_turns})
         if result is None:
             return session.conclude(None, TimeoutError("the Claude Code CLI did not end by the run's deadline"))
         if result.subtype == "success" and not result.is_error:

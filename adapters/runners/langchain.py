@@ -102,7 +102,12 @@ class LangChainAgent(Runner):
 
         agent = build(session.system_prompt, session.delegate, session.cap)
         with no_tracing():
-            state = agent.invoke({"messages": [HumanMessage(task)]}, config)
+            try:
+                state = agent.invoke({"messages": [HumanMessage(task)]}, config)
+            except ModelCallLimitExceededError as exc:  # the middleware's counts are on its exception only
+                counts = {"run_count": exc.run_count, "thread_count": exc.thread_count}
+                session.report_counters({f"ModelCallLimitExceededError.{k}": v for k, v in counts.items()})
+                raise
         last = state["messages"][-1]
         return conclude(session, last, last.text)
 

@@ -109,7 +109,9 @@ class OpenAIAgents(ViaLiteLLM, LooplabRunner):
             agent = Agent(name="looplab", instructions=session.system_prompt, model=model, tools=tools, **settings)
             # Per run, so nothing global changes: no trace export (there is no network, and no key).
             run_config = RunConfig(tracing_disabled=True)
-            result = await run_agent(agent, task, stream=stream, run_config=run_config, **cap)
+            result = await run_agent(
+                agent, task, stream=stream, counters=session.report_counters, run_config=run_config, **cap
+            )
             return session.conclude(str(result.final_output) if result.final_output is not None else None)
 
     def bare_loop(self) -> BareRun:

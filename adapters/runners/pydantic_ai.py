@@ -11,7 +11,7 @@ comes from the boundaries, as for every runner.
 
 from __future__ import annotations
 
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RunUsage, UsageLimits
 
 from looplab.adapters.contract.bare import BareRun
 from looplab.adapters.contract.limits import Limits
@@ -79,7 +79,11 @@ class PydanticAI(Runner):
         # with limits of its own (`Agent.run(usage_limits=)` per run), the delegates' (`session.child_cap`).
         tools = offered(model, tools, session.delegate, session, run_options(session, limits(session.child_cap)))
         parent = agent(model, session.system_prompt, tools, session)
-        result = session.run_async(parent.run(task, **run_options(session, limits(session.cap))))
+        usage = RunUsage()  # handed in, so that what it counted is read when the run raises too
+        try:
+            result = session.run_async(parent.run(task, usage=usage, **run_options(session, limits(session.cap))))
+        finally:
+            session.report_counters({"RunUsage.requests": usage.requests})
         return session.conclude(result.output)
 
     def bare_loop(self) -> BareRun:

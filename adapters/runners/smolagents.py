@@ -91,7 +91,10 @@ class Smolagents(ViaLiteLLM, Runner):
             team = _team(session.tools, model, session.delegate, stream | below)
             agent = guarded_agent(session.tools, model, session.system_prompt, **team, **stream, **cap)
             # The output alone: a full result serializes the whole memory, every step, after the run.
-            output = agent.run(task)
+            try:
+                output = agent.run(task)
+            finally:
+                session.report_counters({"agent.step_number": agent.step_number})
         last = agent.memory.steps[-1]
         if isinstance(getattr(last, "error", None), AgentMaxStepsError) and last.token_usage is None:
             # The wrap-up call failed (the proxy's 403 when the gate refused it): smolagents returned the error as text.

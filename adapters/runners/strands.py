@@ -120,6 +120,7 @@ class Strands(Runner):
         )
         # No OpenTelemetry export: Strands only uses the global tracer provider, a no-op unless the process sets one.
         result = session.run_async(agent.invoke_async(task, limits=limits))
+        session.report_counters({"AgentResult.metrics.cycle_count": result.metrics.cycle_count})
         # The reply's text blocks (`str(result)` ends each with a newline).
         text = "".join(block["text"] for block in result.message.get("content", []) if "text" in block)
         return session.conclude(text if result.stop_reason == "end_turn" else None)

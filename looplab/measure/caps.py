@@ -281,15 +281,58 @@ def _row(row: Row, first: object = None) -> str:
     return f"| {head} | {row.model_calls} | {row.tool_calls} | {last} | {ending_text(row.ending)} |"
 
 
-def _streamed_markdown(report: StreamedCap | None) -> list[str]:
-    """A runner section's part on streamed replies at the cap, beside whole ones."""
+#: A streamed result's turn counter, in the TypeScript Agents SDK.
+_TS_TURN = "StreamedRunResult.currentTurn"
+#: The issues users report that a streamed measurement reproduces: the runner, the issue in words, and what the
+#: measurement must show for the doc to name it.
+STREAMED_REPORTED: tuple[tuple[str, str, Callable[[StreamedCap], bool]], ...] = (
+    (
+        "ts_openai_agents",
+        "openai-agents-js #1480: the streamed result's turn counter reads 0",
+        lambda s: s.streamed.ending.counters.get(_TS_TURN) == 0 < s.streamed.model_calls,
+    ),
+)
+
+
+def _streamed_markdown(report: StreamedCap | None, runner: str = "") -> list[str]:
+    """A runner section's part on streamed replies at the cap, beside whole ones; the issues users report that
+    `runner`'s measurement reproduces named where it shows them."""
     out = ["", "### Streamed at the cap", ""]
     if report is None:
         return [*out, "Not measured: it takes one of whole or streamed replies only."]
-    verdict = "the same either way" if report.same else "not the same: streaming changes how it stops"
+    if report.same:
+        verdict = "the same either way"
+    elif report.ends_alike:
+        verdict = "the same ending, but its own counters read differently"
+    else:
+        verdict = "not the same: streaming changes how it stops"
     out += [f"`{cell(report.knob)}` = {report.value}, with whole replies and with streamed ones: {verdict}.", ""]
-    out += [f"| replies | {ROW_HEADER}", ROW_RULE]
-    return [*out, _row(report.whole, "whole"), _row(report.streamed, "streamed")]
+    out += [f"| replies | {ROW_HEADER} its own counters at the end |", ROW_RULE + "---|"]
+    out += [f"{_row(row, mode)} {_counters(row.ending.counters)} |" for mode, row in _modes(report)]
+    cited = [f"- reproduces {issue}" for name, issue, shows in STREAMED_REPORTED if name == runner and shows(report)]
+    return [*out, *_counters_beside(report), *(["", *cited] if cited else [])]
+
+
+def _modes(report: StreamedCap) -> list[tuple[Literal["whole", "streamed"], Row]]:
+    return [("whole", report.whole), ("streamed", report.streamed)]
+
+
+def _counters(counters: Mapping[str, int]) -> str:
+    """The framework's own counters in a cell: each where a user reads it, and its value."""
+    return ", ".join(f"`{cell(where)}` {n}" for where, n in counters.items()) or "none read"
+
+
+def _counters_beside(report: StreamedCap) -> list[str]:
+    """Lines under the streamed table on the framework's counters that one mode has and the other lacks, or that
+    read differently: what a user of the other mode would not see."""
+    lines = []
+    for mode, row in _modes(report):
+        if only := report.counters_only(mode):
+            read = ", ".join(f"`{cell(k)}` = {n}" for k, n in only.items())
+            lines.append(f"Read only {mode}: {read}, after {row.model_calls} model calls.")
+    for where, (whole, streamed) in report.counters_differ.items():
+        lines.append(f"Read differently: `{cell(where)}` is {whole} whole and {streamed} streamed.")
+    return ["", *lines] if lines else []
 
 
 def _last_tools(rows: list[Row]) -> str:
@@ -370,7 +413,7 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
             out += [f"- partial history at the cap: {native}"]
             out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]
             out += [f"| value | {ROW_HEADER}", ROW_RULE, *map(_row, k.rows)]
-        out += _streamed_markdown(r.streamed)
+        out += _streamed_markdown(r.streamed, r.runner)
         out += caps_budgets.markdown(r.delegation, r.token_budget, r.runner)
         out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"

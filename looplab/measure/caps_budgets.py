@@ -70,7 +70,9 @@ def delegation(run: ProbeRun, adapter: Runner) -> DelegationReport | None:
                 for v in values]  # fmt: skip
 
     rows = rows_of(DELEGATING_PROBE, DELEGATION_VALUES, child)
-    report = DelegationReport(how=adapter.delegation, knob=knob, counts=_whose(rows), rows=rows)
+    report = DelegationReport(
+        how=adapter.delegation, knob=knob, counts=_whose(rows), rows=rows, counters_hold=counters_hold(rows)
+    )
     if "parallel" not in adapter.delegation_gaps:
         report.parallel = rows_of(PARALLEL_PROBE, SHAPE_VALUES, child)
         report.parallel_counts = _past_the_value(report.parallel, "two children asked in one reply")
@@ -102,7 +104,7 @@ def _delegation_row(result: RunResult, value: int | None, child: Delegate) -> De
         model_calls=calls,
         parent_calls=agents.count(MAIN_AGENT),
         child_calls=len(child_calls),
-        ending=Ending(how="the parent answered")
+        ending=Ending(how="the parent answered", counters=result.native_end.counters if result.native_end else {})
         if answered
         else Ending.of(result.native_end, result.totals.model_calls),
         parent_saw=_short(answer.removeprefix(PARENT_SAW.rstrip())) if answered else None,
@@ -181,6 +183,27 @@ def _whose(rows: list[DelegationRow]) -> str:
     if all(r.parent_calls <= v + 1 for r, v in capped):
         return "the parent's model calls only: the child's are not counted against it"
     return "neither agent's alone: " + ", ".join(f"{v} -> {r.parent_calls} + {r.child_calls}" for r, v in capped)
+
+
+def counters_hold(rows: list[DelegationRow]) -> str | None:
+    """Which model calls each of the framework's own counters held when the run ended, read against the calls the
+    recorder saw each agent make: both agents' together, the parent's only, or the child's only, the same at every
+    value set; else what it read beside them. None where the runner reads no counter that every capped row has (the
+    unset row ends at looplab's safety stop, where a framework may report nothing)."""
+    rows = [r for r in rows if r.value is not None]
+    named = set.intersection(*(set(r.ending.counters) for r in rows)) if rows else set()
+    holds: list[tuple[str, Callable[[DelegationRow], int]]] = [
+        ("both agents' model calls, together", lambda r: r.model_calls),
+        ("the parent's model calls only", lambda r: r.parent_calls),
+        ("the child's model calls only", lambda r: r.child_calls),
+    ]
+    said = []
+    for where in sorted(named):
+        read = [(r.ending.counters[where], r) for r in rows]
+        held = next((what for what, calls in holds if all(n == calls(r) for n, r in read)), None)
+        beside = ", ".join(f"{n} (parent {r.parent_calls} + child {r.child_calls} calls)" for n, r in read)
+        said.append(f"`{where}` held {held}" if held else f"`{where}` read {beside}")
+    return "; ".join(said) or None
 
 
 def token_budget(run: ProbeRun, adapter: Runner, default: KnobDefault | None) -> TokenReport | None:
@@ -297,6 +320,7 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None, run
             f"`{cell(delegated.knob)}` at each value (unset: the framework's own defaults):",
             "",
             f"- counts: {delegated.counts}",
+            *([f"- its own counters at the end: {delegated.counters_hold}"] if delegated.counters_hold else []),
             "",
             *_delegation_table(delegated.rows),
         ]

@@ -50,6 +50,9 @@ def shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+#: The key under which an ending keeps the framework's own counters (`Ending.counters`).
+COUNTERS = "counters"
+
 #: How many calls two children running at once may make more or fewer from one run to the next: a request of each
 #: out at the same time, past a counter only one of them has checked (Pydantic AI's shared `request_limit` at 5 was
 #: measured passed by one in one run and not in the next). That is the machine's timing, not the release's.
@@ -70,6 +73,8 @@ def changes(before: RunnerReport, after: RunnerReport, *, ignore: Iterable[str] 
         found.append(Change(before.runner, None, None, section, was, now))
         old_doc.pop(section), new_doc.pop(section)
     old, new = _leaves(old_doc), _leaves(new_doc)
+    if not any(COUNTERS in path for path in old):  # measured before the framework's own counters were read
+        new = {path: v for path, v in new.items() if COUNTERS not in path}
     for path in sorted(old.keys() | new.keys(), key=lambda p: [str(x) for x in p]):
         was, now = old.get(path, MISSING), new.get(path, MISSING)
         if was == now:
@@ -92,6 +97,8 @@ def _as_measured_then(before: RunnerReport, after: RunnerReport) -> RunnerReport
         left_out |= {"nested": [], "nested_counts": None}
     if kept.child_default is None:
         left_out |= {"child_default": None, "child_default_counts": None}
+    if kept.counters_hold is None:
+        left_out |= {"counters_hold": None}
     return after.model_copy(update={"delegation": now.model_copy(update=left_out)}) if left_out else after
 
 

@@ -63,9 +63,17 @@ class Ending(BaseModel):
     exception: str | None = None
     message: str | None = None
     history: str | None = None
+    #: The framework's own counters as it left them, by where a user reads each (empty: it reports none looplab
+    #: reads, or the doc predates them).
+    counters: dict[str, int] = {}
 
     @classmethod
     def of(cls, end: NativeEnd | None, model_calls: int) -> Ending:
+        ending = cls._how(end, model_calls)
+        return ending if end is None else ending.model_copy(update={"counters": dict(end.counters)})
+
+    @classmethod
+    def _how(cls, end: NativeEnd | None, model_calls: int) -> Ending:
         if end is None or (end.kind == "refused by the model boundary" and model_calls >= SAFETY_STOP):
             return cls(how=f"kept going: stopped by looplab's safety stop at {SAFETY_STOP} model calls")
         if end.kind == "refused by the model boundary":  # under looplab's mapping: one call past max_steps
@@ -127,6 +135,9 @@ class DelegationReport(BaseModel):
     #: Whose model calls the knob counts, read off the rows.
     counts: str
     rows: list[DelegationRow]
+    #: Which calls each of the framework's own counters held when the run ended, read off `rows` (None: it reports
+    #: none, or the doc predates them).
+    counters_hold: str | None = None
     #: The parent asks two children in one reply (`child_calls`: both children's together); empty where the
     #: framework cannot (its `delegation_gaps`) or the doc predates it.
     parallel: list[DelegationRow] = []
@@ -212,9 +223,27 @@ class StreamedCap(BaseModel):
 
     @property
     def same(self) -> bool:
-        """Whether streaming changed nothing measured: the calls made, the tools run and how the run ended (an
-        exception's message aside: it may quote a reply, whose form is the mode's)."""
-        leave_out = {"setting": True, "ending": {"message"}}
+        """Whether streaming changed nothing measured: the calls made, the tools run, how the run ended (an
+        exception's message aside: it may quote a reply, whose form is the mode's) and every counter the framework
+        reports either way."""
+        return self.ends_alike and not self.counters_differ
+
+    @property
+    def counters_differ(self) -> dict[str, tuple[int, int]]:
+        """The framework's counters that read differently streamed, whole value first: those it reports either way."""
+        whole, streamed = self.whole.ending.counters, self.streamed.ending.counters
+        return {k: (whole[k], streamed[k]) for k in whole.keys() & streamed.keys() if whole[k] != streamed[k]}
+
+    def counters_only(self, mode: Literal["whole", "streamed"]) -> dict[str, int]:
+        """The framework's counters that `mode`'s run reports and the other's does not (a streamed result's turn)."""
+        row, other = (self.whole, self.streamed) if mode == "whole" else (self.streamed, self.whole)
+        return {k: n for k, n in row.ending.counters.items() if k not in other.ending.counters}
+
+    @property
+    def ends_alike(self) -> bool:
+        """Whether the calls made, the tools run and how the run ended are the same either way, the framework's
+        counters aside."""
+        leave_out = {"setting": True, "ending": {"message", "counters"}}
         return self.whole.model_dump(exclude=leave_out) == self.streamed.model_dump(exclude=leave_out)
 
 

@@ -225,8 +225,13 @@ def _streamed_cap(report: RunnerReport | None) -> Cell:
     if report is None or report.streamed is None:
         return _not_measured()
     streamed, whole = report.streamed.streamed, report.streamed.whole
-    if report.streamed.same:
-        text = "the same as with whole replies"
+    if report.streamed.ends_alike:
+        # The same ending either way: what the framework's own counters say differently is what is left to tell.
+        differ = [f"{k} {a} whole, {b} streamed" for k, (a, b) in report.streamed.counters_differ.items()]
+        only = [f"{k} reads {n}" for k, n in report.streamed.counters_only("streamed").items()]
+        said = "; its counters differ: " + ", ".join(differ) if differ else ""
+        said += f"; streamed, {', '.join(only)} after {streamed.model_calls} model calls" if only else ""
+        text = "the same as with whole replies" + said
     elif _at_cap(streamed.ending) == _at_cap(whole.ending):
         text = f"{streamed.model_calls} model calls (whole: {whole.model_calls}), {_at_cap(streamed.ending)}"
     else:

@@ -351,3 +351,28 @@ print(code, *lines, sep="\\n")
     assert code == "0", (done.stdout, done.stderr)
     # without the key the same child reads it all: the test can tell the two apart
     assert lines == (["denied", "mem denied"] if with_key else ["read False", "mem open"])
+
+
+@given(
+    st.dictionaries(st.text(max_size=_child.COUNTER_NAME_MAX + 20), st.integers() | st.booleans() | st.text())
+    | st.lists(st.integers())
+    | st.none()
+)
+def test_an_outcomes_counters_keep_only_named_whole_numbers_within_bounds(raw: object) -> None:
+    kept = _child._counters(raw)
+    assert len(kept) <= _child.COUNTERS_MAX
+    assert all(len(k) <= _child.COUNTER_NAME_MAX and isinstance(v, int) for k, v in kept.items())
+    if isinstance(raw, dict):  # the first good ones, in the program's order
+        good = [k for k, v in raw.items() if len(k) <= _child.COUNTER_NAME_MAX and isinstance(v, int)]
+        assert list(kept) == good[: _child.COUNTERS_MAX]
+
+
+def test_the_counters_a_program_writes_reach_the_record_and_bad_ones_do_not(
+    monkeypatch: pytest.MonkeyPatch, model_server: ScriptedModelServer
+) -> None:
+    counters = {"steps.done": 2, "flag": True, "name": "x", "x" * (_child.COUNTER_NAME_MAX + 1): 1}
+    outcome = {"ended": "returned", "text": None, "counters": counters}
+    write = f"import json, os; json.dump({outcome!r}, open(os.environ['LOOPLAB_RESULT'], 'w'))"
+    monkeypatch.setenv(EXTERNAL_COMMAND_ENV, shlex.join(python(write)))
+    result = run_runner("external", model_server)
+    assert result.native_end is not None and result.native_end.counters == {"steps.done": 2}

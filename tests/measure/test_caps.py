@@ -254,3 +254,80 @@ def test_an_older_release_measured_in_its_own_environment_is_what_the_kept_data_
     kept = next(v for v in history.read(REPO / "history")["langgraph"] if v.version == "1.0.6")
     assert report.version == "1.0.6" and kept.caps is not None
     assert history.changes_between(kept, kept.model_copy(update={"caps": report})) == []
+
+
+def _streamed_at_the_cap(whole: dict[str, int], streamed: dict[str, int]) -> measurements.StreamedCap:
+    def row(counters: dict[str, int]) -> measurements.Row:
+        ending = measurements.Ending(how="raises", exception="x.MaxTurns", counters=counters)
+        return measurements.Row(value=3, model_calls=3, tool_calls=3, ending=ending)
+
+    return measurements.StreamedCap(knob="max_turns", value=3, whole=row(whole), streamed=row(streamed))
+
+
+def test_the_frameworks_counters_at_the_cap_are_compared_where_both_modes_read_them() -> None:
+    alike = _streamed_at_the_cap({"usage.requests": 3}, {"usage.requests": 3, "result.current_turn": 0})
+    assert alike.same and alike.counters_only("streamed") == {"result.current_turn": 0}
+    assert not alike.counters_only("whole")
+    section = "\n".join(caps._streamed_markdown(alike))
+    assert "the same either way" in section and "| `usage.requests` 3, `result.current_turn` 0 |" in section
+    assert "Read only streamed: `result.current_turn` = 0, after 3 model calls." in section
+    differ = _streamed_at_the_cap({"usage.requests": 3}, {"usage.requests": 0})
+    assert not differ.same and differ.ends_alike and differ.counters_differ == {"usage.requests": (3, 0)}
+    section = "\n".join(caps._streamed_markdown(differ))
+    assert "the same ending, but its own counters read differently" in section
+    assert "Read differently: `usage.requests` is 3 whole and 0 streamed." in section
+    none_read = "\n".join(caps._streamed_markdown(_streamed_at_the_cap({}, {})))
+    assert "| none read |" in none_read and "Read " not in none_read
+
+
+def test_a_changed_counter_is_drift_and_one_a_doc_never_read_is_not() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.streamed and r.streamed.streamed.ending.counters)
+    assert report.streamed is not None
+    where, n = next(iter(report.streamed.streamed.ending.counters.items()))
+    report.streamed.streamed.ending.counters[where] = n + 1
+    [change] = caps.drift(doc, COMMITTED).changes
+    assert (change.runner, change.field, change.committed, change.measured) == (
+        report.runner,
+        f"ending.counters.{where}",
+        n,
+        n + 1,
+    )
+    # Against a doc measured before the counters were read, a counter is no change.
+    before = json.dumps(_without_counters(json.loads(COMMITTED)))
+    assert not caps.drift(measurements.CapsDoc.model_validate_json(COMMITTED), before).changes
+
+
+def _without_counters(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_counters(v) for k, v in value.items() if k != "counters"}
+    return [_without_counters(v) for v in value] if isinstance(value, list) else value
+
+
+#: A framework's own count of its model requests, where its runner reads one, and where a streamed run reads more.
+REQUEST_COUNTERS = {
+    "openai_agents": "context_wrapper.usage.requests",
+    "pydantic_ai": "RunUsage.requests",
+    "langchain": "ModelCallLimitExceededError.run_count",
+    "strands": "AgentResult.metrics.cycle_count",
+}
+
+
+@pytest.mark.full  # a framework's runs, whole and streamed
+@pytest.mark.parametrize("runner", sorted(REQUEST_COUNTERS))
+def test_a_frameworks_own_request_count_at_the_cap_agrees_with_the_model_boundary(runner: str) -> None:
+    with ScriptedModelServer(NeverStops()) as server:
+        report = caps.Prober({"never-stops": server}).streamed(registry.load(runner))
+    assert report is not None
+    for row in (report.whole, report.streamed):
+        assert row.ending.counters[REQUEST_COUNTERS[runner]] == row.model_calls == caps.STREAMED_VALUE
+    if runner == "openai_agents":  # only a streamed result has a public turn counter
+        assert "RunResultStreaming.current_turn" in report.counters_only("streamed")
+
+
+def test_a_streamed_turn_counter_left_at_zero_names_the_issue_it_reproduces() -> None:
+    at_zero = _streamed_at_the_cap({}, {caps._TS_TURN: 0})
+    assert "- reproduces openai-agents-js #1480" in "\n".join(caps._streamed_markdown(at_zero, "ts_openai_agents"))
+    counted = _streamed_at_the_cap({}, {caps._TS_TURN: 3})
+    assert "reproduces" not in "\n".join(caps._streamed_markdown(counted, "ts_openai_agents"))
+    assert "reproduces" not in "\n".join(caps._streamed_markdown(at_zero, "openai_agents"))

@@ -107,6 +107,38 @@ def test_the_committed_statement_of_whose_calls_a_cap_counts_agrees_with_its_row
     rows = report.delegation.rows
     assert all(r.child_last_call is not None for r in rows if r.child_calls), "measured before child_last_call"
     assert caps_budgets._whose(rows) == report.delegation.counts
+    assert caps_budgets.counters_hold(rows) == report.delegation.counters_hold
+
+
+#: Each statement `counters_hold` makes of a counter, and the calls of a row it says the counter held.
+HELD = {
+    "both agents' model calls, together": lambda r: r.model_calls,
+    "the parent's model calls only": lambda r: r.parent_calls,
+    "the child's model calls only": lambda r: r.child_calls,
+}
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 3), st.integers(0, 12)), min_size=1, max_size=4),
+    st.sampled_from([*HELD, "something else"]),
+    st.data(),
+)
+def test_which_calls_a_frameworks_counter_held_is_read_against_every_row(
+    calls: list[tuple[int, int]], held: str, data: st.DataObject
+) -> None:
+    rows = [_row(3 + n, parent, child) for n, (parent, child) in enumerate(calls)]
+    for r in rows:
+        n = HELD[held](r) if held in HELD else data.draw(st.integers(0, 60))
+        r.ending = Ending(how="x", counters={"run.requests": n})
+    said = caps_budgets.counters_hold(rows)
+    assert said is not None and said.startswith("`run.requests` ")
+    stated = said.removeprefix("`run.requests` held ")
+    if stated in HELD:  # the statement holds at every row, whichever of the true ones it makes
+        assert all(r.ending.counters["run.requests"] == HELD[stated](r) for r in rows)
+    else:  # no statement holds: it says what the counter read beside each row's calls
+        assert held not in HELD and all(f"{r.ending.counters['run.requests']} (parent" in said for r in rows)
+    rows[0].ending.counters = {}
+    assert caps_budgets.counters_hold(rows) is None  # a counter not every row has says nothing
 
 
 def test_when_a_token_budget_stops_is_read_off_the_rows() -> None:

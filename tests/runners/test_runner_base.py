@@ -7,15 +7,18 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from looplab.adapters import registry
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.model import ModelSpec, ToolTransport
 from looplab.adapters.contract.result import Finished, NativeCap
+from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import Runner, RunSession
-from looplab.shared_tools import Guard
-from tests.conftest import SYSTEM_PROMPT
+from looplab.shared_tools import Guard, Workspace
+from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT
 
 INSTALLED = [name for name, info in registry.RUNNERS.items() if info.installed()]
 #: How long the fake runner's set-up takes: longer than its run's whole `max_seconds`.
@@ -58,3 +61,19 @@ def test_a_refused_run_is_not_set_up(guard: Guard) -> None:
     with pytest.raises(LooplabError, match="speaks only openai"):
         SlowToPrepare().run("task", guard, Limits(), ModelSpec("anthropic", "m"), system_prompt=SYSTEM_PROMPT)
     assert time.monotonic() - began < PREPARE_S
+
+
+def test_a_frameworks_counters_keep_whole_numbers_and_a_later_reading_replaces_an_earlier() -> None:
+    spec = ModelSpec("openai", "scripted", base_url="http://127.0.0.1:9")
+    with Workspace(FIXTURE_REPO) as ws:
+        session = RunSession(Guard(ws), Limits(), spec, Probe(knob="test", value=None))
+
+        @given(st.dictionaries(st.text(max_size=20), st.none() | st.booleans() | st.integers(), max_size=5), st.data())
+        def check(first: dict[str, int | bool | None], data: st.DataObject) -> None:
+            later = data.draw(st.dictionaries(st.sampled_from([*first, "other"]), st.integers(), max_size=3))
+            session.counters = {}
+            session.report_counters(first)
+            session.report_counters(later)
+            assert session.counters == {k: v for k, v in first.items() if type(v) is int} | later
+
+        check()

@@ -172,6 +172,12 @@ def test_max_steps_n_is_n_model_calls_and_the_framework_stops_itself(runner: str
     end = result.native_end
     assert end is not None and (end.kind, end.exception, end.history) == AT_THE_CAP[runner]
     assert result.totals.failed_model_calls == 0
+    # where the program reads the framework's count of its requests, it agrees with the model boundary's
+    assert runner not in REQUEST_COUNTERS or end.counters[REQUEST_COUNTERS[runner]] == n
+
+
+#: A framework's own count of its model requests, where its program reads one.
+REQUEST_COUNTERS = {"ts_openai_agents": "state.usage.requests", "ts_ai_sdk": "result.steps.length"}
 
 
 # An answer on call k with max_steps=k, and every case: tests/testing/test_conformance.py and

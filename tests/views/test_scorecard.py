@@ -112,6 +112,23 @@ def test_the_streamed_cell_says_what_streaming_changed_at_the_cap() -> None:
     assert _cap_cell(doc, report.runner, "streamed_cap") == scorecard.NOT_MEASURED
 
 
+@pytest.mark.skipif(COMMITTED_CAPS is None, reason="docs/iteration-caps.json is not in this checkout")
+def test_the_streamed_cell_names_the_frameworks_counters_that_streaming_reads_otherwise() -> None:
+    doc = COMMITTED_CAPS.model_copy(deep=True)
+    report = next(r for r in doc.runners if r.streamed)
+    assert report.streamed is not None
+    whole = report.streamed.whole.model_copy(deep=True, update={"setting": None})
+    whole.ending.counters = {"usage.requests": whole.model_calls}
+    streamed = whole.model_copy(deep=True)
+    streamed.ending.counters |= {"result.current_turn": 0}
+    report.streamed.whole, report.streamed.streamed = whole, streamed
+    said = f"streamed, result.current_turn reads 0 after {whole.model_calls} model calls"
+    assert _cap_cell(doc, report.runner, "streamed_cap") == f"the same as with whole replies; {said}"
+    streamed.ending.counters["usage.requests"] = 0
+    cell = _cap_cell(doc, report.runner, "streamed_cap")
+    assert cell.startswith(f"the same as with whole replies; its counters differ: usage.requests {whole.model_calls}")
+
+
 def _cap_cell(doc: measurements.CapsDoc, runner: str, key: str = "default_cap") -> str:
     return scorecard.build([runner], caps=doc).cards[0].cells[key].text
 

@@ -118,6 +118,7 @@ async function investigate({ contract: c, tools, signal, info }) {
   });
   info.finish_reason = result.finishReason;
   info.steps = result.steps.length;
+  info.counters = { "result.steps.length": result.steps.length };
   return result.text;
 }
 

@@ -102,11 +102,13 @@ async function investigate({ contract: c, tools, signal, info }) {
     // Every agent below the run's counts its own turns, up to the child's value (null: the SDK's default).
     tools: [...runTools, ...offered(c.delegate, model, runTools, c.childCap, c.stream)],
   });
+  let streamed = null;
   try {
     const result = c.stream
-      ? await finished(await run(agent, c.task, { signal, ...cap, stream: true }), signal)
+      ? await finished((streamed = await run(agent, c.task, { signal, ...cap, stream: true })), signal)
       : await run(agent, c.task, { signal, ...cap });
     info.history_items = result.history.length;
+    info.counters = counters(result.state, streamed);
     return result.finalOutput == null ? null : String(result.finalOutput);
   } catch (error) {
     if (error instanceof MaxTurnsExceededError && error.state) {
@@ -114,8 +116,22 @@ async function investigate({ contract: c, tools, signal, info }) {
       info.history = "MaxTurnsExceededError.state";
       info.history_items = error.state.history.length;
     }
+    info.counters = counters(streamed?.state ?? error?.state, streamed);
     throw error;
   }
+}
+
+/**
+ * The SDK's own counts as the run left them, by where a user reads each: the requests in the run state's usage
+ * (the result's, or the error's) and, streamed, the result's `currentTurn`.
+ */
+function counters(state, streamed) {
+  const out = {};
+  if (Number.isInteger(state?.usage?.requests)) out["state.usage.requests"] = state.usage.requests;
+  if (streamed !== null && Number.isInteger(streamed.currentTurn)) {
+    out["StreamedRunResult.currentTurn"] = streamed.currentTurn;
+  }
+  return out;
 }
 
 await runOnce(investigate, [
