@@ -81,6 +81,8 @@ class RunSession:
         #: The value a delegate's own knob is set to (None: the framework's default): the parent's, unless the probe
         #: leaves the agents below at their default (`Probe.child_default`).
         self.child_cap = None if probe.child_default else probe.value
+        #: The tool the runner marks as ending the run with its result, the framework's own way (None: none).
+        self.ending_tool = probe.ending_tool
         self.native_end: NativeEnd | None = None
         #: The framework's own counters where the run ended, as the runner read them (`report_counters`).
         self.counters: dict[str, int] = {}
@@ -315,6 +317,8 @@ class Runner(RunnerDeclaration):
         if delegate is not None and delegate.delegate is not None and (why := self.delegation_gaps.get("nested")):
             raise LooplabError(f"{self.name} cannot nest delegates here: {why}")
         probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)
+        if probe.ending_tool is not None and self.ending_tool is None:
+            raise LooplabError(f"{self.name} cannot end a run by a tool here: its declaration names no `ending_tool`")
         prepared = self.prepare(model, tools)
         session = RunSession(
             guard,

@@ -60,11 +60,14 @@ class Probe(BaseModel):
     """A native cap to set instead of the mapping from `max_steps` (`value=None`: leave it unset).
 
     `child_default`: set it on the run's agent only, and leave every agent it delegates to at the framework's own
-    default (how a team that caps its top agent and not the agents below it runs)."""
+    default (how a team that caps its top agent and not the agents below it runs). `ending_tool`: the name of one of
+    the run's tools for the runner to mark as ending the run with its result, the framework's own way
+    (`RunnerDeclaration.ending_tool`: LangChain's `return_direct`)."""
 
     knob: str
     value: int | None
     child_default: bool = False
+    ending_tool: str | None = None
 
 
 @functools.cache
@@ -107,6 +110,9 @@ class RunnerDeclaration(ABC):
     #: Its framework's own run-wide token budget, as a knob `looplab caps` measures (`Probe(knob=token_knob,
     #: value=tokens)`) and `knob_defaults` names the default of; None: it has none. `max_tokens` is looplab's gate.
     token_knob: str | None = None
+    #: How its framework marks a tool whose result ends the run as its answer (`StructuredTool(return_direct=True)`),
+    #: which `looplab caps` measures at the cap's last call (`Probe.ending_tool`); None: it has no such mark.
+    ending_tool: str | None = None
     #: Whether its loop runs in another process (it reaches the tools over MCP whatever `run` is told).
     out_of_process: bool = False
     #: Programs it runs, which pip cannot install (e.g. `node`): looked up on PATH.

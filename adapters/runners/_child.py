@@ -18,6 +18,7 @@ gated and checked like any in-process runner's. It gets, in its environment and 
 | `LOOPLAB_TOOLS_URL` | the run's tools, as an MCP streamable HTTP endpoint |
 | `LOOPLAB_CAP_KNOB`, `LOOPLAB_CAP` | the native cap to set and its value (empty: leave the framework's default) |
 | `LOOPLAB_CHILD_CAP` | that knob's value for every agent the run's agent delegates to (empty: their default) |
+| `LOOPLAB_ENDING_TOOL` | a tool to mark as ending the run with its result (`Probe.ending_tool`; empty: none) |
 | `LOOPLAB_MAX_SECONDS` | the run's wall-clock budget: at its end the program gets SIGTERM, and SIGKILL 0.3 s later |
 | `LOOPLAB_RETRIES` | retries of a failed model request the program's SDK should make (looplab's `--retries`) |
 | `LOOPLAB_STREAM` | `1`: ask the model for streamed replies, `0`: whole ones (`--stream`, else the runner's default) |
@@ -107,6 +108,7 @@ class ChildRunner(Runner):
                     cap_knob=session.knob,
                     cap="" if session.cap is None else str(session.cap),
                     child_cap="" if session.child_cap is None else str(session.child_cap),
+                    ending_tool=session.ending_tool or "",
                     max_seconds=f"{session.limits.max_seconds:g}",
                     retries=str(session.model.retries),
                     stream="1" if session.model.stream else "0",

@@ -121,10 +121,13 @@ class GuardTool(BaseTool):
         return record.result
 
 
-def guard_tools(guard: ToolBoundary) -> list[BaseTool]:
-    """The Guard's tools (`session.tools`) as LangChain tools with their own name, description and JSON schema."""
+def guard_tools(guard: ToolBoundary, ending: str | None = None) -> list[BaseTool]:
+    """The Guard's tools (`session.tools`) as LangChain tools with their own name, description and JSON schema;
+    the one named `ending` (if any) `return_direct`: its result ends the agent's run as its final message."""
     return [
-        GuardTool(name=t.name, description=t.description, args_schema=t.parameters, guard=guard) for t in guard.tools
+        GuardTool(name=t.name, description=t.description, args_schema=t.parameters, guard=guard, return_direct=ends)
+        for t in guard.tools
+        for ends in [t.name == ending]
     ]
 
 

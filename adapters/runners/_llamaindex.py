@@ -146,16 +146,20 @@ class _SchemaMetadata(ToolMetadata):
         return self.schema
 
 
-def _schema_tool(tool: Tool | BareTool, fn: Callable[..., str]) -> FunctionTool:
+def _schema_tool(tool: Tool | BareTool, fn: Callable[..., str], *, ends_run: bool = False) -> FunctionTool:
     """A LlamaIndex tool with exactly `tool`'s name, description and JSON schema, running `fn` on a thread, so
-    that one reply's calls (concurrent workflow steps) really overlap."""
-    metadata = _SchemaMetadata(description=tool.description, name=tool.name, schema=tool.parameters)
+    that one reply's calls (concurrent workflow steps) really overlap; `ends_run`: its result is the agent's
+    response (`return_direct`)."""
+    metadata = _SchemaMetadata(
+        description=tool.description, name=tool.name, schema=tool.parameters, return_direct=ends_run
+    )
     return FunctionTool(async_fn=partial(asyncio.to_thread, fn), metadata=metadata)
 
 
 def guarded_tools(session: RunSession) -> list[FunctionTool]:
     """The Guard's tools, each body the Guard (LlamaIndex puts no is_error flag on the wire: the text says it)."""
-    return [_schema_tool(t, partial(_guarded, session, t.name)) for t in session.tools.tools]
+    ending = session.ending_tool
+    return [_schema_tool(t, partial(_guarded, session, t.name), ends_run=t.name == ending) for t in session.tools.tools]
 
 
 def _guarded(session: RunSession, name: str, raw: Any = None, call_id: str | None = None) -> str:

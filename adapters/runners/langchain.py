@@ -64,6 +64,7 @@ class LangChainAgent(Runner):
     streams = (False, True)
     knobs = (MODEL_CALLS, MODEL_CALLS_END, TOOL_CALLS, RECURSION)
     delegation = "subagents as tools: a tool invoking a second create_agent (its own invoke, uncounted by the parent)"
+    ending_tool = "BaseTool(return_direct=True)"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`run_limit=max_steps` model calls; ends by raising `ModelCallLimitExceededError`."""
@@ -88,7 +89,7 @@ class LangChainAgent(Runner):
         _, config = _cap(session.knob, session.cap)
         # Every agent below the run's is capped at `session.child_cap` (None: create_agent's own defaults).
         _, child_config = _cap(session.knob, session.child_cap)
-        model, tools = chat_model(self, session), guard_tools(session.tools)
+        model, tools = chat_model(self, session), guard_tools(session.tools, session.ending_tool)
 
         def build(system_prompt: str, delegate: Delegate | None, cap: int | None, name: str | None = None) -> Any:
             """An agent with the run's model and tools and a cap middleware of its own (`cap`), offered `delegate` as

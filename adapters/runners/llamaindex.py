@@ -62,6 +62,7 @@ class LlamaIndexAgent(Runner):
     streams = (True, False)
     knobs = (MAPPED, KNOB, GENERATE)
     delegation = "a FunctionTool that runs another FunctionAgent: its own max_iterations, not counted by the parent's"
+    ending_tool = "ToolMetadata(return_direct=True)"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_iterations=max_steps + 1`: the agent raises on receiving its last allowed reply, unread."""

@@ -25,7 +25,15 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, RunConfig, Runner
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    RunConfig,
+    Runner,
+    StopAtTools,
+)
 from agents.exceptions import MaxTurnsExceeded
 
 from looplab.adapters.boundary.plain import plain_openai_client
@@ -63,6 +71,7 @@ class OpenAIAgents(ViaLiteLLM, LooplabRunner):
     streams = (False, True)
     delegation = "agents as tools (Agent.as_tool): a nested Runner.run, its turns not counted by the parent's max_turns"
     knobs = (KNOB, "Runner.run(max_turns=, error_handlers={'max_turns': ...})")
+    ending_tool = "Agent(tool_use_behavior=StopAtTools(stop_at_tool_names=[...]))"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`max_turns` counts model calls (measured): turn N+1 raises `MaxTurnsExceeded` before calling."""
@@ -106,7 +115,16 @@ class OpenAIAgents(ViaLiteLLM, LooplabRunner):
                 model=model,
                 **settings,
             )
-            agent = Agent(name="looplab", instructions=session.system_prompt, model=model, tools=tools, **settings)
+            # The tool (if any) whose result ends the run as its final output.
+            ending = {"tool_use_behavior": StopAtTools(stop_at_tool_names=[session.ending_tool])}
+            agent = Agent(
+                name="looplab",
+                instructions=session.system_prompt,
+                model=model,
+                tools=tools,
+                **settings,
+                **(ending if session.ending_tool else {}),
+            )
             # Per run, so nothing global changes: no trace export (there is no network, and no key).
             run_config = RunConfig(tracing_disabled=True)
             result = await run_agent(

@@ -72,6 +72,7 @@ class TsOpenAIAgents(NodeRunner):
     knobs = (MAX_TURNS, "run(agent, task, { maxTurns, errorHandlers: { maxTurns } })")
     streams = (False, True)
     delegation = "agents as tools (agent.asTool): a nested Runner.run, its turns not counted by the parent's maxTurns"
+    ending_tool = "new Agent({ toolUseBehavior: { stopAtToolNames: [...] } })"
 
     def native_cap(self, limits: Limits) -> NativeCap:
         """`maxTurns: N`: N turns, each one model call; turn N+1 throws `MaxTurnsExceededError` before calling."""

@@ -21,7 +21,8 @@ def _add_serve_model(sub: argparse._SubParsersAction) -> None:
         "--policy",
         default="investigator",
         metavar="P",
-        help="investigator (default), never-stops, answers-on:K or delegates-to-never-stops[:K] (probes for caps)",
+        help="investigator (default), never-stops, answers-on:K, ends-by-tool-on:K or delegates-to-never-stops[:K] "
+        "(probes for caps)",
     )
     cases_option(serve)
 

@@ -37,6 +37,7 @@ from looplab.records.measurements import (
     SAFETY_STOP,
     CapsDoc,
     Ending,
+    EndingByTool,
     KnobReport,
     Row,
     RunnerReport,
@@ -46,9 +47,16 @@ from looplab.records.measurements import (
 )
 from looplab.run.harness import Endpoint, ModelChoice
 from looplab.scenarios.cases import load_cases
-from looplab.scenarios.scripted.probes import AnswersOnCall, DelegatesToOneThatNeverStops, NeverStops
+from looplab.scenarios.scripted.probes import (
+    REPORT,
+    REPORTED,
+    AnswersOnCall,
+    DelegatesToOneThatNeverStops,
+    EndsByToolOnCall,
+    NeverStops,
+)
 from looplab.scenarios.scripted.server import ScriptedModelServer
-from looplab.shared_tools import Guard, Workspace
+from looplab.shared_tools import Guard, Workspace, default_tools
 from looplab.views.markdown import cell, ending_text
 
 __all__ = ["diff", "drift", "for_terminal", "measure", "merged", "to_json", "to_markdown"]
@@ -56,6 +64,8 @@ __all__ = ["diff", "drift", "for_terminal", "measure", "merged", "to_json", "to_
 UNIT_VALUES = (1, 2, 3, 5)
 ANSWER_ON = 3  # the off-by-one probe answers on this model call
 MAX_SEARCH = 8 * ANSWER_ON  # the largest knob value tried for it
+#: The probe policy whose call `ANSWER_ON` asks for the tool that ends the run.
+ENDS_BY_TOOL = "ends-by-tool-on-3"
 #: The value a runner's first knob is run at with whole replies and with streamed ones.
 STREAMED_VALUE = 3
 DOCS = Path("docs")
@@ -88,8 +98,11 @@ class Prober:
         server = self.servers[policy]
         urls = server.base_urls
         spec = Endpoint(ModelChoice(api=self.api, stream=stream), urls).spec_for(adapter)
+        # A probe that asks for the tool ending the run offers it beside the shared ones (else the tools stay as
+        # every other probe's, whose requests, and so tokens, they shape).
+        tools = [*default_tools(), REPORT] if probe is not None and probe.ending_tool else default_tools()
         with Workspace(self.repo) as ws:
-            guard = Guard(ws, max_repeats=SAFETY_STOP + 1)
+            guard = Guard(ws, tools=tools, max_repeats=SAFETY_STOP + 1)
             limits = Limits(max_steps=max_steps, max_seconds=120)
             return adapter.run(
                 self.task, guard, limits, spec, probe, system_prompt=self.system_prompt, delegate=delegate
@@ -99,14 +112,7 @@ class Prober:
         self, adapter: Runner, probe: Probe | None, max_steps: int = SAFETY_STOP, stream: bool | None = None
     ) -> Row:
         result = self.run(adapter, "never-stops", probe, max_steps, stream=stream)
-        return Row(
-            value=probe.value if probe else max_steps,
-            setting=None if probe else result.native_cap.knob,
-            model_calls=result.totals.model_calls,
-            tool_calls=result.totals.tool_calls,
-            ending=Ending.of(result.native_end, result.totals.model_calls),
-            last_call_tools=_last_call_tools(result),
-        )
+        return _row_of(result, probe.value if probe else max_steps, None if probe else result.native_cap.knob)
 
     def smallest_to_finish(self, adapter: Runner, knob: str) -> int | None:
         for value in range(1, MAX_SEARCH + 1):
@@ -114,6 +120,24 @@ class Prober:
             if result.answer == f"answered on model call {ANSWER_ON}":
                 return value
         return None
+
+    def ending_by_tool(self, adapter: Runner, knob: str) -> EndingByTool | None:
+        """The smallest value of `knob` at which a run whose call `ANSWER_ON` asks for the tool the runner marks as
+        ending the run gets that tool's result back as its answer, and the run at one less; None for a runner
+        that marks no such tool."""
+        if adapter.ending_tool is None:
+            return None
+        runs = {}
+        for value in range(1, MAX_SEARCH + 1):
+            runs[value] = self.run(adapter, ENDS_BY_TOOL, Probe(knob=knob, value=value, ending_tool=REPORT.name))
+            if _ended_by_the_tool(runs[value]):
+                below = runs.get(value - 1)
+                return EndingByTool(
+                    mark=adapter.ending_tool,
+                    smallest_value=value,
+                    one_less=None if below is None else _row_of(below, value - 1),
+                )
+        return EndingByTool(mark=adapter.ending_tool, smallest_value=None)
 
     def knob(self, adapter: Runner, knob: str, default: Any) -> KnobReport:
         rows = [self.row(adapter, Probe(knob=knob, value=v)) for v in UNIT_VALUES]
@@ -125,6 +149,7 @@ class Prober:
             rows=rows,
             unset=self.row(adapter, Probe(knob=knob, value=None)),
             smallest_value_to_answer_on_call_3=self.smallest_to_finish(adapter, knob),
+            ending_by_tool=self.ending_by_tool(adapter, knob),
         )
 
     def streamed(self, adapter: Runner) -> StreamedCap | None:
@@ -165,6 +190,36 @@ class Prober:
             token_budget=caps_budgets.token_budget(self.run, adapter, defaults.get(adapter.token_knob or "")),
             streamed=self.streamed(adapter),
         )
+
+
+def _row_of(result: RunResult, value: int | None, setting: str | None = None) -> Row:
+    """A probe run as a row of the caps doc: its calls, how the framework ended it, and the last call's tools."""
+    return Row(
+        value=value,
+        setting=setting,
+        model_calls=result.totals.model_calls,
+        tool_calls=result.totals.tool_calls,
+        ending=_ending_of(result),
+        last_call_tools=_last_call_tools(result),
+    )
+
+
+def _ended_by_the_tool(result: RunResult) -> bool:
+    """Whether the framework ended the run with the ending tool's result as its answer, on the call that asked."""
+    end = result.native_end
+    text = (end.text or "") if end is not None and end.kind == "returned" else ""
+    return text.startswith(REPORTED) and result.totals.model_calls == ANSWER_ON
+
+
+#: How a run the ending tool ended is said (its result is the probe's, so the row does not quote it).
+ENDED_BY_THE_TOOL = "returns the ending tool's result as its answer"
+
+
+def _ending_of(result: RunResult) -> Ending:
+    ending = Ending.of(result.native_end, result.totals.model_calls)
+    if _ended_by_the_tool(result):
+        return Ending(how=ENDED_BY_THE_TOOL, counters=ending.counters)
+    return ending
 
 
 def _last_call_tools(result: RunResult) -> Literal["ran", "did not run", "none asked for"] | None:
@@ -221,6 +276,7 @@ def probe_servers(stack: ExitStack) -> dict[str, ScriptedModelServer]:
     policies = {
         "never-stops": NeverStops(),
         "answers-on-3": AnswersOnCall(ANSWER_ON),
+        ENDS_BY_TOOL: EndsByToolOnCall(ANSWER_ON),
         caps_budgets.DELEGATING_PROBE: DelegatesToOneThatNeverStops(),
         caps_budgets.PARALLEL_PROBE: DelegatesToOneThatNeverStops(2),
     }
@@ -335,6 +391,38 @@ def _counters_beside(report: StreamedCap) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def _ending_by_tool_lines(knob: KnobReport, runner: str) -> list[str]:
+    """A knob's lines on a run whose model call 3 asks for the tool that ends it, instead of answering."""
+    ending = knob.ending_by_tool
+    if ending is None:
+        return []
+    line = (
+        f"- smallest value that lets a run whose model call 3 asks for a tool ending the run (`{cell(ending.mark)}`) "
+        f"end with that tool's result: {ending.smallest_value if ending.smallest_value is not None else 'none'}"
+    )
+    below = ending.one_less
+    if below is not None:
+        lost = " (the tool ran; its result did not come back)" if _result_lost(below) else ""
+        line += (
+            f"; at {below.value}: {below.model_calls} model calls, the last call's tools: {below.last_call_tools}; "
+            f"it {ending_text(below.ending)}{lost}"
+        )
+    cited = [f"- reproduces {issue}" for name, at, issue in ENDING_REPORTED if (name, at) == (runner, knob.knob)]
+    return [line, *(cited if below is not None and _result_lost(below) else [])]
+
+
+def _result_lost(row: Row) -> bool:
+    """Whether the ending tool, asked for on the run's last call, ran without its result ending the run."""
+    return row.model_calls == ANSWER_ON and row.last_call_tools == "ran" and row.ending.how != ENDED_BY_THE_TOOL
+
+
+#: The issues users report that an ending-tool measurement reproduces where the tool ran and its result was lost:
+#: the runner, the knob and the issue in words.
+ENDING_REPORTED = (
+    ("langchain", "recursion_limit", "langgraph #8204: a return_direct tool at the last step ends without its result"),
+)
+
+
 def _last_tools(rows: list[Row]) -> str:
     """What the framework does natively with the tools of the call its cap lets be the last."""
     seen = {r.last_call_tools for r in rows if r.last_call_tools}
@@ -409,6 +497,7 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
             out += [f"- unset, a runaway made {k.unset.model_calls} model calls: {ending_text(k.unset.ending)}"]
             smallest = k.smallest_value_to_answer_on_call_3
             out += [f"- smallest value that lets a run answering on model call 3 finish: {smallest}"]
+            out += _ending_by_tool_lines(k, r.runner)
             native = history_of(k.rows[0].ending)
             out += [f"- partial history at the cap: {native}"]
             out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]

@@ -85,8 +85,13 @@ def changes(before: RunnerReport, after: RunnerReport, *, ignore: Iterable[str] 
 
 
 def _as_measured_then(before: RunnerReport, after: RunnerReport) -> RunnerReport:
-    """`after` without the delegation parts `before` has none of (measured by a looplab from before them: two
-    children at once, three levels, the child at its default), so a part one side never measured is no change."""
+    """`after` without the parts `before` has none of (measured by a looplab from before them: a knob's run ended by
+    a tool; under delegation two children at once, three levels, the child at its default), so a part one side
+    never measured is no change."""
+    unmeasured = {k.knob for k in before.knobs if k.ending_by_tool is None}
+    if any(k.knob in unmeasured and k.ending_by_tool is not None for k in after.knobs):
+        knobs = [k.model_copy(update={"ending_by_tool": None}) if k.knob in unmeasured else k for k in after.knobs]
+        after = after.model_copy(update={"knobs": knobs})
     now, kept = after.delegation, before.delegation
     if now is None or kept is None:
         return after

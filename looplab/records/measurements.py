@@ -16,6 +16,7 @@ __all__ = [
     "DelegationReport",
     "DelegationRow",
     "Ending",
+    "EndingByTool",
     "HarnessTax",
     "KnobReport",
     "MergeBench",
@@ -95,6 +96,17 @@ class Row(BaseModel):
     last_call_tools: Literal["ran", "did not run", "none asked for"] | None = None
 
 
+class EndingByTool(BaseModel):
+    """A run whose model call 3 asks for a tool the runner marks as ending the run with its result, the framework's
+    own way (`mark`): the smallest knob value at which its result comes back, and the run at one less."""
+
+    mark: str
+    #: None: no value up to the search's end let the tool's result come back.
+    smallest_value: int | None
+    #: The run at `smallest_value - 1` (None: the smallest was 1, or none was found): did the tool run, how it ended.
+    one_less: Row | None = None
+
+
 class KnobReport(BaseModel):
     knob: str
     default: int | None
@@ -103,6 +115,9 @@ class KnobReport(BaseModel):
     rows: list[Row]
     unset: Row
     smallest_value_to_answer_on_call_3: int | None
+    #: The same question when call 3 asks for a tool that ends the run instead of answering (None: the runner
+    #: marks no such tool, or the doc predates it).
+    ending_by_tool: EndingByTool | None = None
 
 
 class DelegationRow(BaseModel):

@@ -2,7 +2,8 @@
 
 `NeverStops` asks for a fresh tool call every turn (never the same one twice,
 so repetition detection stays out of the way); `AnswersOnCall(k)` does the
-same and answers on its k-th model call; `DelegatesToOneThatNeverStops` hands one
+same and answers on its k-th model call; `EndsByToolOnCall(k)` asks on its k-th for a tool the runner marks as
+ending the run; `DelegatesToOneThatNeverStops` hands one
 question (or several in one reply) to the agent its delegating tool starts, which
 never stops (or hands it on, in a nested tree), and answers with what came back.
 """
@@ -11,12 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from looplab.adapters.contract.agents import QUESTION, Delegate
 from looplab.scenarios.scripted.conversation import Conversation
 from looplab.scenarios.scripted.policy import Call, Decision
+from looplab.shared_tools import Tool, Workspace
 
-__all__ = ["AnswersOnCall", "DelegatesToOneThatNeverStops", "NeverStops", "PARENT_SAW", "policy_named"]
+__all__ = [
+    "AnswersOnCall",
+    "DelegatesToOneThatNeverStops",
+    "EndsByToolOnCall",
+    "NeverStops",
+    "PARENT_SAW",
+    "REPORT",
+    "REPORTED",
+    "policy_named",
+]
 
 #: How the delegating probe's parent begins its answer; what follows is what its delegating tool returned.
 PARENT_SAW = "the delegate returned: "
@@ -43,6 +57,37 @@ class AnswersOnCall:
         turn = conv.assistant_turns + 1
         if turn >= self.k:
             return Decision(answer=f"answered on model call {turn}")
+        return NeverStops()(conv)
+
+
+def report(ws: Workspace, text: Annotated[str, Field(description="What to report.")]) -> str:
+    """Report what was found; the report is the run's result."""
+    return f"{REPORTED}{text}"
+
+
+#: What the `report` tool's result begins with.
+REPORTED = "reported: "
+#: The tool a probe run's agent is offered besides the shared ones, for `EndsByToolOnCall` to ask for: its result
+#: is known whatever the repo holds, and nothing else calls it.
+REPORT = Tool.from_function(report)
+#: What `EndsByToolOnCall` answers when the framework called the model again after the ending tool.
+WENT_ON = "the run went on after the ending tool"
+
+
+@dataclass(frozen=True)
+class EndsByToolOnCall:
+    """Tool calls until model call `k`, which asks for `report` alone: a runner that marks `report` as ending the run
+    (`Probe.ending_tool`) ends it there with the tool's result; on a later call (the framework went on) it answers
+    `WENT_ON`."""
+
+    k: int
+
+    def __call__(self, conv: Conversation) -> Decision:
+        turn = conv.assistant_turns + 1
+        if turn > self.k:
+            return Decision(answer=WENT_ON)
+        if turn == self.k:
+            return Decision((Call(REPORT.name, {"text": f"asked on model call {turn}"}),))
         return NeverStops()(conv)
 
 
@@ -73,8 +118,8 @@ class DelegatesToOneThatNeverStops:
 
 
 def policy_named(spec: str) -> Callable[[Conversation], Decision]:
-    """A policy from its command-line spelling: `investigator`, `never-stops`, `answers-on:K` or
-    `delegates-to-never-stops[:K]` (K questions in one reply)."""
+    """A policy from its command-line spelling: `investigator`, `never-stops`, `answers-on:K`, `ends-by-tool-on:K`
+    or `delegates-to-never-stops[:K]` (K questions in one reply)."""
     from looplab.scenarios.scripted.policy import Investigator
 
     name, _, arg = spec.partition(":")
@@ -84,7 +129,9 @@ def policy_named(spec: str) -> Callable[[Conversation], Decision]:
         return NeverStops()
     if name == "answers-on" and arg.isdigit() and int(arg) >= 1:
         return AnswersOnCall(int(arg))
+    if name == "ends-by-tool-on" and arg.isdigit() and int(arg) >= 1:
+        return EndsByToolOnCall(int(arg))
     if name == "delegates-to-never-stops" and (not arg or (arg.isdigit() and int(arg) >= 1)):
         return DelegatesToOneThatNeverStops(int(arg or 1))
-    known = "investigator, never-stops, answers-on:K or delegates-to-never-stops[:K]"
+    known = "investigator, never-stops, answers-on:K, ends-by-tool-on:K or delegates-to-never-stops[:K]"
     raise ValueError(f"unknown policy {spec!r}; use {known}")

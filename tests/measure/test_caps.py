@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from looplab.adapters import registry
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.runner import Probe
 from looplab.cli import main
 from looplab.measure import caps
 from looplab.records import measurements
-from looplab.scenarios.scripted.probes import NeverStops
+from looplab.scenarios.scripted.conversation import ChatRequest, Conversation, from_chat
+from looplab.scenarios.scripted.probes import REPORT, REPORTED, WENT_ON, NeverStops, policy_named
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.paths import REPO
 
@@ -331,3 +337,88 @@ def test_a_streamed_turn_counter_left_at_zero_names_the_issue_it_reproduces() ->
     counted = _streamed_at_the_cap({}, {caps._TS_TURN: 3})
     assert "reproduces" not in "\n".join(caps._streamed_markdown(counted, "ts_openai_agents"))
     assert "reproduces" not in "\n".join(caps._streamed_markdown(at_zero, "openai_agents"))
+
+
+def _conversation_after(turns: int) -> Conversation:
+    """A chat request after `turns` replies of one tool call each, every result back."""
+    messages: list[dict] = [{"role": "user", "content": "Why does the test fail?"}]
+    for i in range(turns):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "search_code", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "x"},
+        ]
+    return from_chat(ChatRequest.model_validate({"model": "m", "messages": messages}))
+
+
+@given(st.integers(1, 8), st.integers(0, 10))
+def test_the_ending_probe_asks_for_the_report_tool_on_its_call_and_says_so_if_the_run_goes_on(
+    k: int, turns: int
+) -> None:
+    decision = policy_named(f"ends-by-tool-on:{k}")(_conversation_after(turns))
+    if turns + 1 < k:
+        assert [c.name for c in decision.calls] == ["search_code"]
+    elif turns + 1 == k:
+        [call] = decision.calls
+        assert call.name == REPORT.name and REPORT.fn(None, **call.args).startswith(REPORTED)
+    else:
+        assert decision.answer == WENT_ON and not decision.calls
+
+
+def test_a_runner_without_a_way_to_end_by_a_tool_refuses_the_probe_in_one_line() -> None:
+    adapter = registry.load("handrolled")
+    assert adapter.ending_tool is None
+    with ScriptedModelServer(NeverStops()) as server, pytest.raises(LooplabError) as refused:
+        caps.Prober({"never-stops": server}).run(adapter, "never-stops", Probe(knob="x", value=3, ending_tool="report"))
+    assert "cannot end a run by a tool here" in str(refused.value) and "\n" not in str(refused.value)
+    with ScriptedModelServer(NeverStops()) as server:
+        assert caps.Prober({"never-stops": server}).ending_by_tool(adapter, adapter.knobs[0]) is None
+
+
+def _knob_ending(smallest: int | None, below: measurements.Row | None) -> measurements.KnobReport:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    knob = next(k for r in doc.runners for k in r.knobs)
+    ending = measurements.EndingByTool(mark="Tool(ends=True)", smallest_value=smallest, one_less=below)
+    return knob.model_copy(update={"knob": "recursion_limit", "ending_by_tool": ending})
+
+
+def test_an_ending_tool_whose_result_is_lost_at_one_less_is_said_and_names_the_issue_it_reproduces() -> None:
+    raised = measurements.Ending(how="raises", exception="langgraph.errors.GraphRecursionError", message="limit")
+    lost = measurements.Row(value=6, model_calls=3, tool_calls=3, ending=raised, last_call_tools="ran")
+    [line, cited] = caps._ending_by_tool_lines(_knob_ending(7, lost), "langchain")
+    assert line.endswith("(the tool ran; its result did not come back)") and ": 7; at 6: 3 model calls" in line
+    assert cited.startswith("- reproduces langgraph #8204")
+    not_asked = lost.model_copy(update={"model_calls": 2, "last_call_tools": "ran"})  # the cap came before call 3
+    [line] = caps._ending_by_tool_lines(_knob_ending(3, not_asked), "langchain")
+    assert "did not come back" not in line
+    [line] = caps._ending_by_tool_lines(_knob_ending(None, None), "langchain")
+    assert line.endswith("end with that tool's result: none")
+    assert caps._ending_by_tool_lines(_knob_ending(3, None).model_copy(update={"ending_by_tool": None}), "x") == []
+
+
+def test_an_ending_tools_measurement_that_moved_is_drift_and_one_a_doc_never_made_is_not() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report, knob = next((r, k) for r in doc.runners for k in r.knobs if k.ending_by_tool)
+    assert knob.ending_by_tool is not None and knob.ending_by_tool.smallest_value is not None
+    knob.ending_by_tool.smallest_value += 1
+    [change] = caps.drift(doc, COMMITTED).changes
+    assert (change.runner, change.knob, change.field) == (report.runner, knob.knob, "ending_by_tool.smallest_value")
+    before = json.loads(COMMITTED)
+    for r in before["runners"]:  # as a doc measured before the ending tool was
+        for k in r["knobs"]:
+            k.pop("ending_by_tool", None)
+    assert not caps.drift(measurements.CapsDoc.model_validate_json(COMMITTED), json.dumps(before)).changes
+
+
+@pytest.mark.full  # a framework's runs
+def test_the_smallest_value_for_an_ending_tool_ends_by_it_and_one_less_does_not() -> None:
+    adapter = registry.load("langchain")
+    with contextlib.ExitStack() as stack:
+        prober = caps.Prober(caps.probe_servers(stack))
+        for knob in adapter.knobs:
+            found = prober.ending_by_tool(adapter, knob)
+            assert found is not None and found.smallest_value is not None, knob
+            probe = Probe(knob=knob, value=found.smallest_value, ending_tool=REPORT.name)
+            at = caps._row_of(prober.run(adapter, caps.ENDS_BY_TOOL, probe), found.smallest_value)
+            assert at.ending.how == caps.ENDED_BY_THE_TOOL and at.model_calls == caps.ANSWER_ON
+            assert found.one_less is None or found.one_less.ending.how != caps.ENDED_BY_THE_TOOL

@@ -31,6 +31,7 @@ export function contract() {
     capKnob: env("CAP_KNOB"),
     cap: whole(env("CAP")), // null: leave the framework's default
     childCap: whole(env("CHILD_CAP")), // the knob's value on every agent below the run's (null: their default)
+    endingTool: env("ENDING_TOOL") || null, // the tool whose result ends the run, marked the framework's way
     retries: whole(env("RETRIES")) ?? undefined, // not given: the SDK's own default (2, as looplab's)
     stream: env("STREAM") === "1", // streamed replies; not given (a bare loop): whole ones, each runner's default
     maxSeconds,

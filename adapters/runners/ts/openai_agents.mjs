@@ -99,6 +99,8 @@ async function investigate({ contract: c, tools, signal, info }) {
     name: "looplab",
     instructions: c.systemPrompt,
     model,
+    // The tool (if any) whose result ends the run as its final output.
+    ...(c.endingTool === null ? {} : { toolUseBehavior: { stopAtToolNames: [c.endingTool] } }),
     // Every agent below the run's counts its own turns, up to the child's value (null: the SDK's default).
     tools: [...runTools, ...offered(c.delegate, model, runTools, c.childCap, c.stream)],
   });
