@@ -83,6 +83,8 @@ class RunSession:
         self.child_cap = None if probe.child_default else probe.value
         #: The tool the runner marks as ending the run with its result, the framework's own way (None: none).
         self.ending_tool = probe.ending_tool
+        #: The framework's own dollar budget to set (`Runner.cost_knob`; None: unset).
+        self.budget_usd = probe.budget_usd
         self.native_end: NativeEnd | None = None
         #: The framework's own counters where the run ended, as the runner read them (`report_counters`).
         self.counters: dict[str, int] = {}
@@ -319,6 +321,8 @@ class Runner(RunnerDeclaration):
         probe = probe or Probe(knob=self.knobs[0], value=limits.max_steps)
         if probe.ending_tool is not None and self.ending_tool is None:
             raise LooplabError(f"{self.name} cannot end a run by a tool here: its declaration names no `ending_tool`")
+        if probe.budget_usd is not None and self.cost_knob is None:
+            raise LooplabError(f"{self.name} has no dollar budget of its own: its declaration names no `cost_knob`")
         prepared = self.prepare(model, tools)
         session = RunSession(
             guard,

@@ -68,6 +68,8 @@ class Probe(BaseModel):
     value: int | None
     child_default: bool = False
     ending_tool: str | None = None
+    #: The framework's own dollar budget for the run, where it has one (`RunnerDeclaration.cost_knob`); None: unset.
+    budget_usd: float | None = None
 
 
 @functools.cache
@@ -113,6 +115,9 @@ class RunnerDeclaration(ABC):
     #: How its framework marks a tool whose result ends the run as its answer (`StructuredTool(return_direct=True)`),
     #: which `looplab caps` measures at the cap's last call (`Probe.ending_tool`); None: it has no such mark.
     ending_tool: str | None = None
+    #: Its framework's own dollar budget for a run (`ClaudeAgentOptions(max_budget_usd=)`), priced by the framework,
+    #: which `looplab caps` measures (`Probe.budget_usd`); None: it has none. `max_cost_usd` is looplab's gate.
+    cost_knob: str | None = None
     #: Whether its loop runs in another process (it reaches the tools over MCP whatever `run` is told).
     out_of_process: bool = False
     #: Programs it runs, which pip cannot install (e.g. `node`): looked up on PATH.

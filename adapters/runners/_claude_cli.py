@@ -138,6 +138,7 @@ def agent_options(
     system_prompt: str,
     model: str,
     max_turns: int | None,
+    max_budget_usd: float | None = None,
     retries: int = DEFAULT_RETRIES,
     stderr: Any = None,
     agents: dict[str, AgentDefinition] | None = None,
@@ -156,6 +157,7 @@ def agent_options(
         system_prompt=system_prompt,
         model=model,
         max_turns=max_turns,
+        max_budget_usd=max_budget_usd,
         setting_sources=[],
         thinking={"type": "disabled"},  # as the other runners ask: no extended thinking
         cwd=home,

@@ -31,10 +31,12 @@ call: `max_turns=N` lets exactly N calls go; the CLI runs the tools the N-th ask
 subtype `error_max_turns` ("Reached maximum number of turns (N)") and exits 1, which the SDK raises as
 `ResultError` after yielding that result (the partial history is the boundaries' record). Unset (the default,
 `None`), nothing bounds the loop. `max_budget_usd` prices calls by the CLI's own table (a model it does not know is
-priced as a default one), so it is not set: looplab's budget gates each call at the proxy. A call past `max_steps`
-is refused at the proxy whatever the CLI would do. The CLI may start a tool while the reply asking for it still
-streams, so the Guard's cutoff counts a call from its reply's status on (`ModelRecorder.replies_begun`). The
-CLI's start (one to two seconds before its first request, more on a busy machine) is on the run's clock.
+priced as a default one), so a run leaves it unset and looplab's budget gates each call at the proxy; `looplab caps`
+sets it (`Probe.budget_usd`, the runner's `cost_knob`) to measure where it stops a run, and one with a subagent.
+A call past `max_steps` is refused at the proxy whatever the CLI would do. The CLI may start a tool while the
+reply asking for it still streams, so the Guard's cutoff counts a call from its reply's status on
+(`ModelRecorder.replies_begun`). The CLI's start (one to two seconds before its first request, more on a busy
+machine) is on the run's clock.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class ClaudeAgentSdk(Runner):
     distribution = "claude-agent-sdk"
     apis = ("messages",)
     knobs = (MAX_TURNS,)
+    cost_knob = "ClaudeAgentOptions(max_budget_usd=)"
     out_of_process = True
     streams = (True,)  # the CLI streams every request
     delegation = "subagents (ClaudeAgentOptions.agents) started by the CLI's Agent tool; max_turns counts the parent's"
@@ -150,6 +153,7 @@ class ClaudeAgentSdk(Runner):
                 system_prompt=session.system_prompt,
                 model=session.model.name,
                 max_turns=max_turns,
+                max_budget_usd=session.budget_usd,
                 retries=session.model.retries,
                 stderr=errors.append,
                 agents=agents,

@@ -64,6 +64,8 @@ __all__ = ["diff", "drift", "for_terminal", "measure", "merged", "to_json", "to_
 UNIT_VALUES = (1, 2, 3, 5)
 ANSWER_ON = 3  # the off-by-one probe answers on this model call
 MAX_SEARCH = 8 * ANSWER_ON  # the largest knob value tried for it
+#: Seconds a probe run may take before looplab's deadline cuts it (a run takes a few at most).
+PROBE_DEADLINE_S = 120.0
 #: The probe policy whose call `ANSWER_ON` asks for the tool that ends the run.
 ENDS_BY_TOOL = "ends-by-tool-on-3"
 #: The value a runner's first knob is run at with whole replies and with streamed ones.
@@ -92,9 +94,10 @@ class Prober:
         *,
         delegate: Delegate | None = None,
         stream: bool | None = None,
+        max_seconds: float = PROBE_DEADLINE_S,
     ) -> RunResult:
         """One run of `adapter` against the probe policy `policy`; `stream` asks for streamed or whole replies (None:
-        the runner's first)."""
+        the runner's first); looplab's deadline cuts it at `max_seconds`."""
         server = self.servers[policy]
         urls = server.base_urls
         spec = Endpoint(ModelChoice(api=self.api, stream=stream), urls).spec_for(adapter)
@@ -103,7 +106,7 @@ class Prober:
         tools = [*default_tools(), REPORT] if probe is not None and probe.ending_tool else default_tools()
         with Workspace(self.repo) as ws:
             guard = Guard(ws, tools=tools, max_repeats=SAFETY_STOP + 1)
-            limits = Limits(max_steps=max_steps, max_seconds=120)
+            limits = Limits(max_steps=max_steps, max_seconds=max_seconds)
             return adapter.run(
                 self.task, guard, limits, spec, probe, system_prompt=self.system_prompt, delegate=delegate
             )
@@ -188,6 +191,7 @@ class Prober:
             code_language=adapter.cap_language,
             delegation=caps_budgets.delegation(self.run, adapter),
             token_budget=caps_budgets.token_budget(self.run, adapter, defaults.get(adapter.token_knob or "")),
+            cost_budget=caps_budgets.cost_budget(self.run, adapter),
             streamed=self.streamed(adapter),
         )
 
@@ -503,7 +507,7 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
             out += [f"- the tools the last model call asked for: {_last_tools(k.rows)}", ""]
             out += [f"| value | {ROW_HEADER}", ROW_RULE, *map(_row, k.rows)]
         out += _streamed_markdown(r.streamed, r.runner)
-        out += caps_budgets.markdown(r.delegation, r.token_budget, r.runner)
+        out += caps_budgets.markdown(r.delegation, r.token_budget, r.runner, r.cost_budget)
         out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 

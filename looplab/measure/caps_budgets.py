@@ -22,6 +22,8 @@ from looplab.records.caps_changes import RACE_SLACK
 from looplab.records.measurements import (
     SAFETY_STOP,
     CapsDoc,
+    CostReport,
+    CostRow,
     DelegatedTokenRow,
     DelegationReport,
     DelegationRow,
@@ -53,6 +55,10 @@ SHAPE_VALUES = (3, 5)
 CHILD_DEFAULT_VALUE = 3
 #: Token budgets tried: a few of the runaway's calls each (its first request is some 500 tokens).
 TOKEN_VALUES = (1500, 4000)
+#: The dollar budgets a framework's own cost budget is measured at (priced by the framework's table).
+COST_VALUES_USD = (0.02, 0.05)
+#: Seconds a cost-budget run may take before looplab's deadline cuts it: a run that ends takes a few.
+COST_DEADLINE_S = 20.0
 #: How much of what the parent was handed back the doc keeps.
 SAW_CHARS = 160
 
@@ -185,6 +191,59 @@ def _whose(rows: list[DelegationRow]) -> str:
     return "neither agent's alone: " + ", ".join(f"{v} -> {r.parent_calls} + {r.child_calls}" for r, v in capped)
 
 
+def cost_budget(run: ProbeRun, adapter: Runner) -> CostReport | None:
+    """The framework's own dollar budget measured with the runaway and (where it delegates) the delegating probe, each
+    run cut at `COST_DEADLINE_S`; None when it has none."""
+    if adapter.cost_knob is None:
+        return None
+    knob, child = adapter.cost_knob, _child()
+
+    def row(server: str, usd: float, delegate: Delegate | None = None) -> CostRow:
+        probe = Probe(knob=adapter.knobs[0], value=None, budget_usd=usd)
+        result = run(adapter, server, probe, delegate=delegate, max_seconds=COST_DEADLINE_S)
+        shares = {k: v for k, v in _agents(result, child.name).items() if k != "child_tokens"} if delegate else {}
+        return CostRow(
+            value_usd=usd,
+            model_calls=result.totals.model_calls,
+            ending=Ending.of(result.native_end, result.totals.model_calls),
+            held_to_deadline=result.totals.wall_s >= COST_DEADLINE_S,
+            **shares,
+        )
+
+    rows = [row("never-stops", usd) for usd in COST_VALUES_USD]
+    report = CostReport(knob=knob, counts=_cost_when(rows), rows=rows)
+    if adapter.delegation is not None:
+        report.under_delegation = [row(DELEGATING_PROBE, usd, child) for usd in COST_VALUES_USD]
+        report.under_delegation_counts = _whose_cost(report.under_delegation, rows)
+    return report
+
+
+def _cost_when(rows: list[CostRow]) -> str:
+    """Where the budget stops a runaway, read off the rows (the framework prices its calls by its own table)."""
+    if all(r.model_calls >= SAFETY_STOP for r in rows):
+        return f"not a runaway's calls: it ran on to looplab's safety stop at {SAFETY_STOP} model calls"
+    stops = ", ".join(f"at ${r.value_usd:g} after {r.model_calls} model calls" for r in rows)
+    return f"its own prices of the calls: it stopped a runaway {stops}"
+
+
+def _whose_cost(delegated: list[CostRow], alone: list[CostRow]) -> str:
+    """Whose calls the budget counts when the agent delegates, against a runaway's calls at the same budget; and
+    whether the run then ended or waited on until looplab's deadline."""
+    pairs = list(zip(delegated, alone, strict=True))
+    if all(d.model_calls <= a.model_calls + 1 for d, a in pairs):
+        said = "both agents' calls, together: the run stopped within the calls a runaway made at the same budget"
+    elif all((d.child_calls or 0) > a.model_calls for d, a in pairs):
+        made = ", ".join(f"{d.child_calls} at ${d.value_usd:g} (a runaway: {a.model_calls})" for d, a in pairs)
+        said = f"not the child's: the child alone made more calls than a runaway at the same budget, {made}"
+    else:
+        said = "neither agent's alone: " + ", ".join(
+            f"${d.value_usd:g} -> parent {d.parent_calls} + child {d.child_calls} calls" for d in delegated
+        )
+    if any(d.held_to_deadline for d in delegated):
+        said += f"; the query then waited until looplab's deadline ({COST_DEADLINE_S:g} s) cut it"
+    return said
+
+
 def counters_hold(rows: list[DelegationRow]) -> str | None:
     """Which model calls each of the framework's own counters held when the run ended, read against the calls the
     recorder saw each agent make: both agents' together, the parent's only, or the child's only, the same at every
@@ -308,7 +367,41 @@ def token_cell(report: TokenReport | None) -> str:
     return "none" if report is None else f"`{report.knob}`"
 
 
-def markdown(delegated: DelegationReport | None, tokens: TokenReport | None, runner: str = "") -> list[str]:
+def _cost_markdown(cost: CostReport | None, runner: str) -> list[str]:
+    """A runner section's part on its framework's own dollar budget, where it has one."""
+    if cost is None:
+        return []
+    out = ["", "### Dollar budget", "", f"`{cell(cost.knob)}`, measured with a runaway:", ""]
+    out += [f"- counts: {cost.counts}", "", *_cost_table(cost.rows)]
+    if cost.under_delegation:
+        held = any(r.held_to_deadline for r in cost.under_delegation)
+        cited = [f"- reproduces {issue}" for name, issue in COST_REPORTED if name == runner and held]
+        out += ["", "When the agent delegates to a child that never stops (the delegating probe):", ""]
+        out += [f"- counts: {cost.under_delegation_counts}", *cited, "", *_cost_table(cost.under_delegation)]
+    return out
+
+
+def _cost_table(rows: list[CostRow]) -> list[str]:
+    shares = any(r.parent_calls is not None for r in rows)
+    calls = "model calls (parent + child)" if shares else "model calls"
+    out = [f"| budget | {calls} | ended at looplab's deadline | how the framework ended |", "|---|---|---|---|"]
+    for r in rows:
+        made = f"{r.model_calls} ({r.parent_calls} + {r.child_calls})" if shares else f"{r.model_calls}"
+        deadline = "yes" if r.held_to_deadline else "no"
+        out.append(f"| ${r.value_usd:g} | {made} | {deadline} | {ending_text(r.ending)} |")
+    return out
+
+
+#: The issues users report that a dollar-budget measurement reproduces where a delegating run waited on to the
+#: deadline: the runner and the issue in words.
+COST_REPORTED = (
+    ("claude_agent_sdk", "claude-agent-sdk-python #1273: a budget tripping inside a subagent hangs the query"),
+)
+
+
+def markdown(
+    delegated: DelegationReport | None, tokens: TokenReport | None, runner: str = "", cost: CostReport | None = None
+) -> list[str]:
     """A runner section's two parts: its cap under delegation, and its token budget; the issues users report that
     `runner`'s measurement reproduces named where it shows them."""
     out = ["", "### Under delegation", ""]
@@ -340,6 +433,7 @@ def markdown(delegated: DelegationReport | None, tokens: TokenReport | None, run
                 "",
                 *_delegation_table([delegated.child_default]),
             ]
+    out += _cost_markdown(cost, runner)
     out += ["", "### Token budget", ""]
     if tokens is None:
         out += ["None of its own: looplab's `max_tokens` gates each request at the model boundary."]

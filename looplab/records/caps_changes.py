@@ -88,6 +88,8 @@ def _as_measured_then(before: RunnerReport, after: RunnerReport) -> RunnerReport
     """`after` without the parts `before` has none of (measured by a looplab from before them: a knob's run ended by
     a tool; under delegation two children at once, three levels, the child at its default), so a part one side
     never measured is no change."""
+    if before.cost_budget is None and after.cost_budget is not None:
+        after = after.model_copy(update={"cost_budget": None})
     unmeasured = {k.knob for k in before.knobs if k.ending_by_tool is None}
     if any(k.knob in unmeasured and k.ending_by_tool is not None for k in after.knobs):
         knobs = [k.model_copy(update={"ending_by_tool": None}) if k.knob in unmeasured else k for k in after.knobs]
@@ -171,6 +173,12 @@ def _located(path: tuple[str | int, ...], report: dict[str, Any]) -> tuple[str |
         value = section["rows"][rest[1]]["value"] if rest[1] < len(section["rows"]) else f"row {rest[1] + 1}"
         where = "under delegation" if head == "delegation" else "token budget"
         return f"{where} ({section['knob']})", "unset" if value is None else f"{value}", _field(rest[2:]) or "row"
+    if head == "cost_budget" and rest[:1] in (("rows",), ("under_delegation",)) and len(rest) > 1:
+        section = report[head]
+        rows = section[rest[0]]
+        value = f"${rows[rest[1]]['value_usd']:g}" if rest[1] < len(rows) else f"row {rest[1] + 1}"
+        where = "dollar budget" + (" under delegation" if rest[0] == "under_delegation" else "")
+        return f"{where} ({section['knob']})", value, _field(rest[2:]) or "row"
     if head == "streamed" and rest[:1] in (("whole",), ("streamed",)) and report.get("streamed"):
         section = report["streamed"]
         return f"{rest[0]} replies at the cap ({section['knob']})", f"{section['value']}", _field(rest[1:]) or "row"

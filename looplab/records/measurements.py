@@ -12,6 +12,8 @@ from looplab.adapters.contract.result import NativeEnd
 __all__ = [
     "BenchResult",
     "CapsDoc",
+    "CostReport",
+    "CostRow",
     "DelegatedTokenRow",
     "DelegationReport",
     "DelegationRow",
@@ -208,6 +210,33 @@ class TokenReport(BaseModel):
     under_delegation_counts: str | None = None
 
 
+class CostRow(BaseModel):
+    """A run with the framework's own dollar budget at `value_usd`: a runaway, or (with `parent_calls` and
+    `child_calls`) a parent handing one question to a child that never stops."""
+
+    value_usd: float
+    model_calls: int
+    parent_calls: int | None = None
+    child_calls: int | None = None
+    ending: Ending
+    #: Whether the run went on until looplab's deadline cut it (`COST_DEADLINE_S` after it began): the framework
+    #: waited on after its last model call instead of ending.
+    held_to_deadline: bool
+
+
+class CostReport(BaseModel):
+    """The framework's own dollar budget for a run, priced by the framework, measured with a runaway and with the
+    delegating probe."""
+
+    knob: str
+    #: Where it stops a runaway, read off `rows`.
+    counts: str
+    rows: list[CostRow]
+    under_delegation: list[CostRow] = []
+    #: Whether it reaches the child's calls, and how the run ended, read off `under_delegation`.
+    under_delegation_counts: str | None = None
+
+
 class RunnerReport(BaseModel):
     runner: str
     distribution: str
@@ -222,6 +251,8 @@ class RunnerReport(BaseModel):
     delegation: DelegationReport | None = None
     #: Its framework's run-wide token budget (None: it has none).
     token_budget: TokenReport | None = None
+    #: Its framework's own dollar budget (None: it has none, or the doc predates it).
+    cost_budget: CostReport | None = None
     #: Its first knob at the cap with whole and with streamed replies (None: it runs one of the two only, or the
     #: doc predates it).
     streamed: StreamedCap | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -12,12 +13,15 @@ from hypothesis import strategies as st
 
 from looplab.adapters import registry
 from looplab.adapters.contract.agents import Delegate
+from looplab.adapters.contract.errors import LooplabError
+from looplab.adapters.contract.runner import Probe
 from looplab.measure import caps, caps_budgets
 from looplab.records import measurements
-from looplab.records.measurements import DelegatedTokenRow, DelegationRow, Ending, TokenRow
+from looplab.records.measurements import CostReport, CostRow, DelegatedTokenRow, DelegationRow, Ending, TokenRow
 from looplab.scenarios.cases import CODE_READER_DESCRIPTION
 from looplab.scenarios.scripted.conversation import Conversation
-from looplab.scenarios.scripted.probes import PARENT_SAW, policy_named
+from looplab.scenarios.scripted.probes import PARENT_SAW, NeverStops, policy_named
+from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.paths import REPO
 
 COMMITTED = (REPO / "docs" / "iteration-caps.json").read_text()
@@ -369,3 +373,55 @@ def test_where_thread_timing_decides_the_parallel_rows_only_how_they_ended_is_co
     assert not caps.drift(doc, committed).changes
     row.ending.how = "kept going: stopped by looplab's safety stop"
     assert caps.drift(doc, committed).changes
+
+
+def _cost_row(usd: float, calls: int, shares: tuple[int, int] | None = None, held: bool = False) -> CostRow:
+    parent, child = shares if shares else (None, None)
+    ending = Ending(how="raises", exception="x.ResultError", message=f"Reached maximum budget (${usd:g})")
+    return CostRow(
+        value_usd=usd, model_calls=calls, parent_calls=parent, child_calls=child, ending=ending, held_to_deadline=held
+    )
+
+
+@given(st.lists(st.integers(2, 40), min_size=2, max_size=2), st.data())
+def test_whose_calls_a_dollar_budget_counts_is_read_against_a_runaways_at_the_same_budget(
+    stops: list[int], data: st.DataObject
+) -> None:
+    alone = [_cost_row(usd, n) for usd, n in zip(caps_budgets.COST_VALUES_USD, stops, strict=True)]
+    assert caps_budgets._cost_when(alone).endswith(f"after {stops[-1]} model calls")
+    within = [_cost_row(a.value_usd, a.model_calls, (1, a.model_calls - 1)) for a in alone]
+    assert caps_budgets._whose_cost(within, alone).startswith("both agents' calls, together")
+    held = data.draw(st.booleans())
+    past = [_cost_row(a.value_usd, 60, (1, 59), held=held) for a in alone]
+    said = caps_budgets._whose_cost(past, alone)
+    assert said.startswith("not the child's") and ("waited until looplab's deadline" in said) == held
+    section = "\n".join(caps_budgets._cost_markdown(CostReport(knob="k", counts="c", rows=alone,
+                        under_delegation=past, under_delegation_counts=said), "claude_agent_sdk"))  # fmt: skip
+    assert ("reproduces claude-agent-sdk-python #1273" in section) == held
+    assert "| $0.02 | 60 (1 + 59) |" in section
+    assert caps_budgets._cost_markdown(None, "claude_agent_sdk") == []
+
+
+def test_a_runner_without_a_dollar_budget_of_its_own_refuses_one_in_one_line() -> None:
+    adapter = registry.load("handrolled")
+    assert adapter.cost_knob is None
+    with ScriptedModelServer(NeverStops()) as server, pytest.raises(LooplabError) as refused:
+        caps.Prober({"never-stops": server}).run(
+            adapter, "never-stops", Probe(knob=adapter.knobs[0], value=3, budget_usd=0.05)
+        )
+    assert "has no dollar budget of its own" in str(refused.value) and "\n" not in str(refused.value)
+    assert caps_budgets.cost_budget(lambda *a, **k: None, adapter) is None
+
+
+def test_a_dollar_budget_that_moved_is_drift_and_one_a_doc_never_measured_is_not() -> None:
+    doc = measurements.CapsDoc.model_validate_json(COMMITTED)
+    report = next(r for r in doc.runners if r.cost_budget)
+    assert report.cost_budget is not None
+    report.cost_budget.rows[0].model_calls += 1
+    [change] = caps.drift(doc, COMMITTED).changes
+    assert (change.value, change.field) == (f"${report.cost_budget.rows[0].value_usd:g}", "model_calls")
+    assert change.knob == f"dollar budget ({report.cost_budget.knob})"
+    before = json.loads(COMMITTED)
+    for r in before["runners"]:  # as a doc measured before the dollar budget was
+        r.pop("cost_budget", None)
+    assert not caps.drift(measurements.CapsDoc.model_validate_json(COMMITTED), json.dumps(before)).changes
