@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 
 from looplab.cli._inputs import ready_to_write, select
@@ -132,13 +133,20 @@ def _caps(args: argparse.Namespace) -> int:
     # Read too when writing after `--runner`: the runners not measured keep their sections.
     committed_json = files.read_text(json_path) if args.check or (args.runner and json_path.exists()) else ""
     out = terminal.console()
+    began: dict[str, float] = {}  # when each runner's measurement began, on the monotonic clock
+
+    def on_runner(name: str) -> None:
+        began[name] = time.monotonic()
+        out.print(f"measuring {name} ...", style="dim")
+
     doc = caps.measure(
         runners,
-        on_runner=lambda name: out.print(f"measuring {name} ...", style="dim"),
+        on_runner=on_runner,
         isolate=args.isolate or None,
         api=args.api,
         versions={r: specs[0] for r, specs in pins.items()},
     )
+    out.print(_measured_in(began, time.monotonic()), style="dim")
     if args.measured:
         files.write_text(args.measured, caps.to_json(doc))
         if not args.check:
@@ -170,6 +178,17 @@ def _caps(args: argparse.Namespace) -> int:
     files.write_text(md_path, caps.to_markdown(doc, committed_md))
     out.print(f"wrote {json_path} and {md_path}")
     return 0
+
+
+def _measured_in(began: dict[str, float], ended: float) -> str:
+    """How long the measurement took, and its slowest runner: each runner's time runs to the next one's start."""
+    if not began:
+        return "measured no runner"
+    starts = sorted(began.items(), key=lambda item: item[1])
+    took = {name: end - start for (name, start), end in zip(starts, [s for _, s in starts[1:]] + [ended], strict=True)}
+    slowest = max(took, key=took.__getitem__)
+    total = ended - starts[0][1]
+    return f"measured {len(took)} runner(s) in {total:.0f} s; the slowest, {slowest}, in {took[slowest]:.0f} s"
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from looplab.measure.__main__ import COMMANDS, main
 from tests.paths import REPO
@@ -48,3 +51,17 @@ def test_the_release_check_refuses_a_tag_the_tree_does_not_name_before_building(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "CHANGELOG.md has no `## [999.0.0]` section" in done.stderr and "CITATION.cff's version is" in done.stderr
     assert done.stdout == "", "nothing was installed or built"
+
+
+@given(st.lists(st.floats(0, 500), min_size=1, max_size=20), st.floats(0, 500))
+def test_the_caps_timing_line_names_the_whole_time_and_the_slowest_runner(gaps: list[float], last: float) -> None:
+    from looplab.cli.measuring import _measured_in
+
+    starts = list(itertools.accumulate([0.0, *gaps[:-1]]))
+    began = {f"runner{n}": s for n, s in enumerate(starts)}
+    took = [*gaps[:-1], last]
+    line = _measured_in(began, starts[-1] + last)
+    slowest = max(range(len(took)), key=took.__getitem__)
+    assert line.startswith(f"measured {len(began)} runner(s) in {starts[-1] + last:.0f} s")
+    assert line.endswith(f"in {took[slowest]:.0f} s") and f"runner{slowest}" in line
+    assert _measured_in({}, 1.0) == "measured no runner"
