@@ -33,7 +33,7 @@ from looplab.records.measurements import (
 )
 from looplab.scenarios.cases import load_cases
 from looplab.scenarios.scripted.probes import PARENT_SAW
-from looplab.views.markdown import cell, counted, ending_text
+from looplab.views.markdown import cell, counted, ending_text, headline
 
 if TYPE_CHECKING:
     from looplab.adapters.contract.agents import Delegate
@@ -359,7 +359,7 @@ def sizeless(doc: CapsDoc) -> CapsDoc:
 
 def delegation_cell(report: DelegationReport | None) -> str:
     """The summary table's cell: whose calls the knob counts under delegation (the section says how it stopped)."""
-    return "cannot delegate" if report is None else report.counts.split(":")[0]
+    return "cannot delegate" if report is None else headline(report.counts)
 
 
 def token_cell(report: TokenReport | None) -> str:

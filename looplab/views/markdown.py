@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from looplab.records.measurements import Ending
 
-__all__ = ["cell", "counted", "ending_text", "web_url"]
+__all__ = ["cell", "counted", "ending_text", "headline", "web_url"]
 
 #: HTML's own characters, as character references (a backslash does not stop raw HTML in Python-Markdown).
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -28,6 +28,12 @@ _NOT_IN_A_SPAN = re.compile(r"[`|\\]")
 #: The characters a URL may hold as it is written (RFC 3986's unreserved, reserved and `%`), less the quote.
 _URL_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&()*+,;=%]+")
 _WEB_SCHEMES = ("http", "https")
+
+
+def headline(statement: str) -> str:
+    """A measured statement's first part, before its first colon: what a summary cell shows (the rest, its numbers,
+    stays in the caps doc)."""
+    return statement.split(":")[0]
 
 
 def counted(n: int, noun: str) -> str:

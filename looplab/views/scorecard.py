@@ -48,7 +48,7 @@ from looplab.records.measurements import (
 )
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
-from looplab.views.markdown import counted
+from looplab.views.markdown import counted, headline
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
 
 __all__ = ["CASES", "build", "load_bench", "load_caps", "observed"]
@@ -180,23 +180,23 @@ def _budget_cells(report: RunnerReport | None) -> dict[str, Cell]:
             for k in ("delegated_cap", "parallel_cap", "nested_cap", "child_default", "native_tokens")
         }
     where, section = f"caps: {report.runner}", caps_anchor(report)
-    delegated = "cannot delegate" if report.delegation is None else report.delegation.counts.split(":")[0]
+    delegated = "cannot delegate" if report.delegation is None else headline(report.delegation.counts)
     info, shapes = registry.RUNNERS.get(report.runner), {}
     for shape, counts in (
         ("parallel", report.delegation.parallel_counts if report.delegation else None),
         ("nested", report.delegation.nested_counts if report.delegation else None),
     ):
         why = not_delegating(info.delegation, info.delegation_gaps, shape) if info is not None else None
-        why = why.split(":")[0] if why else None  # the why is long: the declaration and the caps doc say it
+        why = headline(why) if why else None  # the why is long: the declaration and the caps doc say it
         # The class only (not "passed by requests out at once"), which the children's race does not move.
-        text = why or (counts.split(":")[0].split(",")[0] if counts else None)
+        text = why or (headline(counts).split(",")[0] if counts else None)
         shapes[f"{shape}_cap"] = Cell(text=text, evidence=where, caps_section=section) if text else _not_measured()
-    tokens = "none" if report.token_budget is None else report.token_budget.counts.split(":")[0]
+    tokens = "none" if report.token_budget is None else headline(report.token_budget.counts)
     if report.token_budget is not None and report.token_budget.under_delegation_counts:
-        tokens += f"; under delegation, {report.token_budget.under_delegation_counts.split(':')[0]}"
+        tokens += f"; under delegation, {headline(report.token_budget.under_delegation_counts)}"
     at_default = report.delegation.child_default_counts if report.delegation else None
     shapes["child_default"] = (
-        Cell(text=at_default.split(":")[0], evidence=where, caps_section=section)
+        Cell(text=headline(at_default), evidence=where, caps_section=section)
         if at_default
         else Cell(text="cannot delegate", evidence="runner declaration")
         if report.delegation is None
@@ -217,7 +217,7 @@ def _at_cap(ending: Ending) -> str:
         return "returns a made-up final message"
     if ending.how.startswith("returns"):
         return "returns silently"
-    return ending.how.split(":")[0]
+    return headline(ending.how)
 
 
 def _streamed_cap(report: RunnerReport | None) -> Cell:
@@ -440,7 +440,7 @@ def _delegation(runner: str, run: Observed | None, shape: str | None) -> Cell:
     Delegates asked in one reply are said to run side by side when their requests were out at the same time."""
     info = registry.RUNNERS.get(runner)
     if info is not None and (why := not_delegating(info.delegation, info.delegation_gaps, shape)):
-        return Cell(text=why.split(":")[0], evidence=f"runner declaration: {why}")  # the why is long: its source
+        return Cell(text=headline(why), evidence=f"runner declaration: {why}")  # the why is long: its source
     if run is None:
         return _not_measured()
     steps = run.result.trace.steps

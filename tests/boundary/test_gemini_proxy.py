@@ -17,6 +17,7 @@ from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import RunSession
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace
+from tests.boundary.clients import closed_at_end
 from tests.boundary.test_proxy import _Headers
 from tests.conftest import FIXTURE_REPO, TASK
 
@@ -28,8 +29,11 @@ def _session(url: str, provider: str = "google", **limits: float) -> Iterator[Ru
 
 
 def _child(proxy: ModelProxy) -> genai.Client:
-    """google-genai as a child process builds it: the proxy's URL, the run's token as its key, its own HTTP client."""
-    return genai.Client(api_key=proxy.token, http_options=types.HttpOptions(base_url=proxy.gemini_base_url))
+    """google-genai as a child process builds it: the proxy's URL, the run's token as its key, its own HTTP client
+    (closed when the test ends)."""
+    client = genai.Client(api_key=proxy.token, http_options=types.HttpOptions(base_url=proxy.gemini_base_url))
+    closed_at_end(client)
+    return client
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -69,10 +73,11 @@ def test_a_call_past_the_cap_is_refused_in_geminis_shape_and_the_sdk_says_why(
 def test_in_process_the_gate_stops_the_run_through_the_sdk(model_server: ScriptedModelServer) -> None:
     """The recording transport inside google-genai: the gate's stop passes the SDK's error handling untouched."""
     for session in _session(model_server.gemini_base_url, max_steps=1):
-        options = types.HttpOptions(
-            base_url=model_server.gemini_base_url, httpx_client=session.recorder.http_client(httpx)
+        http = session.recorder.http_client(httpx)
+        client = genai.Client(
+            api_key="unused", http_options=types.HttpOptions(base_url=model_server.gemini_base_url, httpx_client=http)
         )
-        client = genai.Client(api_key="unused", http_options=options)
+        closed_at_end(http, client)
         client.models.generate_content(model="scripted", contents=TASK)
         with pytest.raises(StopRun) as raised:
             client.models.generate_content(model="scripted", contents=TASK)
@@ -84,7 +89,7 @@ def test_a_gemini_path_for_a_model_of_another_provider_is_a_404_in_geminis_shape
 ) -> None:
     for session in _session(model_server.openai_base_url, "openai"):
         with ModelProxy(session) as proxy:
-            client = _child(proxy)  # held: a google-genai client closes its HTTP client when it is collected
+            client = _child(proxy)
             with pytest.raises(errors.ClientError) as raised:
                 client.models.generate_content(model="scripted", contents=TASK)
         assert (raised.value.code, raised.value.status) == (404, "NOT_FOUND")

@@ -23,6 +23,7 @@ from looplab.scenarios.scripted.faults import HttpFaults
 from looplab.scenarios.scripted.policy import Call, Decision
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace, run_clock
+from tests.boundary.clients import closed_at_end
 from tests.conftest import FIXTURE_REPO, SYSTEM_PROMPT, TASK
 
 #: Turns an investigation may take here: the scripted investigator answers vip-compound in far fewer.
@@ -30,11 +31,13 @@ MAX_TURNS = 20
 
 
 def _gemini(server: ScriptedModelServer, recorder: ModelRecorder) -> genai.Client:
-    """google-genai on the recorder's HTTP client (the SDK's default backend, httpx), as a runner would build it."""
-    options = types.HttpOptions(
-        base_url=server.gemini_base_url, httpx_client=recorder.http_client(httpx, tls=False), timeout=30_000
-    )
-    return genai.Client(api_key="unused", http_options=options)
+    """google-genai on the recorder's HTTP client (the SDK's default backend, httpx), as a runner would build it;
+    both closed when the test ends."""
+    http = recorder.http_client(httpx, tls=False)
+    options = types.HttpOptions(base_url=server.gemini_base_url, httpx_client=http, timeout=30_000)
+    client = genai.Client(api_key="unused", http_options=options)
+    closed_at_end(http, client)
+    return client
 
 
 def _config(guard: Guard) -> types.GenerateContentConfig:
@@ -139,7 +142,7 @@ def test_the_investigation_over_gemini_is_the_one_over_chat_completions(model_se
 
 def test_the_sdk_reads_function_call_ids_usage_and_finish_reason(model_server: ScriptedModelServer) -> None:
     recorder = ModelRecorder(clock=run_clock())
-    client = _gemini(model_server, recorder)  # held: a google-genai client closes its HTTP client when collected
+    client = _gemini(model_server, recorder)
     with Workspace(FIXTURE_REPO) as ws:
         reply = client.models.generate_content(model="scripted", contents=TASK, config=_config(Guard(ws)))
     (call,) = reply.function_calls or []
