@@ -343,12 +343,13 @@ def _when(rows: list[TokenRow]) -> str:
 
 def sizeless(doc: CapsDoc) -> CapsDoc:
     """`doc` with its token-budget rows' numbers left out (tokens, calls, the call that passed the budget, the
-    message that quotes them): what stays the same on every wire API."""
+    message that quotes them, the framework's counters): what stays the same on every wire API."""
     doc = doc.model_copy(deep=True)
     for report in doc.runners:
         budget = report.token_budget
         for row in [*budget.rows, *budget.under_delegation] if budget else []:
             row.model_calls, row.tokens, row.passed_on_call, row.ending.message = 0, 0, None, None
+            row.ending.counters = {}  # the framework's count of those calls
         for delegated in budget.under_delegation if budget else []:
             delegated.parent_calls = delegated.child_calls = delegated.child_tokens = 0
     return doc

@@ -9,8 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from looplab.adapters import registry
 from looplab.adapters.contract.errors import LooplabError
@@ -18,8 +16,7 @@ from looplab.adapters.contract.runner import Probe
 from looplab.cli import main
 from looplab.measure import caps
 from looplab.records import measurements
-from looplab.scenarios.scripted.conversation import ChatRequest, Conversation, from_chat
-from looplab.scenarios.scripted.probes import REPORT, REPORTED, WENT_ON, NeverStops, policy_named
+from looplab.scenarios.scripted.probes import REPORT, NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.paths import REPO
 
@@ -337,32 +334,6 @@ def test_a_streamed_turn_counter_left_at_zero_names_the_issue_it_reproduces() ->
     counted = _streamed_at_the_cap({}, {caps._TS_TURN: 3})
     assert "reproduces" not in "\n".join(caps._streamed_markdown(counted, "ts_openai_agents"))
     assert "reproduces" not in "\n".join(caps._streamed_markdown(at_zero, "openai_agents"))
-
-
-def _conversation_after(turns: int) -> Conversation:
-    """A chat request after `turns` replies of one tool call each, every result back."""
-    messages: list[dict] = [{"role": "user", "content": "Why does the test fail?"}]
-    for i in range(turns):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "search_code", "arguments": "{}"}}
-        messages += [
-            {"role": "assistant", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content": "x"},
-        ]
-    return from_chat(ChatRequest.model_validate({"model": "m", "messages": messages}))
-
-
-@given(st.integers(1, 8), st.integers(0, 10))
-def test_the_ending_probe_asks_for_the_report_tool_on_its_call_and_says_so_if_the_run_goes_on(
-    k: int, turns: int
-) -> None:
-    decision = policy_named(f"ends-by-tool-on:{k}")(_conversation_after(turns))
-    if turns + 1 < k:
-        assert [c.name for c in decision.calls] == ["search_code"]
-    elif turns + 1 == k:
-        [call] = decision.calls
-        assert call.name == REPORT.name and REPORT.fn(None, **call.args).startswith(REPORTED)
-    else:
-        assert decision.answer == WENT_ON and not decision.calls
 
 
 def test_a_runner_without_a_way_to_end_by_a_tool_refuses_the_probe_in_one_line() -> None:

@@ -20,7 +20,7 @@ from looplab.records import measurements
 from looplab.records.measurements import CostReport, CostRow, DelegatedTokenRow, DelegationRow, Ending, TokenRow
 from looplab.scenarios.cases import CODE_READER_DESCRIPTION
 from looplab.scenarios.scripted.conversation import Conversation
-from looplab.scenarios.scripted.probes import PARENT_SAW, NeverStops, policy_named
+from looplab.scenarios.scripted.probes import PARENT_SAW, REPORT, REPORTED, WENT_ON, NeverStops, policy_named
 from looplab.scenarios.scripted.server import ScriptedModelServer
 from tests.paths import REPO
 
@@ -182,6 +182,18 @@ def test_the_delegating_probe_asks_once_answers_with_what_came_back_and_its_chil
     assert [c.name for c in child.calls] == ["search_code"]  # the child: one more tool call, every time
 
 
+@given(st.integers(1, 8), st.integers(0, 10))
+def test_the_ending_probe_asks_for_the_report_tool_on_its_call_and_says_if_the_run_went_on(k: int, turns: int) -> None:
+    decision = policy_named(f"ends-by-tool-on:{k}")(_conversation("Why?", False, (("search_code", "x"),) * turns))
+    if turns + 1 < k:
+        assert [c.name for c in decision.calls] == ["search_code"]
+    elif turns + 1 == k:
+        [call] = decision.calls
+        assert call.name == REPORT.name and REPORT.fn(None, **call.args).startswith(REPORTED)
+    else:
+        assert decision.answer == WENT_ON and not decision.calls
+
+
 def test_the_parallel_probe_asks_two_at_once_and_a_nested_child_hands_its_question_on_first_thing() -> None:
     two = policy_named("delegates-to-never-stops:2")
     asks = two(_conversation("Why does the test fail?", offered=True)).calls
@@ -279,9 +291,10 @@ def test_a_delegation_row_that_moved_is_named_under_delegation_with_its_value() 
 
 def test_on_another_wire_api_a_token_budget_is_checked_by_how_it_ended_not_by_its_numbers() -> None:
     doc = measurements.CapsDoc.model_validate_json(COMMITTED)
-    report = next(r for r in doc.runners if r.token_budget is not None)
+    report = next(r for r in doc.runners if r.token_budget is not None and r.token_budget.rows[0].ending.counters)
     row = report.token_budget.rows[0]
     row.tokens, row.model_calls = row.tokens + 200, row.model_calls + 1  # a wire format with larger requests
+    row.ending.counters = {k: n + 1 for k, n in row.ending.counters.items()}  # and the framework counted them
     assert caps.drift(doc, COMMITTED) and not caps.drift(doc, COMMITTED, across_apis=True)
     row.ending.how = "returns silently (no exception, no answer)"  # what the budget does: the same on every API
     assert caps.drift(doc, COMMITTED, across_apis=True)
