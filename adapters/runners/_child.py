@@ -175,7 +175,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _counters(raw: object) -> dict[str, int | None]:
+def _counters(raw: object) -> dict[str, int]:
     """The outcome's `counters`, as far as it is an object of whole numbers by name: a name longer than
     `COUNTER_NAME_MAX`, a value that is not a whole number and a counter past the first `COUNTERS_MAX` are left out."""
     if not isinstance(raw, dict):

@@ -99,7 +99,7 @@ def _caps(args: argparse.Namespace) -> int:
     from looplab.adapters.contract import files
     from looplab.adapters.contract.errors import LooplabError
     from looplab.adapters.registry import RUNNERS
-    from looplab.measure import caps
+    from looplab.measure import caps, caps_drift
     from looplab.records import measurements
     from looplab.views import terminal
 
@@ -153,12 +153,12 @@ def _caps(args: argparse.Namespace) -> int:
             out.print(f"wrote {args.measured}")
             return 0
     if args.check:
-        changes = caps.drift(doc, committed_json, across_apis=args.api is not None)
+        changes = caps_drift.drift(doc, committed_json, across_apis=args.api is not None)
         fresh_md = caps.to_markdown(measurements.CapsDoc.model_validate_json(committed_json), committed_md)
         stale_md = md_path.exists() and fresh_md != committed_md
         if changes or stale_md:
-            found = str(changes) or caps.diff(committed_md, fresh_md, "iteration-caps.md")
-            print(caps.for_terminal(found, out.width))  # the terminal's width: a diff line goes on under its mark
+            found = str(changes) or caps_drift.diff(committed_md, fresh_md, "iteration-caps.md")
+            print(caps_drift.for_terminal(found, out.width))  # the terminal's width: a diff line goes on under its mark
             why = (
                 f"on the {args.api} API the caps measure otherwise than the docs, measured on each runner's first "
                 "(the lines above name the runner, knob and value)"

@@ -11,13 +11,11 @@ prose between its `<!-- prose:... -->` markers.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,8 +29,6 @@ from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import Probe
 from looplab.adapters.session import Runner
 from looplab.measure import caps_budgets
-from looplab.records import caps_changes
-from looplab.records.caps_changes import Change
 from looplab.records.measurements import (
     SAFETY_STOP,
     CapsDoc,
@@ -59,7 +55,7 @@ from looplab.scenarios.scripted.server import ScriptedModelServer
 from looplab.shared_tools import Guard, Workspace, default_tools
 from looplab.views.markdown import cell, ending_text
 
-__all__ = ["diff", "drift", "for_terminal", "measure", "merged", "to_json", "to_markdown"]
+__all__ = ["measure", "merged", "to_json", "to_markdown"]
 
 UNIT_VALUES = (1, 2, 3, 5)
 ANSWER_ON = 3  # the off-by-one probe answers on this model call
@@ -130,16 +126,13 @@ class Prober:
         that marks no such tool."""
         if adapter.ending_tool is None:
             return None
-        runs = {}
+        below: RunResult | None = None  # the run at one less than the value tried
         for value in range(1, MAX_SEARCH + 1):
-            runs[value] = self.run(adapter, ENDS_BY_TOOL, Probe(knob=knob, value=value, ending_tool=REPORT.name))
-            if _ended_by_the_tool(runs[value]):
-                below = runs.get(value - 1)
-                return EndingByTool(
-                    mark=adapter.ending_tool,
-                    smallest_value=value,
-                    one_less=None if below is None else _row_of(below, value - 1),
-                )
+            result = self.run(adapter, ENDS_BY_TOOL, Probe(knob=knob, value=value, ending_tool=REPORT.name))
+            if _ended_by_the_tool(result):
+                one_less = None if below is None else _row_of(below, value - 1)
+                return EndingByTool(mark=adapter.ending_tool, smallest_value=value, one_less=one_less)
+            below = result
         return EndingByTool(mark=adapter.ending_tool, smallest_value=None)
 
     def knob(self, adapter: Runner, knob: str, default: Any) -> KnobReport:
@@ -510,133 +503,6 @@ def to_markdown(doc: CapsDoc, existing: str = "") -> str:
         out += caps_budgets.markdown(r.delegation, r.token_budget, r.runner, r.cost_budget)
         out += ["", "The code that sets the cap:", "", f"```{r.code_language}", r.code, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
-
-
-def diff(committed: str, fresh: str, name: str) -> str:
-    """A unified diff from the committed file to what the installed libraries measure now."""
-    return "".join(
-        difflib.unified_diff(
-            committed.splitlines(keepends=True),
-            fresh.splitlines(keepends=True),
-            f"{name} (committed)",
-            f"{name} (measured)",
-        )
-    )
-
-
-def for_terminal(text: str, width: int = 80) -> str:
-    """`text` (a diff and its `changed:` lines) with no line wider than `width`: a long diff line goes on under its
-    own `+`, `-` or ` ` mark and indent, so it still reads as one added, removed or kept line; any other long line
-    wraps at its spaces, its continuation indented."""
-    import textwrap
-
-    out: list[str] = []
-    for line in text.splitlines():
-        if len(line) <= width:
-            out.append(line)
-            continue
-        if line[:1] in "+- " and not line.startswith(("+++", "---")):
-            body = line[1:]
-            indent = line[0] + body[: min(len(body) - len(body.lstrip()), width // 2)]
-            first, more = indent, indent + "  "
-        else:
-            first, more = "", "    "
-        wrapper = textwrap.TextWrapper(
-            width, initial_indent=first, subsequent_indent=more, break_on_hyphens=False, break_long_words=True
-        )
-        out += wrapper.wrap(line[len(first) :] if first else line)
-    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
-
-
-@dataclass(frozen=True)
-class VersionMove:
-    """A runner whose library is installed in another version than the committed docs name."""
-
-    runner: str
-    distribution: str
-    committed: str
-    measured: str
-
-    def __str__(self) -> str:
-        return f"{self.runner}: {self.distribution} {self.committed} -> {self.measured}"
-
-
-@dataclass(frozen=True)
-class Drift:
-    """What `looplab caps --check` found: versions that moved (news, not a failure) and measured changes.
-
-    True when something other than a version changed, so `if drift:` reads as "the docs are out of date";
-    `str()` is the diff of those changes (versions left out) followed by one line for each.
-    """
-
-    moved: tuple[VersionMove, ...]
-    changes: tuple[Change, ...]
-    diff: str
-
-    def __bool__(self) -> bool:
-        return bool(self.changes)
-
-    def __str__(self) -> str:
-        if not self.changes:
-            return ""
-        named = "\n".join(f"changed: {c}" for c in self.changes)
-        return f"{self.diff}{named}\n"
-
-    def moved_lines(self) -> list[str]:
-        """One line for each version that moved, for the passing check to print."""
-        return [f"version moved, measured behaviour unchanged: {m}" for m in self.moved] if not self else []
-
-
-def _where_both_stream(fresh: CapsDoc, committed: CapsDoc) -> tuple[CapsDoc, CapsDoc]:
-    """Both docs without the streamed section of a runner that lacks it in either: which modes a runner takes can be
-    the wire API's (Strands streams every reply over Responses, Messages and Gemini), and that is not drift."""
-    one_sided = {r.runner for doc in (fresh, committed) for r in doc.runners if r.streamed is None}
-
-    def without(doc: CapsDoc) -> CapsDoc:
-        kept = [r.model_copy(update={"streamed": None}) if r.runner in one_sided else r for r in doc.runners]
-        return doc.model_copy(update={"runners": kept})
-
-    return without(fresh), without(committed)
-
-
-def drift(fresh: CapsDoc, committed_json: str, *, across_apis: bool = False) -> Drift:
-    """How the fresh measurements differ from the committed ones, for the runners measured.
-
-    `across_apis`: the fresh ones were measured on another wire API than the docs, so a token budget's rows are
-    compared by how the run ended, not by their numbers (a request's size, and so its tokens, is the wire format's),
-    and a streamed section only where both have one.
-
-    Two children at once are compared within their race (`caps_changes.changes`). A version that moved while
-    every measured field stayed the same is reported in `moved` and is not drift;
-    anything else that differs (a count, an ending, a default, the cap code, a runner missing from the docs) is
-    a `Change`, and the diff shows those changes with the versions left as committed.
-    """
-    committed = CapsDoc.model_validate_json(committed_json)
-    if across_apis:
-        fresh, committed = caps_budgets.sizeless(fresh), caps_budgets.sizeless(committed)
-        fresh, committed = _where_both_stream(fresh, committed)
-    by_runner = {r.runner: r for r in committed.runners}
-    moved: list[VersionMove] = []
-    changes: list[Change] = []
-    comparable: list[RunnerReport] = []
-    for report in fresh.runners:
-        before = by_runner.get(report.runner)
-        if before is None:
-            changes.append(Change(report.runner, None, None, "runner", "not in the committed docs", "measured"))
-            comparable.append(report)
-            continue
-        if before.version != report.version:
-            moved.append(VersionMove(report.runner, report.distribution, before.version, report.version))
-        changes += caps_changes.changes(before, report)
-        comparable.append(report.model_copy(update={"version": before.version}))
-    for field in ("generated_by", "safety_stop"):
-        if getattr(committed, field) != getattr(fresh, field):
-            changes.append(Change("(all runners)", None, None, field, getattr(committed, field), getattr(fresh, field)))
-    measured = {r.runner for r in fresh.runners}
-    committed.runners = [r for r in committed.runners if r.runner in measured]
-    shown = fresh.model_copy(update={"runners": comparable})
-    text = diff(to_json(committed), to_json(shown), "iteration-caps.json") if changes else ""
-    return Drift(tuple(moved), tuple(changes), text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

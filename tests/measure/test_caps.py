@@ -14,7 +14,7 @@ from looplab.adapters import registry
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.runner import Probe
 from looplab.cli import main
-from looplab.measure import caps
+from looplab.measure import caps, caps_drift
 from looplab.records import measurements
 from looplab.scenarios.scripted.probes import REPORT, NeverStops
 from looplab.scenarios.scripted.server import ScriptedModelServer
@@ -63,7 +63,7 @@ def test_a_streamed_ending_that_changed_is_drift_named_by_its_mode() -> None:
     report = next(r for r in doc.runners if r.streamed)
     assert report.streamed is not None
     report.streamed.streamed.ending.how = "raises"
-    [change] = caps.drift(doc, COMMITTED).changes
+    [change] = caps_drift.drift(doc, COMMITTED).changes
     assert (change.runner, change.value, change.field) == (report.runner, str(caps.STREAMED_VALUE), "ending.how")
     assert change.knob == f"streamed replies at the cap ({report.streamed.knob})"
 
@@ -72,8 +72,8 @@ def test_across_wire_apis_a_runner_that_takes_one_mode_there_is_no_drift() -> No
     doc = measurements.CapsDoc.model_validate_json(COMMITTED)
     report = next(r for r in doc.runners if r.streamed)
     report.streamed = None  # as Strands measures on an API where it streams every reply
-    assert not caps.drift(doc, COMMITTED, across_apis=True).changes
-    assert caps.drift(doc, COMMITTED).changes  # on the docs' own API it is one
+    assert not caps_drift.drift(doc, COMMITTED, across_apis=True).changes
+    assert caps_drift.drift(doc, COMMITTED).changes  # on the docs' own API it is one
 
 
 #: The framework runners the caps doc covers (`external` runs whatever command it is given: no cap of its own).
@@ -136,7 +136,7 @@ def test_an_ending_that_changed_at_the_unset_value_is_named_as_unset() -> None:
     doc = measurements.CapsDoc.model_validate_json(COMMITTED)
     knob = doc.runners[0].knobs[0]
     knob.unset.ending.how = "returns silently (no exception, no answer)"
-    [change] = caps.drift(doc, COMMITTED).changes
+    [change] = caps_drift.drift(doc, COMMITTED).changes
     assert (change.runner, change.knob, change.value, change.field) == (
         doc.runners[0].runner,
         knob.knob,
@@ -148,7 +148,7 @@ def test_an_ending_that_changed_at_the_unset_value_is_named_as_unset() -> None:
 def test_a_runner_missing_from_the_committed_docs_is_a_change() -> None:
     doc = measurements.CapsDoc.model_validate_json(COMMITTED)
     committed = doc.model_copy(update={"runners": doc.runners[1:]})
-    found = caps.drift(doc, caps.to_json(committed))
+    found = caps_drift.drift(doc, caps.to_json(committed))
     assert found and found.changes[0].runner == doc.runners[0].runner and found.changes[0].field == "runner"
 
 
@@ -289,7 +289,7 @@ def test_a_changed_counter_is_drift_and_one_a_doc_never_read_is_not() -> None:
     assert report.streamed is not None
     where, n = next(iter(report.streamed.streamed.ending.counters.items()))
     report.streamed.streamed.ending.counters[where] = n + 1
-    [change] = caps.drift(doc, COMMITTED).changes
+    [change] = caps_drift.drift(doc, COMMITTED).changes
     assert (change.runner, change.field, change.committed, change.measured) == (
         report.runner,
         f"ending.counters.{where}",
@@ -298,7 +298,7 @@ def test_a_changed_counter_is_drift_and_one_a_doc_never_read_is_not() -> None:
     )
     # Against a doc measured before the counters were read, a counter is no change.
     before = json.dumps(_without_counters(json.loads(COMMITTED)))
-    assert not caps.drift(measurements.CapsDoc.model_validate_json(COMMITTED), before).changes
+    assert not caps_drift.drift(measurements.CapsDoc.model_validate_json(COMMITTED), before).changes
 
 
 def _without_counters(value: object) -> object:
@@ -372,13 +372,13 @@ def test_an_ending_tools_measurement_that_moved_is_drift_and_one_a_doc_never_mad
     report, knob = next((r, k) for r in doc.runners for k in r.knobs if k.ending_by_tool)
     assert knob.ending_by_tool is not None and knob.ending_by_tool.smallest_value is not None
     knob.ending_by_tool.smallest_value += 1
-    [change] = caps.drift(doc, COMMITTED).changes
+    [change] = caps_drift.drift(doc, COMMITTED).changes
     assert (change.runner, change.knob, change.field) == (report.runner, knob.knob, "ending_by_tool.smallest_value")
     before = json.loads(COMMITTED)
     for r in before["runners"]:  # as a doc measured before the ending tool was
         for k in r["knobs"]:
             k.pop("ending_by_tool", None)
-    assert not caps.drift(measurements.CapsDoc.model_validate_json(COMMITTED), json.dumps(before)).changes
+    assert not caps_drift.drift(measurements.CapsDoc.model_validate_json(COMMITTED), json.dumps(before)).changes
 
 
 @pytest.mark.full  # a framework's runs

@@ -15,7 +15,7 @@ from looplab.adapters import registry
 from looplab.adapters.contract.agents import Delegate
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.runner import Probe
-from looplab.measure import caps, caps_budgets
+from looplab.measure import caps, caps_budgets, caps_drift
 from looplab.records import measurements
 from looplab.records.measurements import CostReport, CostRow, DelegatedTokenRow, DelegationRow, Ending, TokenRow
 from looplab.scenarios.cases import CODE_READER_DESCRIPTION
@@ -229,9 +229,9 @@ def test_two_childrens_rows_that_differ_only_by_their_race_are_not_drift_and_fur
     committed = caps.to_json(doc)
     report.delegation.parallel[-1].model_calls += caps_budgets.RACE_SLACK
     report.delegation.parallel[-1].child_calls += caps_budgets.RACE_SLACK
-    assert not caps.drift(doc, committed).changes
+    assert not caps_drift.drift(doc, committed).changes
     report.delegation.parallel[-1].child_calls += 1
-    changes = caps.drift(doc, committed).changes
+    changes = caps_drift.drift(doc, committed).changes
     assert {c.field for c in changes} >= {"child_calls"} and changes[0].knob.startswith("under delegation, two")
 
 
@@ -271,7 +271,7 @@ def test_a_nested_delegation_row_that_moved_is_named_with_its_shape_and_value() 
     report = next(r for r in doc.runners if r.delegation is not None and r.delegation.nested)
     committed = caps.to_json(doc)
     report.delegation.nested[0].grandchild_calls += 1
-    [change] = caps.drift(doc, committed).changes
+    [change] = caps_drift.drift(doc, committed).changes
     knob, value = f"under delegation, three levels ({report.delegation.knob})", str(report.delegation.nested[0].value)
     assert (change.knob, change.value, change.field) == (knob, value, "grandchild_calls")
 
@@ -281,7 +281,7 @@ def test_a_delegation_row_that_moved_is_named_under_delegation_with_its_value() 
     report = next(r for r in doc.runners if r.delegation is not None)
     committed = caps.to_json(doc)
     report.delegation.rows[1].child_calls += 1
-    [change] = caps.drift(doc, committed).changes
+    [change] = caps_drift.drift(doc, committed).changes
     assert (change.knob, change.value, change.field) == (
         f"under delegation ({report.delegation.knob})",
         str(report.delegation.rows[1].value),
@@ -295,9 +295,9 @@ def test_on_another_wire_api_a_token_budget_is_checked_by_how_it_ended_not_by_it
     row = report.token_budget.rows[0]
     row.tokens, row.model_calls = row.tokens + 200, row.model_calls + 1  # a wire format with larger requests
     row.ending.counters = {k: n + 1 for k, n in row.ending.counters.items()}  # and the framework counted them
-    assert caps.drift(doc, COMMITTED) and not caps.drift(doc, COMMITTED, across_apis=True)
+    assert caps_drift.drift(doc, COMMITTED) and not caps_drift.drift(doc, COMMITTED, across_apis=True)
     row.ending.how = "returns silently (no exception, no answer)"  # what the budget does: the same on every API
-    assert caps.drift(doc, COMMITTED, across_apis=True)
+    assert caps_drift.drift(doc, COMMITTED, across_apis=True)
 
 
 def _delegated(value: int, parent: list[int], child: list[int], stopped: bool) -> DelegatedTokenRow:
@@ -383,9 +383,9 @@ def test_where_thread_timing_decides_the_parallel_rows_only_how_they_ended_is_co
     committed = caps.to_json(doc)
     row = report.delegation.parallel[0]
     row.model_calls, row.child_calls = row.model_calls + 6, row.child_calls + 6  # the other way the race can go
-    assert not caps.drift(doc, committed).changes
+    assert not caps_drift.drift(doc, committed).changes
     row.ending.how = "kept going: stopped by looplab's safety stop"
-    assert caps.drift(doc, committed).changes
+    assert caps_drift.drift(doc, committed).changes
 
 
 def _cost_row(usd: float, calls: int, shares: tuple[int, int] | None = None, held: bool = False) -> CostRow:
@@ -431,10 +431,10 @@ def test_a_dollar_budget_that_moved_is_drift_and_one_a_doc_never_measured_is_not
     report = next(r for r in doc.runners if r.cost_budget)
     assert report.cost_budget is not None
     report.cost_budget.rows[0].model_calls += 1
-    [change] = caps.drift(doc, COMMITTED).changes
+    [change] = caps_drift.drift(doc, COMMITTED).changes
     assert (change.value, change.field) == (f"${report.cost_budget.rows[0].value_usd:g}", "model_calls")
     assert change.knob == f"dollar budget ({report.cost_budget.knob})"
     before = json.loads(COMMITTED)
     for r in before["runners"]:  # as a doc measured before the dollar budget was
         r.pop("cost_budget", None)
-    assert not caps.drift(measurements.CapsDoc.model_validate_json(COMMITTED), json.dumps(before)).changes
+    assert not caps_drift.drift(measurements.CapsDoc.model_validate_json(COMMITTED), json.dumps(before)).changes

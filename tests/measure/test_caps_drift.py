@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looplab.measure import caps
+from looplab.measure import caps_drift
 from looplab.records import caps_changes, measurements
 from tests.paths import REPO
 
@@ -36,7 +36,7 @@ def _moved(moves: dict[str, str]) -> measurements.CapsDoc:
 @settings(max_examples=40, deadline=None)
 @given(version_moves())
 def test_a_version_that_moved_with_the_same_behaviour_passes_and_names_the_versions(moves: dict[str, str]) -> None:
-    found = caps.drift(_moved(moves), COMMITTED)
+    found = caps_drift.drift(_moved(moves), COMMITTED)
     assert not found and str(found) == "" and found.changes == ()
     assert {m.runner: m.measured for m in found.moved} == moves
     committed = {r.runner: r.version for r in measurements.CapsDoc.model_validate_json(COMMITTED).runners}
@@ -56,7 +56,7 @@ def test_a_changed_count_fails_naming_the_runner_knob_and_value(moves: dict[str,
     row = data.draw(st.sampled_from(knob.rows))
     was = row.model_calls
     row.model_calls = data.draw(st.integers(0, 100).filter(lambda n: n != was))
-    found = caps.drift(doc, COMMITTED)
+    found = caps_drift.drift(doc, COMMITTED)
     assert found and len(found.changes) == 1 and found.moved_lines() == []
     [change] = found.changes
     assert (change.runner, change.knob, change.value, change.field) == (

@@ -27,7 +27,7 @@ from looplab.adapters.boundary.noise import framework_noise
 from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.trace import api_of
 from looplab.cli import main
-from looplab.measure import bench_report
+from looplab.measure import bench_report, caps_drift
 from looplab.records import measurements, results, summary
 from looplab.run import harness
 from looplab.scenarios.cases import CheckResult, load_cases
@@ -695,10 +695,9 @@ def test_the_scorecard_at_80_columns_fits_with_a_line_a_behaviour(one_run) -> No
 
 
 def test_the_caps_check_output_fits_80_columns() -> None:
-    from looplab.measure import caps
 
     long = '+      "message": "Recursion limit of 25 reached without hitting a stop condition. You can increase it"'
-    text = caps.for_terminal(f"--- a\n+++ b\n{long}\nchanged: langgraph, recursion_limit = unset: {long}\n", 80)
+    text = caps_drift.for_terminal(f"--- a\n+++ b\n{long}\nchanged: langgraph, recursion_limit = unset: {long}\n", 80)
     assert_fits(text, 80)
     lines = text.splitlines()
     # A long diff line keeps its mark on each of its lines, so it still reads as an added line.
