@@ -9,6 +9,7 @@ stay the run's own (`BoundedRun`).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol
 
@@ -25,6 +26,11 @@ __all__ = ["Refusal", "RunBudget", "check_priced"]
 
 #: Why a model request may not go: the stop it ends the run with, and its detail naming the limit.
 Refusal = tuple[StopReason, str]
+
+#: How long at most an async request the budget would refuse waits for the requests still under way (`settle`).
+UNDER_WAY_WAIT_S = 10.0
+#: How often that wait looks again.
+UNDER_WAY_POLL_S = 0.01
 
 
 class Ledger(Protocol):
@@ -185,6 +191,24 @@ class RunBudget:
         if wait > 0:
             time.sleep(wait)
         return None
+
+    async def settle(self, request_bytes: int = 0) -> None:
+        """Before an async request this budget would refuse while other requests are under way: wait for them to
+        be recorded (at most `UNDER_WAY_WAIT_S`, and never past the run's time), then let the gate decide.
+
+        Agents side by side on one event loop: a framework that cancels the siblings of a call that raises
+        (Microsoft Agent Framework's concurrent function calls) would otherwise drop a sibling's reply the budget
+        had let go, and the run would end one call short of its cap; a sibling that fails gives its step back
+        to this request. Sync requests are not held: their siblings run on threads no refusal cancels.
+        """
+        until = time.monotonic() + min(UNDER_WAY_WAIT_S, max(self.time_left(), 0.0))
+        while (
+            self._record().in_flight.requests
+            and self.run.halted() is None
+            and self.refusal(request_bytes) is not None
+            and time.monotonic() < until
+        ):
+            await asyncio.sleep(UNDER_WAY_POLL_S)
 
     def gate(self, request_bytes: int = 0) -> None:
         """Called before each model request: raises the run's stop (`StopRun`) if the run must end instead.

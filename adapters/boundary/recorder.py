@@ -147,6 +147,12 @@ class ModelRecorder:
         replaced = {name.lower() for name in self.headers}
         return {k: v for k, v in headers.items() if k.lower() not in replaced} | dict(self.headers)
 
+    async def settle(self, url: str, body: bytes) -> None:
+        """Before an async model request: the requests under way recorded first where the budget would refuse this
+        one (`RunBudget.settle`)."""
+        if self.budget is not None and _endpoint(url) is not None:
+            await self.budget.settle(len(body))
+
     def exchange(self, url: str, body: bytes, *, stop_at_deadline: bool = True) -> Exchange:
         """A request about to go out to `url`, gated now (the gate may raise to refuse it): see `Exchange`.
 
@@ -163,7 +169,7 @@ class ModelRecorder:
         status: int,
         response_body: bytes,
         started: float,
-        error: Exception | None = None,
+        error: BaseException | None = None,
     ) -> None:
         endpoint = _endpoint(url)
         if endpoint is None:  # model listings, token counting: not model calls
@@ -269,14 +275,17 @@ class Exchange:
         return self
 
     def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
-        if isinstance(error, Exception) and (endpoint := _endpoint(self.url)) is not None:
+        # A cancellation too (a framework cancelling a sibling's task when the run stops): the request went, so
+        # it is an attempt that got no answer, and it holds nothing of the budget any more.
+        if error is not None and (endpoint := _endpoint(self.url)) is not None:
             with self.recorder._lock:
                 self.recorded = True
-                message = f"{type(error).__name__}: {error}"
+                message = f"{type(error).__name__}: {str(error) or 'cancelled before the reply came'}"
                 self.recorder._failed(endpoint, None, message, len(self.body), 0, self.started)
                 self.recorder._settle(self.held)
                 self.held = None
-            self._stop_if_out_of_time()
+            if isinstance(error, Exception):
+                self._stop_if_out_of_time()
 
     def reply_begins(self, status: int) -> None:
         """The reply's status has come, its body not yet: a 2xx one counts in `replies_begun` until recorded."""
@@ -285,7 +294,7 @@ class Exchange:
                 self.answering = True
                 self.recorder._answering += 1
 
-    def whole(self, status: int, headers: Any, body: bytes, error: Exception | None = None) -> None:
+    def whole(self, status: int, headers: Any, body: bytes, error: BaseException | None = None) -> None:
         """The reply (or what came before `error` broke it off): recorded; a 429's retry-after is told to the budget."""
         with self.recorder._lock:  # recorded and no longer arriving at one moment: counted once throughout
             if self.recorded:
@@ -301,7 +310,7 @@ class Exchange:
                     self.recorder._answering -= 1
         if status == 429 and self.recorder.budget is not None:
             self.recorder.budget.hold_back(headers)
-        if error is not None:
+        if isinstance(error, Exception):  # never in place of a cancellation, which must reach its task
             self._stop_if_out_of_time()
 
     def _stop_if_out_of_time(self) -> None:

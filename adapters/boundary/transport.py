@@ -22,6 +22,10 @@ class Recording(Protocol):
         """A request about to go out to `url`, gated now (`Exchange`)."""
         ...
 
+    async def settle(self, url: str, body: bytes) -> None:
+        """Before an async request: the requests under way recorded first where the budget would refuse it."""
+        ...
+
 
 def http_module_for(sdk: ModuleType) -> ModuleType:
     """The HTTP client module (`httpx2` or `httpx`) an SDK such as `openai` or `anthropic` is built on."""
@@ -43,7 +47,7 @@ class ReplyTee:
     def __init__(self, inner: Any, done: Callable[[bytes, Exception | None], None]) -> None:
         self.inner, self.done, self.chunks = inner, done, []
 
-    def finish(self, error: Exception | None = None) -> None:
+    def finish(self, error: BaseException | None = None) -> None:
         """Report the body as it stands."""
         self.done(b"".join(self.chunks), error)
 
@@ -74,7 +78,9 @@ class _AsyncTee(ReplyTee):
             async for chunk in self.inner:
                 self.chunks.append(chunk)
                 yield chunk
-        except Exception as exc:
+        except GeneratorExit:  # the reader stopped early: `aclose` reports the body
+            raise
+        except BaseException as exc:  # broken off, or cancelled with its task: an attempt that got no answer
             self.finish(exc)
             raise
         self.finish()
@@ -131,6 +137,7 @@ class _AsyncTransport:
     async def handle_async_request(self, request: Any) -> Any:
         await request.aread()
         _prepare(self.recorder, request)
+        await self.recorder.settle(str(request.url), request.content)
         with self.recorder.exchange(str(request.url), request.content) as exchange:
             response = await self.inner.handle_async_request(request)
         reply = _reply(exchange, response, self.tee)

@@ -6,6 +6,7 @@ Counted at the scripted model's own door, in front of which nothing of looplab's
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -119,3 +120,63 @@ def test_a_request_that_gets_no_answer_gives_its_step_back() -> None:
                 assert session.recorder.in_flight.requests == 0 and len(session.recorder.failed) == 1
                 assert client.post(f"{server.openai_base_url}/chat/completions", content=BODY).status_code == 200
             assert session.budget.refusal() == (StopReason.MAX_STEPS, "max_steps=1 model calls made")
+
+
+async def _send_side_by_side(client: httpx.AsyncClient, url: str, senders: int) -> list[str]:
+    """`senders` requests sent at once on one event loop, as a framework that cancels the siblings of a call that
+    raises runs them (Microsoft Agent Framework's concurrent function calls): what each got."""
+
+    async def one() -> str:
+        (await client.post(url, content=BODY)).raise_for_status()
+        return "answered"
+
+    tasks = [asyncio.ensure_future(one()) for _ in range(senders)]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except StopRun:
+        for task in tasks:
+            task.cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        return [
+            "answered" if d == "answered" else "cancelled" if isinstance(d, asyncio.CancelledError) else "refused"
+            for d in done
+        ]
+
+
+@settings(max_examples=scaled_examples(0.2), deadline=None)
+@given(max_steps=st.integers(1, 3), extra=st.integers(1, 3))
+def test_a_refused_async_request_waits_for_the_requests_under_way_so_a_cancelling_framework_keeps_their_replies(
+    max_steps: int, extra: int
+) -> None:
+    door: list[LateModel] = []
+    with ScriptedModelServer(wrap=lambda app: door.append(LateModel(app, REPLY_S)) or door[-1]) as server:
+        with _session(server, Limits(max_steps=max_steps)) as session:
+
+            async def main() -> list[str]:
+                async with session.recorder.http_client(httpx, is_async=True, tls=False) as client:
+                    url = f"{server.openai_base_url}/chat/completions"
+                    return await _send_side_by_side(client, url, max_steps + extra)
+
+            got = asyncio.run(main())
+            assert got.count("answered") == len(session.recorder.calls) == door[0].requests == max_steps, got
+            assert session.recorder.failed == [] and session.recorder.in_flight.requests == 0
+
+
+def test_a_request_cancelled_under_way_is_an_attempt_that_got_no_answer_and_holds_nothing() -> None:
+    door: list[LateModel] = []
+    with ScriptedModelServer(wrap=lambda app: door.append(LateModel(app, REPLY_S)) or door[-1]) as server:
+        with _session(server, Limits(max_steps=2)) as session:
+
+            async def main() -> None:
+                async with session.recorder.http_client(httpx, is_async=True, tls=False) as client:
+                    url = f"{server.openai_base_url}/chat/completions"
+                    sent = asyncio.ensure_future(client.post(url, content=BODY))
+                    while not door[0].requests:  # bounded by the wait_for below
+                        await asyncio.sleep(0.005)
+                    sent.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await sent
+
+            asyncio.run(asyncio.wait_for(main(), timeout=10))
+            assert session.recorder.calls == [] and session.recorder.in_flight.requests == 0
+            assert [a.error.split(":")[0] for a in session.recorder.failed] == ["CancelledError"]
