@@ -13,20 +13,30 @@ table and the key, before anything runs. It is read under the files rule (a regu
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from looplab.adapters.contract.agents import MAIN_AGENT, Delegate, not_delegating
 from looplab.adapters.contract.errors import LooplabError
 from looplab.adapters.contract.limits import Limits, StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.scenarios import strict
-from looplab.scenarios.scripted.conversation import PERSONA_HEADER, Persona
+from looplab.scenarios.scripted.conversation import MAX_SEED_CHARS, PERSONA_HEADER, SEED_HEADER, Persona
 from looplab.scenarios.suite import Suite, default_system_prompt, suite_at, suite_of
 from looplab.scenarios.target import stated_task, target_problem
 from looplab.shared_tools import BUILTIN_TOOLS, Fault, Tool, builtin_tool, with_faults
@@ -97,18 +107,41 @@ class Checks(_Strict):
     )
 
 
+def _left_out(data: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+    """`data` without the keys that hold the given defaults. Keys added to a case after its hash was first recorded
+    are dumped only when set: a case's hash (`records.identity.case_hash`, over its dump) stays what it was, so the
+    documents written before them still merge and resume."""
+    return {k: v for k, v in data.items() if k not in defaults or v != defaults[k]}
+
+
+#: What a seed may hold: visible ASCII, as an HTTP header value carries it unchanged.
+SEED = re.compile(r"^[!-~]+$")
+
+
 class ScriptedModel(_Strict):
-    """How the scripted model plays this case: its persona and its price (for cost budgets)."""
+    """How the scripted model plays this case: its persona, the seed of its chance and its price (for cost
+    budgets)."""
 
     persona: Persona = "careful"
+    seed: str | None = Field(
+        None,
+        max_length=MAX_SEED_CHARS,
+        pattern=SEED.pattern,
+        description="What a persona that plays by chance (noisy) seeds its dice with; a repeat of `looplab eval` "
+        "sets it to the case's id and the repeat's number.",
+    )
     input_per_mtok: float = 0.0
     output_per_mtok: float = 0.0
 
+    @model_serializer(mode="wrap")
+    def _without_unset_seed(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _left_out(handler(self), seed=None)
+
     @property
     def headers(self) -> dict[str, str]:
-        """The request headers that tell the scripted model how to play: its persona travels beside the request,
-        so the model name stays `scripted` whatever the persona."""
-        return {PERSONA_HEADER: self.persona}
+        """The request headers that tell the scripted model how to play: its persona (and seed, when set) travel
+        beside the request, so the model name stays `scripted` whatever the persona."""
+        return {PERSONA_HEADER: self.persona, **({SEED_HEADER: self.seed} if self.seed is not None else {})}
 
 
 #: looplab's code reader: the second agent of the delegation cases, unless a case says otherwise.
@@ -177,9 +210,18 @@ class Case(_Strict):
     model: ScriptedModel = Field(default_factory=ScriptedModel)
     checks: Checks = Field(default_factory=Checks)
     delegate: DelegateSpec | None = Field(None, description="A second agent the runner's agent may hand work to.")
+    by_default: bool = Field(
+        True,
+        description="Run when no --case names it; false for a case whose outcome is chance by design (`load_cases` "
+        "leaves it out unless asked for every case).",
+    )
 
     _file: Path | None = PrivateAttr(None)
     _suite: Suite | None = PrivateAttr(None)
+
+    @model_serializer(mode="wrap")
+    def _without_default_by_default(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _left_out(handler(self), by_default=True)
 
     @field_validator("tools")
     @classmethod
@@ -275,6 +317,15 @@ class Case(_Strict):
     def runs_on(self, runner: RunnerDeclaration | Declaration) -> bool:
         """Whether the case applies to `runner` (`not_run_on`)."""
         return self.not_run_on(runner) is None
+
+    def for_repeat(self, k: int) -> Case:
+        """This case as its `k`th repeat runs it: a copy (its file and suite kept) whose scripted model is seeded
+        `<id>#<k>`, so each repeat of a case that plays by chance rolls its own dice, and the same ones every time.
+        An id a header cannot carry as it is (too long, or not visible ASCII) seeds by its digest."""
+        seed = f"{self.id}#{k}"
+        if len(seed) > MAX_SEED_CHARS or not SEED.fullmatch(seed):
+            seed = f"{hashlib.sha256(self.id.encode('utf-8', 'surrogatepass')).hexdigest()}#{k}"
+        return self.model_copy(update={"model": self.model.model_copy(update={"seed": seed})})
 
     def attach(self, file: Path, suite: Suite) -> Case:
         """This case as read from `file`, in `suite`: where its folders and own tools are found."""
@@ -396,15 +447,17 @@ def _load(sources: tuple[Path, ...], import_tools: bool, sandbox: bool) -> dict[
 
 
 def load_cases(
-    sources: Iterable[Path | str] = (), *, import_tools: bool = True, sandbox: bool = False
+    sources: Iterable[Path | str] = (), *, import_tools: bool = True, sandbox: bool = False, every: bool = False
 ) -> dict[str, Case]:
     """The cases of `sources` (case files or suite folders) by id, in order; looplab's own suite when none.
 
-    `import_tools=False`: the suites' `tools.py` files are read, not run; `sandbox`: they run in the sandbox (see
-    `load_case`).
+    A suite's cases that run only when named (`by_default = false`) are left out unless `every` (a case file named
+    as a source is named). `import_tools=False`: the suites' `tools.py` files are read, not run; `sandbox`: they
+    run in the sandbox (see `load_case`).
     """
     named = tuple(dict.fromkeys(Path(s).resolve() for s in sources)) or (BUILTIN_SUITE,)
-    return dict(_load(named, import_tools, sandbox))
+    cases = _load(named, import_tools, sandbox)
+    return {i: c for i, c in cases.items() if every or c.by_default or c.file in named}
 
 
 def case_to_wire(case: Case) -> dict[str, Any]:

@@ -92,9 +92,11 @@ def select(
     from looplab.scenarios.cases import load_cases
 
     sources = case_sources(args)
-    # With --sandbox (checked before this), a suite's tools.py is described inside the sandbox too.
-    cases = load_cases(sources, sandbox=bool(getattr(args, "sandbox", False)))
-    wanted_cases = args.case or (None if sources else default_cases) or list(cases)
+    # With --sandbox (checked before this), a suite's tools.py is described inside the sandbox too. Every case, so
+    # that --case may name one that runs only when named (`Case.by_default`); unnamed, only the others run.
+    sandbox = bool(getattr(args, "sandbox", False))
+    cases = load_cases(sources, sandbox=sandbox, every=True)
+    wanted_cases = args.case or (None if sources else default_cases) or list(load_cases(sources, sandbox=sandbox))
     check_cases(wanted_cases, cases, args)
     check_runners(args.runner)
     # A runner whose framework cannot share this environment runs in its own: naming one isolates the run.

@@ -50,6 +50,19 @@ def shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def width(text: str) -> float:
+    """An argparse type: an interval's width as a fraction of 1, `0.3` or `30%` (more than 0, at most 1)."""
+    number = text.strip()
+    percent = number.endswith("%")
+    try:
+        value = float(number.removesuffix("%")) / (100 if percent else 1)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:  # nan and inf too
+        raise argparse.ArgumentTypeError(f"expected a width above 0 and at most 1, as 0.3 or 30%, got {text!r}")
+    return value
+
+
 def levels(text: str) -> list[int]:
     """An argparse type: a comma-separated list of whole numbers of 1 or more (`1,32`)."""
     return [positive_int(part.strip()) for part in text.split(",")]
@@ -202,7 +215,7 @@ def write_otel(path: str, doc: Any, *, announce: bool = True, anchor: Any = None
 
     from looplab.views import otel, terminal
 
-    done = otel.export(doc.run_results(), Path(path), anchor=anchor)
+    done = otel.export(doc.run_results(), Path(path), anchor=anchor, summary=doc.runner_summaries())
     if done.warning:
         print(f"looplab: warning: {done.warning}", file=sys.stderr)
     if announce:

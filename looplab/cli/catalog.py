@@ -38,7 +38,7 @@ def _cases(args: argparse.Namespace) -> int:
     from looplab.views.listings import cases_table
 
     # A listing reads each suite's tools.py and runs none of it: the tools a case names are checked by name.
-    cases_table(load_cases(case_sources(args), import_tools=False).values())
+    cases_table(load_cases(case_sources(args), import_tools=False, every=True).values())
     return 0
 
 

@@ -26,6 +26,7 @@ from looplab.cli._options import (
     sandbox_option,
     sandbox_ready,
     shard,
+    width,
     write_otel,
 )
 
@@ -40,6 +41,8 @@ FIRST_CASES = ("vip-compound", "sloppy-calls", "tight-budget")
 #: The same with a provider's model: sloppy-calls' bad calls are how the scripted model plays it, so a real model
 #: would only run the investigation again, at its price.
 FIRST_CASES_REAL_MODEL = ("vip-compound", "tight-budget")
+#: The most times `--repeat-until` repeats a cell when `--repeat` does not say.
+REPEAT_UNTIL_MOST = 20
 
 
 def exit_code(runs: Iterable[Any]) -> int:
@@ -130,7 +133,19 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--case", action="append", metavar="C", help="case id (repeatable; default: every case of the suite)"
     )
-    ev.add_argument("--repeat", type=positive_int, default=1, metavar="K", help="run every cell K times (default 1)")
+    ev.add_argument(
+        "--repeat",
+        type=positive_int,
+        metavar="K",
+        help=f"run every cell K times (default 1; with --repeat-until, at most K times, default {REPEAT_UNTIL_MOST})",
+    )
+    ev.add_argument(
+        "--repeat-until",
+        type=width,
+        metavar="WIDTH",
+        help="repeat each cell until the 95%% interval of its pass rate is at most WIDTH wide (0.3 or 30%%), in "
+        "rounds, so a real model is called no more than the verdict needs",
+    )
     model_options(ev)
     ev.add_argument(
         "--json", metavar="PATH", help="write the results document (every run's record, the cells, the summary)"
@@ -230,7 +245,9 @@ def _run(args: argparse.Namespace) -> int:
                 outcomes.append(outcome)
                 advance(outcome)
 
-            plan = [(runner, case) for case in cases for runner in runners if matrix.applies(runner, case)]
+            plan = [
+                (runner, case.for_repeat(1)) for case in cases for runner in runners if matrix.applies(runner, case)
+            ]
             scheduler = schedule.Here() if isolated is None else isolation.Isolated(isolated)
             scheduler.run(plan, where, _run_options(args), done)
     if args.steps:
@@ -248,14 +265,20 @@ def _eval(args: argparse.Namespace) -> int:
     with loading("eval"):
         from pathlib import Path
 
+        from looplab.adapters.contract.errors import LooplabError
         from looplab.records import identity, merge, results, summary
         from looplab.records.document import Document
-        from looplab.run import harness, interrupt, matrix
-        from looplab.views import eval_tables, headline, render, report, terminal
+        from looplab.run import harness, interrupt, matrix, rounds
+        from looplab.views import eval_tables, first_screen, headline, render, report, terminal
 
     sandbox_ready(args.sandbox)
     runners, cases = select(args, None)
     jobs = matrix.default_jobs() if args.jobs is None else args.jobs  # both counts checked by the parser
+    repeat = args.repeat or (REPEAT_UNTIL_MOST if args.repeat_until is not None else 1)
+    if args.repeat_until is not None and (args.resume or args.shard):
+        # Whether a cell needs another round is read off all its runs so far, which a shard or an older file
+        # holds only some of.
+        raise LooplabError("--repeat-until decides each round from every run of a cell: not with --resume or --shard")
     if args.estimate:
         runners, isolated = prepare_environments(args, runners)
         return _estimate(args, runners, cases, jobs, isolated)
@@ -281,7 +304,9 @@ def _eval(args: argparse.Namespace) -> int:
         in_shard = args.shard is None or identity.shard_of(key, args.shard[1], runners) == args.shard[0]
         return in_shard and key not in done_before
 
-    planned = matrix.plan(runners, cases, args.repeat, wanted)
+    width = args.repeat_until
+    first = repeat if width is None else rounds.first_round(width, repeat)
+    planned = matrix.plan(runners, cases, first, wanted)
     total = len(planned)
     finished: list[RunOutcome] = []
 
@@ -307,28 +332,41 @@ def _eval(args: argparse.Namespace) -> int:
 
     first_words = starting(total, runners, jobs, args.concurrency, isolated)
     with interrupt.keep_finished(save):
-        with harness.endpoint(choice) as where, render.matrix_progress(total, first_words) as advance:
+        with harness.endpoint(choice) as where:
+            selected, most = wanted, first
+            while True:  # one matrix; with --repeat-until, one a round until every cell is narrow enough
+                with render.matrix_progress(total, first_words) as advance:
 
-            def on_done(outcome: RunOutcome) -> None:
-                finished.append(outcome)
-                advance(outcome)
+                    def on_done(outcome: RunOutcome) -> None:
+                        finished.append(outcome)
+                        advance(outcome)
 
-            outcomes = matrix.run_matrix(
-                runners,
-                cases,
-                where,
-                repeat=args.repeat,
-                on_done=on_done,
-                jobs=jobs,
-                concurrency=args.concurrency,
-                select=wanted,
-                isolated=isolated,
-                options=_run_options(args),
-            )
+                    matrix.run_matrix(
+                        runners,
+                        cases,
+                        where,
+                        repeat=most,
+                        on_done=on_done,
+                        jobs=jobs,
+                        concurrency=args.concurrency,
+                        select=selected,
+                        isolated=isolated,
+                        options=_run_options(args),
+                    )
+                goals = rounds.next_round(rounds.tally(finished), width, repeat) if width is not None else {}
+                if not goals:
+                    break
+                ran = rounds.tally(finished)
+                selected = _until(goals, ran)
+                most, total = max(goals.values()), sum(goals[c] - ran[c][1] for c in goals)
+                first_words = f"another round: {total} runs for {len(goals)} cells wider than {width:.0%} ..."
+    order = {(r, c.id, k): i for i, (r, c, k) in enumerate(matrix.plan(runners, cases, repeat))}
+    outcomes = sorted(finished, key=lambda o: order.get((o.runner, o.case, o.repeat or 1), len(order)))
     doc = document(outcomes)
     cells = [summary.Cell.model_validate(c.model_dump()) for c in doc.cells]
     eval_tables.matrix_table(cells, runners, [c.id for c in cases])
-    eval_tables.runner_summary(summary.RunnerSummary.model_validate(s) for s in doc.summary)
+    eval_tables.runner_summary(doc.runner_summaries())
+    first_screen.print_repeats(doc)
     headline.print_headline(doc)
     if json_path:
         results.write(doc, json_path)
@@ -338,8 +376,13 @@ def _eval(args: argparse.Namespace) -> int:
         terminal.console().print(f"HTML: {args.html}")
     if args.otel:
         write_otel(args.otel, doc)
+    if width is not None:
+        runs = [n for _, n in rounds.tally(outcomes).values()] or [0]
+        terminal.console().print(
+            f"--repeat-until {width:.0%}: {len(outcomes)} runs, {min(runs)} to {max(runs)} a cell (at most {repeat})"
+        )
     if earlier is not None or args.shard:
-        skipped = len(matrix.plan(runners, cases, args.repeat)) - total
+        skipped = len(matrix.plan(runners, cases, repeat)) - total
         why = " or ".join(
             ([f"in another shard than {args.shard[0]}/{args.shard[1]}"] if args.shard else [])
             + ([f"already in {args.resume}"] if earlier is not None else [])
@@ -356,8 +399,9 @@ def _estimate(args: argparse.Namespace, runners: list[str], cases: list, jobs: i
 
     if args.model == "scripted":
         raise LooplabError("--estimate needs --model PROVIDER:NAME: the model whose price the tokens are costed at")
+    repeats = args.repeat or (REPEAT_UNTIL_MOST if args.repeat_until is not None else 1)
     found = estimate.estimate(
-        cases, runners, args.model, args.price, jobs=jobs, isolated=isolated, sandbox=args.sandbox
+        cases, runners, args.model, args.price, jobs=jobs, isolated=isolated, sandbox=args.sandbox, repeats=repeats
     )
     out = terminal.console()
     out.print(estimate.render(found, width=out.width), highlight=False, markup=False)
@@ -400,6 +444,16 @@ PARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
 }
 #: What runs each command; it returns the exit code.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": _run, "eval": _eval, "merge": _merge}
+
+
+def _until(goals: dict[tuple[str, str], int], ran: dict[tuple[str, str], tuple[int, int]]) -> Any:
+    """The next round's `select`: each unsettled cell's repeats past those it ran, up to its goal."""
+
+    def selected(runner: str, case: str, k: int) -> bool:
+        goal = goals.get((runner, case))
+        return goal is not None and ran[runner, case][1] < k <= goal
+
+    return selected
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:

@@ -81,7 +81,7 @@ def _serve_tools(args: argparse.Namespace) -> int:
     protocol = protocol_stdout() if args.stdio else None
     sandbox_ready(args.sandbox)
     sources = case_sources(args)
-    cases = load_cases(sources, sandbox=args.sandbox)
+    cases = load_cases(sources, sandbox=args.sandbox, every=True)
     wanted = args.case or (next(iter(cases)) if sources else "vip-compound")
     check_cases([wanted], cases, args)
     case = cases[wanted]

@@ -14,6 +14,10 @@ from collections.abc import Sequence
 
 #: Each command: the module whose `main(argv)` runs it, and what it does.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bench-intervals": (
+        "looplab.measure.bench_intervals",
+        "what the intervals and paired comparisons over repeats add to a report of the full matrix",
+    ),
     "bench-merge": ("looplab.measure.bench_merge", "how long merging a sharded full matrix takes"),
     "bench-probe": (
         "looplab.measure.bench_probe",

@@ -86,6 +86,8 @@ class Estimate:
     #: Where the price came from, for people ("--price", "the price table taken 2025-..."); "" when unknown.
     price_source: str
     cells: tuple[Cell, ...]
+    #: How many times the matrix would run (`--repeat`, or `--repeat-until`'s most): the cells ran once.
+    repeats: int = 1
 
     @property
     def measured(self) -> list[Cell]:
@@ -135,12 +137,14 @@ def estimate(
     jobs: int,
     isolated: Callable[[str], RunnerEnv] | None = None,
     sandbox: bool = False,
+    repeats: int = 1,
 ) -> Estimate:
     """Run `runners` x `cases` against the scripted model and price each cell at `model`'s price.
 
     `model` is `provider:name`; `pricing` (`--price`) overrides the shipped table's price. Nothing is sent to
     the provider. A case the scripted model cannot play is not run: its cells carry the bound of its limits.
     `jobs` and `isolated` are as for `looplab.run.matrix.run_matrix`; `sandbox` as for `looplab.run.harness.run_one`.
+    `repeats`: the times the matrix would run; each cell runs once here and is counted that many times.
     """
     provider, name = parse_model(model)
     price = pricing or price_of(provider, name)
@@ -161,7 +165,7 @@ def estimate(
                 cells.append(Cell(runner, case.id, bound=bound))
             else:
                 cells.append(_priced(by_cell[runner, case.id], price))
-    return Estimate(model, price, source, tuple(cells))
+    return Estimate(model, price, source, tuple(cells), repeats)
 
 
 def _priced(outcome: RunOutcome, price: Pricing | None) -> Cell:
@@ -331,6 +335,7 @@ def render(est: Estimate, *, width: int = WIDTH) -> str:
             f"No price is known for {est.model}: the tokens are shown without a cost; "
             "give --price IN,OUT (dollars per million tokens) to price them."
         )
+    notes += _repeat_notes(est)
     notes += _bound_notes(est)
     notes += [f"{c.runner} on {c.case}: not run: {c.error}" for c in est.cells if c.error is not None]
     title = f"looplab eval --estimate · {est.model}"
@@ -338,6 +343,19 @@ def render(est: Estimate, *, width: int = WIDTH) -> str:
     top = [title, f"at {_price_text(est)}" if priced else "price unknown: the tokens without a cost", *head]
     wrapped = [w for line in top for w in textwrap.wrap(line, width, break_on_hyphens=False) or [""]]
     return "\n".join([*wrapped, *(line.plain.rstrip() for line in lines)])
+
+
+def _repeat_notes(est: Estimate) -> list[str]:
+    """With repeats: what the matrix costs that many times over (each cell ran once here)."""
+    if est.repeats <= 1:
+        return []
+    k = est.repeats
+    cost = f", ${format_cost(est.cost_usd * k)}" if est.cost_usd is not None else ""
+    bound = f"; the cells not run at most {est.bound_calls * k} model calls" if est.bounded else ""
+    return [
+        f"× {k} repeats: about {est.model_calls * k:,} model calls, {(est.input_tokens + est.output_tokens) * k:,} "
+        f"tokens{cost}{bound}. Each cell ran once here: a model that varies run to run varies these too."
+    ]
 
 
 def _bound_notes(est: Estimate) -> list[str]:

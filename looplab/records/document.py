@@ -14,15 +14,18 @@ from pydantic import BaseModel, PrivateAttr
 from looplab.adapters.contract.result import RunResult
 from looplab.records.environment import Environment
 from looplab.records.identity import CellKey
+from looplab.records.summary import RunnerSummary
 
 __all__ = ["Document", "case_descriptions"]
 
 
 #: The shape this looplab writes. Bump it when a field changes meaning or a reader would need a new one.
 #: 3: the stop reason and tool outcome `cancelled`, and `limits.max_tokens` (values a schema 2 reader refuses).
-SCHEMA = 3
-#: The versioned shapes this looplab reads: a schema 2 document is a schema 3 one that holds none of what 3 adds.
-READS = (2, 3)
+#: 4: with repeats, the summary's 95 % intervals (`summary.RunnerSummary`), and its tokens and wall-time medians.
+SCHEMA = 4
+#: The versioned shapes this looplab reads: a schema 2 document is a schema 3 one that holds none of what 3 adds,
+#: and a schema 3 one a schema 4 one whose summary is derived again from its cells on reading (`results.load`).
+READS = (2, 3, 4)
 #: Unversioned files: the shapes looplab wrote before the schema was recorded.
 UNVERSIONED = 1
 #: The key that holds the schema version (the first in the file).
@@ -85,6 +88,10 @@ class Document(BaseModel):
             self._parsed = [parse_result(r) for r in self.results]
         return self._parsed
 
+    def runner_summaries(self) -> list[RunnerSummary]:
+        """The per-runner summary as `RunnerSummary`s (its entries are checked when the document is read)."""
+        return [RunnerSummary.model_validate(s) for s in self.summary]
+
     def result_of(self, cell: CellRecord) -> RunResult | None:
         """A cell's `RunResult`, or None."""
         return None if cell.result is None else self.run_results()[cell.result]
@@ -146,10 +153,11 @@ def summarize(doc: Document) -> list[dict[str, Any]]:
             doc.result_of(c),
             [CheckResult(name=name, passed=False, detail="") for name in c.failed_checks],
             c.error,
+            repeat=c.repeat,
         )
         for c in doc.cells
     ]
-    return [s.model_dump() for s in summarize_outcomes(outcomes)]
+    return [s.model_dump(mode="json") for s in summarize_outcomes(outcomes)]
 
 
 def case_descriptions(doc: Document | None = None) -> dict[str, str]:
@@ -158,7 +166,7 @@ def case_descriptions(doc: Document | None = None) -> dict[str, str]:
     try:
         from looplab.scenarios.cases import load_cases
 
-        known = {cid: c.description for cid, c in load_cases().items()}
+        known = {cid: c.description for cid, c in load_cases(every=True).items()}
     except Exception:
         known = {}
     recorded = {cid: c.description for cid, c in doc.cases.items() if c.description} if doc is not None else {}

@@ -4,8 +4,9 @@ Every command that records runs (`looplab run`, `looplab eval`, `looplab merge`)
 `Document` through `write`, and every reader (`looplab report`, `eval --resume`, `merge`, the
 real-model notes) goes through `read` or `load`. The file says which shape it has:
 
-- schema 3 (`"looplab_schema": 3`, `SCHEMA`; schema 2 reads as 3, which only adds the stop
-  reason and tool outcome `cancelled`, the `max_tokens` limit, and a cell's `stream`): one object holding the
+- schema 4 (`"looplab_schema": 4`, `SCHEMA`; schema 2 and 3 read as 4: 3 adds the stop reason and tool
+  outcome `cancelled`, the `max_tokens` limit and a cell's `stream`, and 4 the summary's intervals over repeats,
+  which an older document's summary gets on reading, derived again from its cells): one object holding the
   runners and cases asked for (each case with a content hash of its definition and fixture files), every
   environment that produced a run (Python, platform, the installed framework versions), the
   cells (one runner on one case, one repeat, one model: its checks, and the index of its
@@ -97,7 +98,7 @@ def build(
     if cases is None:
         from looplab.scenarios.cases import load_cases
 
-        suite = load_cases()
+        suite = load_cases(every=True)
         cases = [suite[c] for c in dict.fromkeys(o.case for o in outcomes) if c in suite]
     records = {c.id: CaseRecord(hash=case_hash(c), description=c.description) for c in cases}
     for o in outcomes:  # a case outside the suite (a test's own) has no definition to hash
@@ -177,6 +178,8 @@ def load(data: Any, *, source: str = "results") -> Document:
         except ValidationError as exc:
             raise ResultsError(f"{source}: {INVALID}: {first_problem(exc)}") from None
         validate(doc, source=source)
+        if version < SCHEMA:  # its summary has none of what came since (the intervals): derived again
+            doc.summary = summarize(doc)
         return doc
     if isinstance(data, list) or (isinstance(data, dict) and "results" in data):
         return from_unversioned(data, source)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from looplab.adapters.contract.errors import ResultsError
 from looplab.records.document import Document, parse_result
+from looplab.records.summary import RunnerSummary
 
 if TYPE_CHECKING:
     from looplab.adapters.contract.result import RunResult
@@ -235,4 +236,9 @@ def validate(doc: Document, *, source: str = "results") -> None:
     for env_id, env in doc.environments.items():
         if env.id != env_id:
             raise bad(field_path(["environments", env_id]), f"the id is not the hash of its content ({env.id})")
+    for k, entry in enumerate(doc.summary):  # what the views read of it, read as they read it
+        try:
+            RunnerSummary.model_validate(entry)
+        except ValidationError as exc:
+            raise ResultsError(f"{source}: {INVALID}: {first_problem(exc, ('summary', k))}") from None
     doc._parsed = parsed

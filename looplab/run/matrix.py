@@ -45,7 +45,8 @@ def run_matrix(
     options: RunOptions | None = None,
     **given: Any,
 ) -> list[RunOutcome]:
-    """Every runner on every case, `repeat` times; each run independent of the others.
+    """Every runner on every case, `repeat` times; each run independent of the others, the `k`th repeat of a case
+    seeded `<case id>#<k>` (`Case.for_repeat`).
 
     Up to `concurrency` cells are in flight at once (default: one per job), on threads: in this
     process when `jobs` is 1, else spread over `jobs` worker processes (see `looplab.run.schedule`).
@@ -60,7 +61,9 @@ def run_matrix(
     options = RunOptions.of(options, **given)
     planned = plan(runners, cases, repeat, select)
     concurrency = max(1, jobs if concurrency is None else concurrency)
-    cells_here = [(runner, case) for runner, case, _ in planned]
+    # Each repeat runs a copy of its case seeded by the repeat (`Case.for_repeat`): a case that plays by chance rolls
+    # its own dice each repeat, the same ones every time. The outcomes and the document keep the cases as given.
+    cells_here = [(runner, case.for_repeat(k)) for runner, case, k in planned]
     slots: list[RunOutcome | None] = [None] * len(planned)
 
     def done(i: int, outcome: RunOutcome) -> None:
@@ -145,9 +148,9 @@ def races(runners: Iterable[str], cases: Iterable[Case]) -> dict[tuple[str, str]
 
 
 def run_scripted(runners: Sequence[str], cases: Sequence[Case | str], *, jobs: int) -> Document:
-    """`cases` (a case, or a case id of looplab's own suite) run through `runners` against the scripted model, as
-    `looplab eval` runs them, as a document."""
-    cases = [load_cases()[c] if isinstance(c, str) else c for c in cases]
+    """`cases` (a case, or a case id of looplab's own suite, one run only when named included) run through `runners`
+    against the scripted model, as `looplab eval` runs them, as a document."""
+    cases = [load_cases(every=True)[c] if isinstance(c, str) else c for c in cases]
     with harness.endpoint(harness.ModelChoice()) as where:
         outcomes = run_matrix(list(runners), cases, where, jobs=jobs)
     return results.build(outcomes, model=harness.SCRIPTED, api=None, runners=list(runners), cases=cases)

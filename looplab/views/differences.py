@@ -14,7 +14,12 @@ largest group and says what the others did, in the words of someone choosing a f
 - agent tree: whose own cap holds a tree of agents (two children asked at once, three levels deep) and what the
   others' caps do there (the caps measurement, likewise);
 - first request: the bytes of the first model request (the task plus what the framework adds);
-- time: wall seconds over the document's runs.
+- time: wall seconds over the document's runs;
+- over repeats (a document whose cells ran twice or more): pass rate, model calls, tokens, cost and time, runner
+  against runner over the same cases and repeats (`looplab.records.comparison`); a difference is named only where
+  it holds at 95 %, otherwise the row says it is not distinguishable yet and how many repeats would tell. A case
+  whose runs differ from repeat to repeat is one row, under `varies`, in place of its rows above (one repeat's runs
+  would name noise as a difference); wall time is compared there, not under `time`.
 
 A case on which every runner behaved the same (stop, model calls, tool calls, checks, answer) is one line, under
 `same`, or under `all failed` when they agree on failing a check of the case.
@@ -30,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from looplab.records import results
+from looplab.records.comparison import Comparison, compare_runners, repeats_of
+from looplab.records.document import Document
 from looplab.records.measurements import CapsDoc
 from looplab.views import scorecard, scorecard_rows
 from looplab.views.divergence import Behaviour, behaviour, describe_divergence, span, stop_phrase
@@ -45,6 +52,8 @@ class Topic:
     text: str
     #: The case the row is about; None when it is about every case of the document.
     case: str | None = None
+    #: Whether the row names a difference (an over-repeats row may say that none holds yet).
+    names_difference: bool = True
 
     @property
     def line(self) -> str:
@@ -63,7 +72,7 @@ class Differences:
     @property
     def differ(self) -> bool:
         """Whether any row says the runners differ (wall time always varies a little, so it does not count)."""
-        return any(t.label not in (SAME, TIME) for t in self.topics)
+        return any(t.label not in (SAME, TIME, VARIES) and t.names_difference for t in self.topics)
 
     @property
     def title(self) -> str:
@@ -78,10 +87,11 @@ class Differences:
 
 
 #: The labels as the first screen shows them, in the order of its rows.
-SAME, FAILED, RAN, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, TREE, FIRST_REQUEST, TIME, NOT_RUN = (
+SAME, FAILED, RAN, VARIES, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, TREE, FIRST_REQUEST, TIME, REPEATS, NOT_RUN = (
     "same",
     "all failed",
     "ran",
+    "varies",
     "stops",
     "bad call",
     "at the cap",
@@ -89,6 +99,7 @@ SAME, FAILED, RAN, STOPS, BAD_CALLS, AT_CAP, LAST_TOOLS, TREE, FIRST_REQUEST, TI
     "agent tree",
     "1st request",
     "time",
+    "over repeats",
     "not run",
 )
 
@@ -307,6 +318,115 @@ def _time(runs: Sequence[RunView]) -> str | None:
     return f"each runner {over}: {fastest}, {slowest}, median {middle:.1f} s"
 
 
+#: What an over-repeats row says of two runners whose difference does not hold at 95 %.
+NOT_YET = "not distinguishable yet"
+#: How each compared metric reads, for the runner above the other (a verb phrase, its verb singular), and how its
+#: values are written.
+_ABOVE = {
+    "pass rate": ("passes more often than", "{:.0%}"),
+    "model calls": ("makes more model calls than", "{:g}"),
+    "tokens": ("spends more tokens than", "{:,.0f}"),
+    "cost": ("costs more than", "${:.4f}"),
+    "time": ("takes longer than", "{:.2f} s"),
+}
+#: The distinguishable pairs an over-repeats row names before it counts the rest.
+_NAMED_PAIRS = 3
+
+
+def _varies(runs: Sequence[RunView]) -> dict[str, str]:
+    """Per case whose runs differ from repeat to repeat for some runner: who, in how many ways (one repeat's runs
+    would name noise as a difference)."""
+    ways: dict[str, dict[str, set[tuple[Behaviour, str]]]] = {}
+    for v in runs:
+        ways.setdefault(v.case, {}).setdefault(v.runner, set()).add((behaviour(v), _answer(v)))
+    found = {}
+    for case, by_runner in ways.items():
+        varied = {r: len(w) for r, w in by_runner.items() if len(w) > 1}
+        if varied:
+            named = ", ".join(f"{r} {n} ways" for r, n in varied.items())
+            found[case] = f"the runs differ from repeat to repeat ({named}): compared over repeats below"
+    return found
+
+
+def _p(value: float) -> str:
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+def _medians(c: Comparison, fmt: str, higher_first: bool) -> str:
+    """The two runners' values over their pairs: passes of the pairs, or medians."""
+    if c.metric == "pass rate":
+        shown = [f"{int(n)}/{c.counts.pairs}" for n in c.shown]
+    else:
+        shown = [fmt.format(v) for v in c.shown]
+    return " and ".join(shown if higher_first else shown[::-1])
+
+
+def _repeats_row(metric: str, found: list[Comparison]) -> str:
+    """One metric over every pair of runners: the differences that hold, named, and what the rest would need."""
+    verb, fmt = _ABOVE[metric]
+    test = "McNemar exact" if metric == "pass rate" else "sign test"
+    held = [c for c in found if c.distinguishable and c.higher is not None]
+    repeats = max(c.repeats for c in found)
+    clauses = []
+    for c in held[:_NAMED_PAIRS]:
+        lower = c.second if c.higher == c.first else c.first
+        above, below = (c.counts.above, c.counts.below) if c.higher == c.first else (c.counts.below, c.counts.above)
+        what = "pass rates" if metric == "pass rate" else "medians"
+        clauses.append(
+            f"{c.higher} {verb} {lower} in {above} of {c.counts.pairs} paired runs, the reverse in {below} "
+            f"({test} {_p(c.p_value)}; {what} {_medians(c, fmt, c.higher == c.first)})"
+        )
+    if len(held) > _NAMED_PAIRS:
+        clauses.append(f"{len(held) - _NAMED_PAIRS} more pairs of runners likewise")
+    rest = [c for c in found if c not in held]
+    if all(c.counts.tied == c.counts.pairs for c in found):
+        pairs = max(c.counts.pairs for c in found)
+        who = f"{found[0].first} and {found[0].second}" if len(found) == 1 else f"all {len(found)} pairs of runners"
+        return f"{metric}: {who} the same in all {pairs} paired runs over {repeats} repeats"
+    if rest and len(found) == 1:
+        c = rest[0]
+        needed = c.repeats_needed
+        tell = (
+            f"about {needed} repeats would tell them apart if the spread held"
+            if needed is not None
+            else "no difference seen (as many pairs each way)"
+        )
+        values = "pass rates" if metric == "pass rate" else "medians"
+        clauses.append(
+            f"{c.first} and {c.second} {NOT_YET} after {repeats} repeats ({values} "
+            f"{_medians(c, fmt, True)}; {test} {_p(c.p_value)}); {tell}"
+        )
+    elif rest:
+        needed = [n for c in rest if (n := c.repeats_needed) is not None]
+        tell = f"; the closest would need about {min(needed)} repeats" if needed else ""
+        pairs = f"{len(rest)} of {len(found)} pairs of runners" if held else f"all {len(found)} pairs of runners"
+        clauses.append(f"{pairs} {NOT_YET} after {repeats} repeats{tell}")
+    return f"{metric}: " + "; ".join(clauses)
+
+
+def over_repeats(doc: Any) -> list[Topic]:
+    """With repeats, the runners compared over them: a `varies` row for each case whose runs differ from repeat to
+    repeat, then one `over repeats` row a metric; nothing without repeats. (`compare` gives these among the rest;
+    this is them alone, without the scorecard the rest reads.)"""
+    document = results.load(doc)
+    if repeats_of(document) < 2:
+        return []
+    runners = list(dict.fromkeys(c.runner for c in document.cells))
+    rows = [Topic(VARIES, line, case) for case, line in _varies(runs_from(document)).items()]
+    return rows + (_over_repeats(document, runners) if len(runners) > 1 else [])
+
+
+def _over_repeats(document: Document, runners: Sequence[str]) -> list[Topic]:
+    """The over-repeats rows: one a metric, runner against runner (`looplab.records.comparison`)."""
+    by_metric: dict[str, list[Comparison]] = {}
+    for c in compare_runners(document, runners):
+        by_metric.setdefault(c.metric, []).append(c)
+    return [
+        Topic(REPEATS, _repeats_row(metric, found), names_difference=any(c.distinguishable for c in found))
+        for metric, found in by_metric.items()
+    ]
+
+
 def topics(doc: Any, *, caps: CapsDoc | None = None) -> list[Topic]:
     """The ways the runners of a results document differ, each one row; a case where all agree is one row.
 
@@ -323,10 +443,14 @@ def compare(doc: Any, *, caps: CapsDoc | None = None) -> Differences:
     """
     document = results.load(doc)
     runs = runs_from(document)
-    cases = first_runs(runs)
+    repeated = repeats_of(document) >= 2
+    over = over_repeats(document)
+    varies = {t.case for t in over if t.label == VARIES}
+    # A case whose runs vary is compared over its repeats, not by its first runs.
+    cases = {case: views for case, views in first_runs(runs).items() if case not in varies}
     runners = list(dict.fromkeys(v.runner for v in runs))
     capped = {case: line for case, views in cases.items() if (line := _at_cap(views)) is not None}
-    rows: list[Topic] = []
+    rows: list[Topic] = [t for t in over if t.label == VARIES]
     diverging: list[Topic] = []
     not_run = {f"{v.runner} on {v.case}": v.error or "not run" for v in runs if v.result is None}
     for case, views in cases.items():
@@ -354,8 +478,9 @@ def compare(doc: Any, *, caps: CapsDoc | None = None) -> Differences:
         diverging += [Topic(TREE, line) for line in _tree_caps(card)]
     if (found := _first_request(cases)) is not None:
         diverging.append(Topic(FIRST_REQUEST, found[1], found[0]))
-    if (line := _time(runs)) is not None:
+    if not repeated and (line := _time(runs)) is not None:
         diverging.append(Topic(TIME, line))
+    diverging += [t for t in over if t.label == REPEATS]
     rows += diverging
     rows += [Topic(NOT_RUN, f"{who}: {' '.join(why.split())[:160]}") for who, why in not_run.items()]
     return Differences(

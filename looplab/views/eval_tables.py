@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -14,7 +14,7 @@ from looplab.views.terminal import Col, Value, console, indented, note_lines, pr
 if TYPE_CHECKING:
     from looplab.records.summary import Cell, RunnerSummary
 
-__all__ = ["SHORT_STOP", "matrix_table", "runner_summary"]
+__all__ = ["SHORT_STOP", "matrix_table", "pass_rate", "runner_summary", "spread"]
 
 #: Stop reasons as the matrix cells spell them (the legend under the matrix names the long form).
 SHORT_STOP = {
@@ -124,24 +124,45 @@ def _broken(name: str, width: int) -> str:
     return "\n".join(lines)
 
 
+def _num(x: float | None, fmt: str = "g") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def spread(value: float | None, interval: Sequence[float] | None, fmt: str = "g") -> str:
+    """A median (or rate) with its 95 % interval after it, `9 [8–11]`; the value alone without one."""
+    if interval is None or value is None:
+        return _num(value, fmt)
+    low, high = (format(x, fmt) for x in interval)
+    shown = format(value, fmt)
+    return shown if low == high == shown else f"{shown} [{low}–{high}]"  # every run alike: no spread to show
+
+
+def pass_rate(passed: int, runs: int, interval: Sequence[float] | None) -> str:
+    """`14/20 (70%)`, with its 95 % interval where there is one: `14/20 70% [48–85%]`."""
+    if interval is None:
+        return f"{passed}/{runs} ({passed / runs:.0%})" if runs else "0/0"
+    return f"{passed}/{runs} {passed / runs:.0%} [{interval[0] * 100:.0f}–{interval[1]:.0%}]"
+
+
 def runner_summary(summaries: Iterable[RunnerSummary], *, out: Console | None = None) -> None:
-    """Per runner: completion rate, model calls and cost per task (median, p95), stop reasons."""
-
-    def num(x: float | None, fmt: str = "g") -> str:
-        return "—" if x is None else format(x, fmt)
-
+    """Per runner: completion rate, model calls and cost per task (median, p95), stop reasons; with repeats, the
+    pass rate and the medians of model calls, tokens, cost and time with their 95 % intervals instead."""
+    summaries = list(summaries)
+    if any(s.repeats >= 2 for s in summaries):
+        _summary_with_intervals(summaries, out)
+        return
     rows = []
     for s in summaries:
         stops = ", ".join(f"{k} {v}" for k, v in s.stop_reasons.items())
         ran = s.runs > s.not_run  # runs without a cost median: nothing ran, or the model has no price
         unknown = ran and s.cost_usd_median is None
-        cost = "unknown" if unknown else f"{num(s.cost_usd_median, '.4f')}/{num(s.cost_usd_p95, '.4f')}"
+        cost = "unknown" if unknown else f"{_num(s.cost_usd_median, '.4f')}/{_num(s.cost_usd_p95, '.4f')}"
         rows.append(
             [
                 s.runner,
-                f"{s.passed}/{s.runs} ({s.completion_rate:.0%})",
-                f"{num(s.model_calls_median)}/{num(s.model_calls_p95)}",
-                num(s.tool_calls_median),
+                pass_rate(s.passed, s.runs, None),
+                f"{_num(s.model_calls_median)}/{_num(s.model_calls_p95)}",
+                _num(s.tool_calls_median),
                 cost,
                 stops,
             ]
@@ -155,3 +176,35 @@ def runner_summary(summaries: Iterable[RunnerSummary], *, out: Console | None = 
         Col("stops", prose=True, fold="line"),
     )
     print_table("eval: per runner", cols, rows, out=out)
+
+
+def _summary_with_intervals(summaries: list[RunnerSummary], out: Console | None) -> None:
+    rows = []
+    for s in summaries:
+        unknown = s.runs > s.not_run and s.cost_usd_median is None
+        rows.append(
+            [
+                s.runner,
+                pass_rate(s.passed, s.runs, s.completion_interval),
+                spread(s.model_calls_median, s.model_calls_interval),
+                spread(s.tokens_median, s.tokens_interval, ",.0f"),
+                "unknown" if unknown else spread(s.cost_usd_median, s.cost_usd_interval, ".4f"),
+                spread(s.wall_s_median, s.wall_s_interval, ".2f"),
+                ", ".join(f"{k} {v}" for k, v in s.stop_reasons.items()),
+            ]
+        )
+    cols = (
+        Col("runner"),
+        Col("passed [95%]", short="passed", means="runs passed, the pass rate and its 95% interval", right=True),
+        Col("calls", means="model calls a task, median [95% interval]", right=True),
+        Col("tokens", means="tokens in + out a task, median [95% interval]", right=True),
+        Col("cost $", short="$", means="dollars a task, median [95% interval]", right=True),
+        Col("time s", short="s", means="wall seconds a task, median [95% interval]", right=True),
+        Col("stops", prose=True, fold="line"),
+    )
+    repeats = max(s.repeats for s in summaries)
+    notes = [
+        f"over {repeats} repeats: [low–high] is a 95% interval (pass rate: Wilson; a median: from the order "
+        "statistics, the range of the runs where a runner has 5 or fewer)"
+    ]
+    print_table("eval: per runner", cols, rows, notes, out=out)

@@ -30,7 +30,7 @@ from looplab.views.render import WALL_S
 from looplab.views.runs import RunView, first_runs, runs_from
 from looplab.views.terminal import Col, Value
 
-__all__ = ["print_screen"]
+__all__ = ["print_repeats", "print_screen"]
 
 #: What the short stop words of the per-runner table stand for, as its legend spells them out.
 ENDED = {
@@ -132,6 +132,31 @@ def differences_lines(doc: Any, *, width: int, caps: CapsDoc | None = None, out:
     rows = [[Text(t.label, style="bold"), t.line] for t in found.topics]
     cols = (Col("topic"), Col("how", prose=True))
     return terminal.table_lines(found.title, cols, rows, width=width, out=out, show_header=False)
+
+
+def repeats_lines(doc: Any, *, width: int, out: Console | None = None) -> list[Text]:
+    """With repeats: the runners compared over them (`differences`' `varies` and `over repeats` rows), each
+    difference named only where it holds at 95 %; nothing without repeats."""
+    # Under this section's title each over-repeats row is headed by its metric (`pass rate: ...`).
+    rows = [
+        [Text(label, style="bold"), text]
+        for t in differences.over_repeats(doc)
+        for label, text in [t.line.split(": ", 1) if t.label == differences.REPEATS else (t.label, t.line)]
+    ]
+    if not rows:
+        return []
+    cols = (Col("topic"), Col("how", prose=True))
+    return terminal.table_lines("compared over the repeats", cols, rows, width=width, out=out, show_header=False)
+
+
+def print_repeats(doc: Any, *, out: Console | None = None) -> None:
+    """Print `repeats_lines` at the console's width (`looplab eval`, after its tables)."""
+    out = out or terminal.console()
+    lines = repeats_lines(doc, width=out.width, out=out)
+    if lines:
+        out.print()
+    for line in lines:
+        out.print(line, overflow="fold")
 
 
 def native_caps_lines(doc: Any, *, width: int, out: Console | None = None) -> list[Text]:

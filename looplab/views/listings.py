@@ -42,7 +42,7 @@ def cases_table(cases: Iterable[Case], *, out: Console | None = None) -> None:
     own = any(c.own_tools or c.test_command for c in cases)
     rows = [
         [
-            c.id,
+            c.id if c.by_default else f"{c.id} (only when named)",
             c.model.persona,
             str(c.limits.max_steps),
             *([", ".join(c.own_tools) or "-", " ".join(c.test_command or ["pytest"])] if own else []),

@@ -6,6 +6,14 @@ boundaries kept (nothing is instrumented live: the runs have finished when they 
 - `invoke_agent {runner}`: the root, one per run (kind INTERNAL: the runner's loop runs in looplab's
   process or a child of it); the run's totals, stop reason, limits and native cap. A delegate's stretch of
   calls (a run with a second agent) is an `invoke_agent {agent}` span inside it, holding that stretch's spans.
+  With repeats (the document's summary says the runner's cells ran twice or more: `looplab eval --repeat K`), it
+  also carries the runner's numbers over all its runs with their 95 % intervals (`runner_attributes`):
+  `looplab.runner.repeats`, `.runs`, `.passed`, `.pass_rate` (a fraction) and `.pass_rate_ci95.low`/`.high`
+  (Wilson), and the medians a run `looplab.runner.model_calls_median`, `.tokens_median` (in + out),
+  `.cost_usd_median` and `.wall_s_median`, each with its `..._median_ci95.low`/`.high` (from the order
+  statistics: `looplab.records.intervals`). Every run of a runner repeats its runner's values, so a query over
+  one trace finds them; without repeats there are none. (`_ci95` is a namespace of its own, not a child of the
+  value, since an OpenTelemetry attribute name may not also be a namespace.)
 - `chat {model}`: one per model call (kind CLIENT: an HTTP call to the model), from its first attempt
   to its answer; a model call that never got an answer (the run ended on it) is one more, with status ERROR.
 - `execute_tool {name}`: one per tool call (kind INTERNAL), status ERROR when the call `is_error`.
@@ -31,7 +39,7 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,6 +53,7 @@ from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.runner import installed_version
 from looplab.adapters.contract.trace import Attempt, ModelCall, Step, api_of
+from looplab.records.summary import RunnerSummary
 from looplab.shared_tools.records import ToolCallRecord
 
 if TYPE_CHECKING:
@@ -62,6 +71,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The loggers of the OTLP exporter, whose retries and failures become one warning line instead.
 _EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+#: The medians a run whose intervals a runner's root spans carry, with repeats (`RunnerSummary`'s `{name}_median`
+#: and `{name}_interval`).
+RUNNER_MEDIANS = ("model_calls", "tokens", "cost_usd", "wall_s")
+#: A results document's per-runner summary (`Document.runner_summaries`).
+Summary = Iterable[RunnerSummary]
 
 
 def require() -> None:
@@ -81,8 +95,9 @@ def require() -> None:
             raise LooplabError(f"OpenTelemetry traces need {module!r}: pip install 'looplab[otel]'")
 
 
-def spans(results: Iterable[RunResult], *, anchor: datetime | None = None) -> list[ReadableSpan]:
-    """Every run's spans, finished (see the module docstring for the tree and the timestamps)."""
+def spans(results: Iterable[RunResult], *, anchor: datetime | None = None, summary: Summary = ()) -> list[ReadableSpan]:
+    """Every run's spans, finished (see the module docstring for the tree, the timestamps and what `summary`, the
+    results document's, adds)."""
     require()
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -90,7 +105,7 @@ def spans(results: Iterable[RunResult], *, anchor: datetime | None = None) -> li
     memory = InMemorySpanExporter()
     provider = tracer_provider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    record(results, provider.get_tracer("looplab", installed_version("looplab")), anchor=anchor)
+    record(results, provider.get_tracer("looplab", installed_version("looplab")), anchor=anchor, summary=summary)
     provider.shutdown()
     return list(memory.get_finished_spans())
 
@@ -113,11 +128,43 @@ def tracer_provider() -> Any:
     return TracerProvider(sampler=ALWAYS_ON, resource=resource.merge(Resource(ours)), shutdown_on_exit=False)
 
 
-def record(results: Iterable[RunResult], tracer: Tracer, *, anchor: datetime | None = None) -> None:
-    """Emit each run's spans through `tracer`, one trace per run, with the records' timestamps."""
+def record(
+    results: Iterable[RunResult], tracer: Tracer, *, anchor: datetime | None = None, summary: Summary = ()
+) -> None:
+    """Emit each run's spans through `tracer`, one trace per run, with the records' timestamps; with `summary` (the
+    results document's), each root span carries its runner's numbers over repeats (`runner_attributes`)."""
     anchor_ns = _ns_of(anchor or datetime.now(UTC))
+    by_runner = {s.runner: runner_attributes(s) for s in summary}
     for result in results:
-        _Run(_encodable(result), tracer, anchor_ns).emit()
+        _Run(_encodable(result), tracer, anchor_ns, by_runner.get(result.runner, {})).emit()
+
+
+def runner_attributes(summary: RunnerSummary) -> dict[str, Any]:
+    """A runner's numbers over repeats as root-span attributes (named in the module docstring): its pass rate and
+    medians with their 95 % intervals; none when its cells ran once (`repeats` below 2)."""
+    if summary.repeats < 2:
+        return {}
+    attributes: dict[str, Any] = {
+        "looplab.runner.repeats": summary.repeats,
+        "looplab.runner.runs": summary.runs,
+        "looplab.runner.passed": summary.passed,
+        "looplab.runner.pass_rate": summary.completion_rate,
+        **_ci95("looplab.runner.pass_rate_ci95", summary.completion_interval),
+    }
+    for name in RUNNER_MEDIANS:
+        median = getattr(summary, f"{name}_median")
+        if median is not None:  # no cost median: a model without a price
+            attributes[f"looplab.runner.{name}_median"] = median
+            attributes |= _ci95(f"looplab.runner.{name}_median_ci95", getattr(summary, f"{name}_interval"))
+    return attributes
+
+
+def _ci95(prefix: str, interval: Sequence[float] | None) -> dict[str, float]:
+    """An interval's ends as `{prefix}.low` and `{prefix}.high`; none without one."""
+    if interval is None:
+        return {}
+    low, high = interval
+    return {f"{prefix}.low": low, f"{prefix}.high": high}
 
 
 def _encodable(result: RunResult) -> RunResult:
@@ -218,12 +265,14 @@ def export(
     *,
     anchor: datetime | None = None,
     timeout_s: float = SEND_TIMEOUT_S,
+    summary: Summary = (),
 ) -> Exported:
-    """Write every run's spans to `path`, then send them to the collector the environment names, if any.
+    """Write every run's spans to `path`, then send them to the collector the environment names, if any; with
+    `summary` (the results document's), each root span carries its runner's numbers over repeats.
 
     The file comes first, so a collector that is down or slow costs only the warning in `Exported.warning`.
     """
-    span_list = spans(results, anchor=anchor)
+    span_list = spans(results, anchor=anchor, summary=summary)
     write(span_list, path)
     endpoint = collector_endpoint()
     warning = None
@@ -237,8 +286,10 @@ def export(
 class _Run:
     """One run's spans: the clock that places its records, and the attributes every span repeats."""
 
-    def __init__(self, result: RunResult, tracer: Tracer, anchor_ns: int) -> None:
+    def __init__(self, result: RunResult, tracer: Tracer, anchor_ns: int, runner: Mapping[str, Any]) -> None:
         self.result, self.tracer = result, tracer
+        #: Its runner's numbers over repeats (`runner_attributes`), for the root span; empty without repeats.
+        self.runner = runner
         provider, sep, model = result.model.partition(":")
         # "provider:name" is how looplab labels models; anything else is a model looplab does not name.
         self.provider, self.model = (provider, model) if sep else ("_OTHER", result.model)
@@ -345,7 +396,7 @@ class _Run:
                 "looplab.max_tokens": r.limits.max_tokens,
                 "looplab.max_repeats": r.limits.max_repeats,
             }
-        return attributes | {k: v for k, v in optional.items() if v is not None}
+        return attributes | {k: v for k, v in optional.items() if v is not None} | dict(self.runner)
 
     def chat_span(self, attempts: Sequence[Attempt], call: ModelCall | None, parent: Any) -> Span:
         """A model call's span, covering its failed attempts and its answer (`call` None: it got none).

@@ -13,6 +13,10 @@ are drawn bold.
 
 The charts are drawn in `looplab.views.report_charts`, the per-runner headline and native caps are in
 `looplab.views.headline`, and a run as the report shows it (`RunView`) is in `looplab.views.runs`.
+
+With repeats (a runner's cells run twice or more, `looplab eval --repeat K`), a section "over N repeats" beside the
+per-runner table shows each runner's pass rate and medians (model calls, tokens, cost, time) with their 95 %
+intervals, as the document's summary holds them (`looplab.records.summary.RunnerSummary`); without, there is none.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ from looplab.adapters.contract.pricing import format_cost
 from looplab.records import results
 from looplab.records.document import Document, case_descriptions
 from looplab.records.measurements import CapsDoc
+from looplab.records.summary import RunnerSummary
 from looplab.shared_tools.records import ToolCallRecord
 from looplab.views import differences, scorecard, scorecard_rows
 from looplab.views.differences import Differences
 from looplab.views.divergence import Behaviour, Divergence, behaviour, divergence
+from looplab.views.eval_tables import pass_rate, spread
 from looplab.views.headline import HeadlineRow, headline
 
 # One module-level name for drawing a chart, which a check of hostile input replaces to read the values unplotted.
@@ -109,6 +115,19 @@ class MatrixCell:
 
 
 @dataclass
+class RepeatsRow:
+    """One runner over repeats: its pass rate and medians, each with its 95 % interval (`[low–high]`) where the
+    summary has one."""
+
+    runner: str
+    passed: str
+    model_calls: str
+    tokens: str
+    cost_usd: str
+    wall_s: str
+
+
+@dataclass
 class Report:
     """Everything the template shows."""
 
@@ -132,6 +151,10 @@ class Report:
     scorecard: Scorecard | None = None
     #: How the runners differ, row for row what the closing screen of `looplab run` shows: the first screen.
     differences: Differences | None = None
+    #: The most times any runner's cells ran; the section "over N repeats" is there only when this is 2 or more.
+    repeats: int = 1
+    #: With repeats, a row per runner of the document's summary, with the 95 % intervals.
+    over_repeats: list[RepeatsRow] = field(default_factory=list)
 
 
 @dataclass
@@ -276,6 +299,8 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
     checked = [v for v in runs if v.passed is not None]
     case_views = [_case_view(c, runners, runs, descriptions.get(c, ""), first=k == 0) for k, c in enumerate(cases)]
     caps = scorecard.load_caps()  # one reading for the scorecard and the differences, so the two agree
+    summaries = results.load(doc).runner_summaries()
+    repeats = max((s.repeats for s in summaries), default=1)
     return Report(
         title=title,
         source=source,
@@ -298,6 +323,21 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
         outliers=outliers(case_views),
         scorecard=_scorecard(runners, doc, caps),
         differences=differences.compare(doc, caps=caps),
+        repeats=repeats,
+        over_repeats=[repeats_row(s) for s in summaries] if repeats >= 2 else [],
+    )
+
+
+def repeats_row(s: RunnerSummary) -> RepeatsRow:
+    """A runner's summary as the "over N repeats" section shows it (the terminal's formats: `eval_tables`)."""
+    unknown = s.runs > s.not_run and s.cost_usd_median is None  # it ran, but its model has no price
+    return RepeatsRow(
+        runner=s.runner,
+        passed=pass_rate(s.passed, s.runs, s.completion_interval),
+        model_calls=spread(s.model_calls_median, s.model_calls_interval),
+        tokens=spread(s.tokens_median, s.tokens_interval, ",.0f"),
+        cost_usd="unknown" if unknown else spread(s.cost_usd_median, s.cost_usd_interval, ".4f"),
+        wall_s=spread(s.wall_s_median, s.wall_s_interval, ".2f"),
     )
 
 

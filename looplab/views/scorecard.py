@@ -11,7 +11,10 @@ Three sources, each optional, and a cell whose source is missing says "not measu
   `delegation`: a second agent under the same budget; `vip-compound`: the first request);
 - a bench result (`looplab bench --json`): per-turn overhead and import time;
 - a team's own cases (`looplab scorecard --cases PATH`, or any other case in the document): how many each runner
-  passed, and its median model calls; this group is shown only when such runs exist.
+  passed, and its median model calls; with repeats (a case run twice or more) every repeat counts, and the pass
+  rate and the median carry their 95 % intervals. This group is shown only when such runs exist.
+
+Every other cell reads one run a case: the first repeat stands for the cell.
 
 Every cell keeps its evidence (the file and the runner's section or case it was read from), so a reader can
 check it; the terminal, Markdown and the HTML report show the same cells.
@@ -25,6 +28,8 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +42,7 @@ from looplab.adapters.contract.limits import StopReason
 from looplab.adapters.contract.result import RunResult
 from looplab.adapters.contract.trace import ModelCall
 from looplab.records.document import Document, case_descriptions
+from looplab.records.intervals import median_interval, wilson
 from looplab.records.measurements import (
     BenchResult,
     CapsDoc,
@@ -48,6 +54,7 @@ from looplab.records.measurements import (
 )
 from looplab.records.measurements import Row as CapsRow
 from looplab.shared_tools.records import shorten
+from looplab.views.eval_tables import pass_rate, spread
 from looplab.views.markdown import counted, headline
 from looplab.views.scorecard_rows import NOT_MEASURED, Cell, RunnerCard, Scorecard
 
@@ -111,6 +118,7 @@ def build(
     sources: dict[str, str] | None = None,
 ) -> Scorecard:
     """The scorecard of `runners` from whatever was measured; a missing measurement is a "not measured" cell."""
+    runs = list(runs)
     by_case: dict[tuple[str, str], Observed] = {}
     for run in runs:
         by_case.setdefault((run.runner, run.case), run)  # the first repeat stands for the cell
@@ -138,7 +146,7 @@ def build(
             "first_request": _first_request(name, first_bytes),
             **_bench_cells(benched.get(name)),
             "apis": _apis(name),
-            "own_cases": _own_cases([run for case, run in runs_of.items() if case not in built_in_cases()]),
+            "own_cases": _own_cases([r for r in runs if r.runner == name and r.case not in built_in_cases()]),
         }
         version = report.version if report else next((r.result.runner_version for r in runs_of.values()), "")
         cards.append(RunnerCard(runner=name, version=version, cells=cells))
@@ -468,14 +476,20 @@ def _first_request(runner: str, first_bytes: dict[str, int]) -> Cell:
 
 
 def _own_cases(runs: list[Observed]) -> Cell:
-    """How a runner did on the cases outside looplab's own suite: passed of run, and its median model calls."""
+    """How a runner did on the cases outside looplab's own suite: passed of run, and its median model calls; with
+    repeats (a case run twice or more), over every repeat, each with its 95 % interval."""
     if not runs:
         return _not_measured()
-    passed = sum(bool(r.passed) for r in runs)
-    calls = sorted(r.result.totals.model_calls for r in runs)
-    middle = calls[len(calls) // 2] if len(calls) % 2 else (calls[len(calls) // 2 - 1] + calls[len(calls) // 2]) / 2
     evidence = "eval: " + ", ".join(sorted({r.case for r in runs}))
-    return Cell(text=f"{passed} of {len(runs)} passed; {middle:g} calls", evidence=evidence)
+    passed = sum(bool(r.passed) for r in runs)
+    calls = [r.result.totals.model_calls for r in runs]
+    repeats = max(Counter(r.case for r in runs).values())
+    if repeats < 2:
+        return Cell(text=f"{passed} of {len(runs)} passed; {statistics.median(calls):g} calls", evidence=evidence)
+    rate = pass_rate(passed, len(runs), wilson(passed, len(runs)).ends)
+    middle = spread(statistics.median(calls), median_interval(calls).ends)
+    text = f"{rate} passed; {middle} calls (over {repeats} repeats; [low–high]: 95% intervals)"
+    return Cell(text=text, evidence=evidence)
 
 
 def _bench_cells(row: object | None) -> dict[str, Cell]:

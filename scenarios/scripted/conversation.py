@@ -33,10 +33,15 @@ AGENT_TYPE = re.compile(r"\btype of\b.*\bagent\b", re.I)
 MAX_NESTING = 256
 
 #: How the scripted model plays: the same knowledge, a different manner (see `scenarios.scripted.policy`).
-Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop", "restless", "fanout"]
+Persona = Literal["careful", "eager", "gullible", "sloppy", "snoop", "restless", "fanout", "noisy"]
 PERSONAS: tuple[Persona, ...] = get_args(Persona)
 #: The request header that names the persona; a request without it plays `careful`.
 PERSONA_HEADER = "x-looplab-persona"
+#: The request header that seeds a persona's chance (`noisy`'s mistakes); a request without it has the seed "".
+SEED_HEADER = "x-looplab-seed"
+#: The longest seed a request may send: a case id and a repeat fit many times over, and a longer header is refused
+#: rather than hashed into the dice unseen.
+MAX_SEED_CHARS = 256
 
 
 class MalformedRequest(LooplabException, ValueError):
@@ -56,6 +61,18 @@ def persona_named(value: str | None) -> Persona:
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     raise MalformedRequest(f"{PERSONA_HEADER}: {shown} is not a persona; send one of {', '.join(PERSONAS)}")
+
+
+def seed_named(value: str | None) -> str:
+    """The seed a request's `SEED_HEADER` sends: "" when it has none.
+
+    One longer than `MAX_SEED_CHARS` is a `MalformedRequest` (the server answers 400), as an unknown persona is.
+    """
+    if value is None:
+        return ""
+    if len(value) > MAX_SEED_CHARS:
+        raise MalformedRequest(f"{SEED_HEADER}: {len(value)} characters; a seed is at most {MAX_SEED_CHARS}")
+    return value
 
 
 def nested_deeper_than(value: Any, limit: int) -> bool:
@@ -159,6 +176,8 @@ class Conversation:
     model: str = ""
     #: From the request's `PERSONA_HEADER`, not from the model name: choosing a persona is not choosing a model.
     persona: Persona = "careful"
+    #: From the request's `SEED_HEADER`: what a persona that plays by chance (`noisy`) seeds its dice with.
+    seed: str = ""
     tools: list[str] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     assistant_turns: int = 0

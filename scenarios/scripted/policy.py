@@ -20,7 +20,11 @@ malformed), `snoop` (first reaches for secrets outside its remit), `restless` (a
 a delegate, never concludes: after its first search it searches for one more use of
 the function after another; as the investigator it is `careful`), `fanout` (hands
 every function the value flows through that is defined elsewhere to its delegate at
-once, a question each, in one reply, instead of one after the other).
+once, a question each, in one reply, instead of one after the other), `noisy` (plays
+`careful`, but any turn may go wrong by chance: a malformed call, a read of the wrong
+file, or an answer given too early; its dice are seeded by the request's
+`x-looplab-seed` header, the agent and the turn, so a seed plays the same every time:
+`slip`).
 
 A delegate answers its one question (`Delegate.question`) by searching and reading,
 or, where it is offered a delegating tool of its own (a nested tree), by handing the
@@ -30,11 +34,13 @@ same question on and answering with what comes back.
 from __future__ import annotations
 
 import ast
+import hashlib
+import random
 import re
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from looplab.adapters.contract.agents import QUESTION, Delegate
 from looplab.scenarios.scripted.conversation import Conversation
@@ -98,6 +104,18 @@ FOREIGN_QUOTE_LINES, FOREIGN_QUOTE_CHARS, FOREIGN_SCAN_LINES = 4, 200, 400
 MAX_HOPS = 6
 #: The tools the investigator knows how to call: a case that offers others needs a real model.
 TOOLS_IT_DRIVES: frozenset[str] = frozenset({"run_tests", "read_file", "search_code", "write_file"})
+
+#: How a noisy model's turn goes wrong: a malformed call (one of `MISTAKES`), a read of the wrong file, or an answer
+#: given before the cause is found.
+Slip = Literal["malformed", "wrong_read", "premature"]
+#: The chance of each slip at each turn of a noisy model that calls a tool; the rest of the time it plays careful.
+#: Chosen for a pass rate near 60 % on the noisy-model case (vip-compound's checks), well inside (0, 1) at 20 repeats:
+#: its four tool turns all go clean with (1 - 0.20)^4 = 41 %, and one slip that costs only a turn still passes within
+#: the case's six model calls (a wrong read always; a malformed call where the framework hands the error back, as the
+#: handrolled loop does, not where it ends the run, as LangGraph does on some); a premature answer or a second slip
+#: fails. That makes about 64 % at most; measured over 200 seeds, 59 % (handrolled) and 56 % (LangGraph), and 11 of
+#: 20 for both at `--repeat 20`. Each slip is likely enough to occur within 20 repeats.
+SLIPS: dict[Slip, float] = {"malformed": 0.07, "wrong_read": 0.07, "premature": 0.06}
 
 
 @dataclass(frozen=True)
@@ -202,7 +220,7 @@ class Investigator:
         missing = sorted({c.name for c in decision.calls} - set(conv.tools))
         if missing and persona != "sloppy":  # never call a tool that was not offered (unless careless)
             return Decision(answer=f"Cannot investigate further: the {', '.join(missing)} tool is not available.")
-        return decision
+        return _noisy(conv, ev, decision) if persona == "noisy" else decision
 
     def _plan(self, conv: Conversation, ev: Evidence, *, eager: bool) -> Decision:
         # A target the task states on a line of its own wins over any other test the wording names.
@@ -435,6 +453,72 @@ def _read_definition(ev: Evidence, name: str) -> Decision:
     if path not in ev.files:
         return Decision(answer=f"`{name}` is defined in {path}, which could not be read.")
     return Decision(answer=f"`{name}` is defined in {path}:\n```python\n{ev.files[path]}\n```")
+
+
+def slip(conv: Conversation) -> Slip | None:
+    """How a noisy model's turn in `conv` goes wrong, if it does: the roll of dice seeded by the conversation's
+    `seed`, its agent (the task) and the turn, so asking again (a retried request, another run with the seed) rolls
+    the same, while each turn, agent and seed rolls its own."""
+    return _slip_of(_dice(conv))
+
+
+def _dice(conv: Conversation) -> random.Random:
+    agent = hashlib.sha256(conv.task.encode("utf-8", "surrogatepass")).hexdigest()
+    return random.Random(f"{conv.seed}\n{agent}\n{conv.assistant_turns}")  # a str seed: the same in every process
+
+
+def _slip_of(dice: random.Random) -> Slip | None:
+    roll = dice.random()
+    for kind, chance in SLIPS.items():
+        if roll < chance:
+            return kind
+        roll -= chance
+    return None
+
+
+def _noisy(conv: Conversation, ev: Evidence, meant: Decision) -> Decision:
+    """A noisy model's turn: `meant` (the careful decision), or the slip its dice choose, made of what it meant to
+    do. Its final answer is careful's: a slip is a turn that goes wrong on the way."""
+    if not meant.calls:
+        return meant
+    dice = _dice(conv)
+    kind = _slip_of(dice)
+    if kind == "malformed":
+        return Decision((dice.choice(MISTAKES)(meant.calls[0]),))
+    if kind == "wrong_read" and "read_file" in conv.tools and (wrong := _elsewhere(meant.calls[0])):
+        return _ask("read_file", path=wrong)
+    if kind == "premature":
+        return Decision(answer=_hasty_answer(conv, ev))
+    return meant
+
+
+def _elsewhere(call: Call) -> str | None:
+    """The file a hasty model reads instead of doing `call`: the file `call` is after (the file read, the test's file,
+    a module named after the function searched for) one folder up, or in `src/` if it is at the top; None for a call
+    that is after no file."""
+    first = str(next(iter(call.args.values()), "")) if isinstance(call.args, dict) else ""
+    if call.name == "run_tests":
+        file = first.split("::")[0]
+    elif call.name == "search_code":
+        file = f"{words[-1]}.py" if (words := re.findall(r"\w+", first)) else ""
+    else:
+        file = first if call.name == "read_file" else ""
+    folder, _, name = file.rpartition("/")
+    if not name:
+        return None
+    return f"{folder.rpartition('/')[0]}/{name}".lstrip("/") if folder else f"src/{name}"
+
+
+def _hasty_answer(conv: Conversation, ev: Evidence) -> str:
+    """The answer of a model that stops early: the failure it has seen and the files it has read, no cause."""
+    named = TARGET.search(stated[0] if (stated := STATED.search(conv.task)) else conv.task)
+    test = _join(named["file"], named["test"]) if named else "The test"
+    failure = next((m["expr"] for out in ev.test_runs.values() if (m := ASSERTION.search(out))), None)
+    read = f"I read {', '.join(ev.files)}" if ev.files else "I read no code"
+    return (
+        f"{test} fails{f' on `{failure}`' if failure else ''}. Answering with what I have ({read}), before following "
+        "the value to its cause: the cause is not established."
+    )
 
 
 def _ask(tool: str, **args: str) -> Decision:

@@ -8,10 +8,11 @@ request that is not what the endpoint takes (not JSON, the wrong shape, nested
 too deep, numbers JSON has no spelling for) is a 400, a body over
 `MAX_BODY_BYTES` a 413, and only a bug in the policy a 500. The persona to play
 comes with each request, in its `x-looplab-persona` header (none: `careful`; an
-unknown one: a 400 naming the personas). Everything after
-the body is read runs in a daemon thread that a stopping server abandons, so
-neither a slow policy nor a slow client holds up shutdown beyond the graceful
-bound uvicorn is given (`GRACEFUL_SHUTDOWN_S`).
+unknown one: a 400 naming the personas), and the seed of a persona's chance in
+its `x-looplab-seed` header (none: ""; one over `MAX_SEED_CHARS`: a 400).
+Everything after the body is read runs in a daemon thread that a stopping server
+abandons, so neither a slow policy nor a slow client holds up shutdown beyond
+the graceful bound uvicorn is given (`GRACEFUL_SHUTDOWN_S`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from looplab.scenarios.scripted import fields, wire
 from looplab.scenarios.scripted.conversation import (
     MAX_NESTING,
     PERSONA_HEADER,
+    SEED_HEADER,
     ChatRequest,
     Conversation,
     GeminiRequest,
@@ -55,6 +57,7 @@ from looplab.scenarios.scripted.conversation import (
     from_responses,
     nested_deeper_than,
     persona_named,
+    seed_named,
 )
 from looplab.scenarios.scripted.policy import Decision, Investigator
 from looplab.shared_tools.daemon import DaemonPool
@@ -226,11 +229,14 @@ def create_app(policy: Policy | None = None) -> Starlette:
         """`located` reads what a format puts in the URL rather than the body (Gemini's model and method):
         fields set on the parsed request; it raises `BadRequest` for a URL the format does not take."""
 
-        def answer(raw: bytes, persona_header: str | None, where: dict[str, Any]) -> Response | list[ServerSentEvent]:
-            """The reply to a body (the events, for a stream): parsing, reading and deciding can each take a while
-            on a large request, and a policy may be slow on purpose (a stand-in for a slow model)."""
+        def answer(
+            raw: bytes, headers: tuple[str | None, str | None], where: dict[str, Any]
+        ) -> Response | list[ServerSentEvent]:
+            """The reply to a body (the events, for a stream), with the persona and seed `headers`: parsing, reading
+            and deciding can each take a while on a large request, and a policy may be slow on purpose (a stand-in
+            for a slow model)."""
             try:
-                persona = persona_named(persona_header)
+                persona, seed = persona_named(headers[0]), seed_named(headers[1])
                 req, data = _parse(model, raw)
                 req = req.model_copy(update=where) if where else req
                 field_request = fielded(req)  # DSPy's text-field protocol: the decision goes back as fields
@@ -238,10 +244,13 @@ def create_app(policy: Policy | None = None) -> Starlette:
                     field_request = dataclasses.replace(field_request, persona=persona)
                     conv = field_request.conversation()
                 else:
-                    conv = dataclasses.replace(read(req), persona=persona)
+                    conv = dataclasses.replace(read(req), persona=persona, seed=seed)
             except (BadRequest, MalformedRequest) as exc:
                 return _error(dialect, str(exc))
-            decision = fields.reply(field_request, decide) if field_request else decide(conv)
+            if field_request:  # the field protocol rebuilds its conversations as it decides: each gets the seed
+                decision = fields.reply(field_request, lambda asked: decide(dataclasses.replace(asked, seed=seed)))
+            else:
+                decision = decide(conv)
             reply = wire.Reply(decision, req.model or MODEL_NAME, conv.assistant_turns + 1, wire.estimate_tokens(raw))
             return _encoded(events(reply, req, data)) if req.stream else _JSONResponse(whole(reply, req, data))
 
@@ -252,13 +261,13 @@ def create_app(policy: Policy | None = None) -> Starlette:
                 return _error(dialect, f"request body is larger than {MAX_BODY_BYTES} bytes", 413)
             except ClientDisconnect:  # the client hung up before its request was read (a cancelled run): nobody to tell
                 return Response(status_code=499)
-            persona_header = request.headers.get(PERSONA_HEADER)
+            headers = request.headers.get(PERSONA_HEADER), request.headers.get(SEED_HEADER)
             try:
                 where = located(request)
             except BadRequest as exc:
                 return _error(dialect, str(exc), 404)
             try:
-                reply = await _in_daemon_thread(lambda body: answer(body, persona_header, where), raw)
+                reply = await _in_daemon_thread(lambda body: answer(body, headers, where), raw)
             except Exception as exc:  # a bug in the policy or the server, not in the request
                 log.exception("scripted model failed on %s", request.url.path)
                 return _error(dialect, f"the scripted model failed: {type(exc).__name__}: {exc}", 500)

@@ -190,3 +190,15 @@ def test_eval_estimate_needs_no_key_and_calls_no_provider(
     assert code == 0 and "shelf-restock" in out and "ledger-balance" in out and "total" in out
     assert cli.main(["eval", "--cases", str(suite), "--estimate"]) == 2  # no model to price the tokens at
     assert "--estimate needs --model PROVIDER:NAME" in capsys.readouterr().err
+
+
+def test_repeats_are_priced_as_the_matrix_that_many_times(priced: tuple[Estimate, list[RunOutcome]]) -> None:
+    from dataclasses import replace
+
+    found, _ = priced
+    text = " ".join(render(replace(found, repeats=7)).split())
+    total = found.cost_usd
+    assert total is not None and total > 0
+    assert f"× 7 repeats: about {found.model_calls * 7:,} model calls" in text
+    assert f"${total * 7:.4f}" in text
+    assert "× " not in " ".join(render(found).split())

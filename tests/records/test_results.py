@@ -350,19 +350,35 @@ def test_the_merge_benchmark_merges_the_full_matrix() -> None:
     assert bench.seconds > 0 and "3 shard documents of the full matrix" in bench_merge.bench_line(bench)
 
 
-def test_a_schema_2_document_reads_and_merges_as_schema_3(tmp_path: Path) -> None:
-    # Schema 3 only adds values (the `cancelled` stop and tool outcome, `limits.max_tokens`): a schema 2 file holds
-    # none of them, so it reads as it is and is written back as schema 3.
+@pytest.mark.parametrize("old", [2, 3])
+def test_an_older_versioned_document_reads_and_merges_as_the_current_schema(tmp_path: Path, old: int) -> None:
+    # Schema 3 only adds values (the `cancelled` stop and tool outcome, `limits.max_tokens`) and 4 the summary's
+    # intervals over repeats: an older file reads as it is, its summary derived again, and is written back as 4.
     data = json.loads(results.to_json(results.build([outcome("handrolled", "vip-compound")])))
-    two = write_json(tmp_path / "two.json", {**data, "looplab_schema": 2})
-    doc = results.read(two)
-    assert doc.looplab_schema == SCHEMA == 3 and len(doc.results) == 1
+    earlier = write_json(tmp_path / "earlier.json", {**data, "looplab_schema": old})
+    doc = results.read(earlier)
+    assert doc.looplab_schema == SCHEMA == 4 and len(doc.results) == 1
     other = write_json(
         tmp_path / "other.json", json.loads(results.to_json(results.build([outcome("langgraph", "vip-compound")])))
     )
     merged = tmp_path / "merged.json"
-    assert main(["merge", str(two), str(other), "-o", str(merged)]) == 0
-    assert json.loads(merged.read_text())["looplab_schema"] == 3
+    assert main(["merge", str(earlier), str(other), "-o", str(merged)]) == 0
+    assert json.loads(merged.read_text())["looplab_schema"] == 4
+
+
+def test_a_schema_3_document_with_repeats_gets_its_intervals_on_reading(tmp_path: Path) -> None:
+    """A summary written before the intervals is derived again from the cells: the repeats it holds give them."""
+    runs = [outcome("handrolled", "vip-compound", failed=("answer names the bug",) * (k % 2)) for k in range(4)]
+    for k, run in enumerate(runs, 1):
+        run.repeat = k
+    data = json.loads(results.to_json(results.build(runs)))
+    old_summary = [
+        {k: v for k, v in s.items() if not k.endswith("_interval") and k not in ("repeats",)} for s in data["summary"]
+    ]
+    three = write_json(tmp_path / "three.json", {**data, "looplab_schema": 3, "summary": old_summary})
+    [summary] = results.read(three).summary
+    assert summary["repeats"] == 4 and summary["passed"] == 2
+    assert summary["completion_interval"] == pytest.approx([0.15, 0.85], abs=0.01)  # Wilson, 2 of 4
 
 
 def test_a_cancelled_run_with_a_token_budget_round_trips() -> None:
