@@ -208,8 +208,10 @@ def local_llm(session: nox.Session) -> None:
 
     The runners outside `[all]` (`LOCAL_LLM_OWN_ENVIRONMENTS`) run in runner environments of their own, created
     by the eval on first use; every other one runs in this session's environment. Writes looplab-report/local-llm/
-    (results.json, report.html, wire.jsonl, server.log, run-info.json) and docs/real-model-notes.md. Arguments
-    after `--` go to `python -m looplab.measure local-llm` (`--case`, `--runner`, ...).
+    (results.json, report.html, wire.jsonl, server.log, run-info.json) and docs/real-model-notes.md. Every cell runs
+    three times by default, the model sampling at the server's default temperature, so the notes give 95 % intervals
+    and compare the runners over the repeats. Arguments after `--` go to `python -m looplab.measure local-llm`
+    (`--case`, `--runner`, `--repeat K`, ...).
     """
     session.install("-e", f".[{','.join(LOCAL_LLM_EXTRAS)}]")
     # The wheel is tagged py3-none-<platform> (the library is loaded with ctypes, not built against CPython).

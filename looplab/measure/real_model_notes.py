@@ -14,6 +14,10 @@ those versions did.
     python -m looplab.measure real-model-notes looplab-report/local-llm/results.json -o docs/real-model-notes.md
 
 The sentences about one run are `real_model_runs`'; the wire log is read and matched in `real_model_wire`.
+
+With repeats (`local-llm --repeat K`, K >= 2) the page adds a section over them: per runner its pass rate and medians
+with their 95 % intervals, from the document's stored summary (`RunnerSummary`), and the rows that compare the
+runners over the repeats (`differences.compare`: `over repeats` and `varies`). Without repeats it has none.
 """
 
 from __future__ import annotations
@@ -49,16 +53,24 @@ from looplab.measure.real_model_wire import (
     read_wire,
     wire_lines,
 )
+from looplab.records import results as results_records
 from looplab.records.results import read as read_results
+from looplab.records.summary import RunnerSummary
+from looplab.views import differences
+from looplab.views.eval_tables import pass_rate, spread
 from looplab.views.markdown import cell
 from looplab.views.runs import RunView, runs_from
 
 
 def run_section(
-    view: RunView, exchanges: Sequence[Exchange] | None = None, explained: dict[int, str] | None = None
+    view: RunView,
+    exchanges: Sequence[Exchange] | None = None,
+    explained: dict[int, str] | None = None,
+    *,
+    repeated: bool = False,
 ) -> list[str]:
-    """One runner on one case, as a list of Markdown lines."""
-    title = f"### {view.case}"
+    """One runner on one case (one repeat of it, when the cells ran more than once), as a list of Markdown lines."""
+    title = f"### {view.case}" + (f", repeat {view.repeat}" if repeated else "")
     if view.result is None:
         return [title, "", f"- **Not recorded:** {quote(view.error or 'no result', 300)}", ""]
     r = view.result
@@ -109,9 +121,10 @@ def runner_summary(views: Sequence[RunView], explained: dict[int, str] | None = 
     text += "."
     if failed:
         text += f" What the server sent instead of a reply: {attempts_line(failed, explained)}."
-    no_tools = [r.case for r in done if r.stop_reason is StopReason.FINAL_ANSWER and not r.trace.tool_calls]
-    if no_tools:
-        text += f" Answered without calling a tool on: {', '.join(str(c) for c in no_tools)}."
+    no_tools = Counter(r.case for r in done if r.stop_reason is StopReason.FINAL_ANSWER and not r.trace.tool_calls)
+    if no_tools:  # with repeats, a case once with how many of its runs did so
+        shown = ", ".join(f"{c} ×{n}" if n > 1 else str(c) for c, n in no_tools.items())
+        text += f" Answered without calling a tool on: {shown}."
     return text
 
 
@@ -121,7 +134,9 @@ def caps_line(views: Sequence[RunView]) -> str:
     for v in views:
         if v.result is not None:
             cap = v.result.native_cap
-            by_knob.setdefault(cap.knob, {}).setdefault(str(cap.value), []).append(v.case)
+            cases = by_knob.setdefault(cap.knob, {}).setdefault(str(cap.value), [])
+            if v.case not in cases:  # a case's repeats set the same value
+                cases.append(v.case)
     parts = [
         f"`{knob}` = " + ", ".join(f"{value} ({', '.join(cases)})" for value, cases in values.items())
         for knob, values in by_knob.items()
@@ -129,21 +144,24 @@ def caps_line(views: Sequence[RunView]) -> str:
     return f"Native cap: {'; '.join(parts)}." if parts else ""
 
 
-def overview_table(views: Sequence[RunView]) -> list[str]:
-    """One row per run: the numbers to compare at a glance."""
+def overview_table(views: Sequence[RunView], *, repeated: bool = False) -> list[str]:
+    """One row per run: the numbers to compare at a glance (with repeats, the repeat after the case)."""
     rows = [
         "| runner | version | case | stop | checks | answered calls | failed attempts | tool calls (errors) | wall s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    if repeated:
+        rows = [rows[0].replace("| case |", "| case | repeat |"), rows[1] + "---|"]
     for v in views:
         r = v.result
         checks = "—" if v.passed is None else ("pass" if v.passed else "fail")
+        case = f"{v.case} | {v.repeat}" if repeated else v.case
         if r is None:
-            rows.append(f"| {v.runner} | — | {v.case} | not recorded | {checks} | — | — | — | — |")
+            rows.append(f"| {v.runner} | — | {case} | not recorded | {checks} | — | — | — | — |")
             continue
         tools = r.trace.tool_calls
         rows.append(
-            f"| {v.runner} | {cell(r.runner_version)} | {v.case} | {r.stop_reason} | {checks} | "
+            f"| {v.runner} | {cell(r.runner_version)} | {case} | {r.stop_reason} | {checks} | "
             f"{r.totals.model_calls} | {r.totals.failed_model_calls} | "
             f"{len(tools)} ({sum(c.is_error for c in tools)}) | {r.totals.wall_s:.1f} |"
         )
@@ -240,6 +258,93 @@ def shapes_table(views: Sequence[RunView], aligned: dict[int, list[Exchange]]) -
     ]
 
 
+def sampling_line(
+    info: dict[str, Any] | None, views: Sequence[RunView], aligned: dict[int, list[Exchange]]
+) -> list[str]:
+    """What temperature the model sampled at: the server's default for a request that sends none (from the run
+    record) and, per runner, what its requests sent (from the wire log). Nothing when neither records it."""
+    recorded = (info or {}).get("temperature")
+    sent: dict[str, Counter[str]] = {}
+    for v in views:
+        for _, wire in aligned.get(id(v.result), []) if v.result else []:
+            if "temperature" in wire["shape"]:
+                value = wire["shape"]["temperature"]
+                sent.setdefault(v.runner, Counter())["absent" if value == "absent" else json.dumps(value)] += 1
+    if not isinstance(recorded, dict) and not sent:
+        return []
+    default = recorded.get("server_default") if isinstance(recorded, dict) else None
+    text = "Sampling: llama-cpp-python's server samples a request that sends no `temperature` at " + (
+        f"{default:g}" if isinstance(default, int | float) else "its request schema's default (not recorded)"
+    )
+    text += " (it has no setting of its own for it)"
+    none = [runner for runner, values in sent.items() if set(values) == {"absent"}]
+    own = {runner: values for runner, values in sent.items() if runner not in none}
+    if none:
+        text += f"; no runner sent one ({', '.join(none)})" if not own else f"; {', '.join(none)} sent none"
+    for runner, values in own.items():
+        shown = ", ".join(f"{'none' if v == 'absent' else v} ×{n}" for v, n in sorted(values.items()))
+        text += f"; {runner} sent {shown}"
+    if not sent and isinstance(recorded, dict) and (requests := recorded.get("requests")):
+        shown = ", ".join(f"{'none' if v == 'absent' else v} ×{n}" for v, n in requests.items())
+        text += f"; the requests sent: {shown}"
+    return [text + ".", ""]
+
+
+def summaries_of(doc: Any) -> list[RunnerSummary]:
+    """The document's stored per-runner summary (an older schema's is derived again on reading)."""
+    return results_records.load(doc).runner_summaries()
+
+
+def repeats_section(doc: Any, info: dict[str, Any] | None = None) -> list[str]:
+    """With repeats: per runner its pass rate and medians with their 95 % intervals, and the rows comparing the
+    runners over the repeats; nothing without repeats (every cell ran once)."""
+    summaries = summaries_of(doc)
+    if not summaries or max(s.repeats for s in summaries) < 2:
+        return []
+    repeats = max(s.repeats for s in summaries)
+    recorded = (info or {}).get("temperature")
+    default = recorded.get("server_default") if isinstance(recorded, dict) else None
+    sampled = f", the model sampling at temperature {default:g} where a runner sent none" if default else ""
+    asked = (info or {}).get("repeat")
+    ran = (
+        f"Each cell ran {asked} times (`--repeat {asked}`)" if asked == repeats else f"Cells ran up to {repeats} times"
+    )
+    costs = any(s.cost_usd_median for s in summaries)  # a model without a price, or a free one: no column
+    head = "| runner | runs | passed [95 %] | model calls | tokens | wall s |" + (" cost $ |" if costs else "")
+    rows = [head + " stops |", "|---" * (head.count("|")) + "|"]
+    for s in summaries:
+        cost = ""
+        if costs:
+            unknown = s.runs > s.not_run and s.cost_usd_median is None
+            cost = f" {'unknown' if unknown else spread(s.cost_usd_median, s.cost_usd_interval, '.4f')} |"
+        stops = ", ".join(f"`{k}` ×{n}" for k, n in s.stop_reasons.items())
+        rows.append(
+            f"| {cell(s.runner)} | {s.runs} | {pass_rate(s.passed, s.runs, s.completion_interval)} | "
+            f"{spread(s.model_calls_median, s.model_calls_interval)} | "
+            f"{spread(s.tokens_median, s.tokens_interval, ',.0f')} | "
+            f"{spread(s.wall_s_median, s.wall_s_interval, '.2f')} |{cost} {cell(stops)} |"
+        )
+    compared = differences.over_repeats(doc)
+    lines = [
+        "## Over repeats",
+        "",
+        f"{ran}{sampled}. Per runner over its runs: how many passed, with the pass rate's 95 % interval "
+        "(Wilson), and a run's median model calls, tokens (in + out) and wall seconds, each with its 95 % interval "
+        "in brackets (from the order statistics; with 5 runs or fewer, their range).",
+        "",
+        *rows,
+        "",
+    ]
+    if len(summaries) < 2:
+        return [*lines, "One runner: nothing to compare it with.", ""]
+    lines += [
+        "Runner against runner, over the same cases and repeats: a difference is named only where it holds at "
+        "95 %; otherwise the row says how many repeats would tell the runners apart if the spread held.",
+        "",
+    ]
+    return [*lines, *(f"- **{t.label}:** {t.line}" for t in compared), ""]
+
+
 def statuses_median(values: Sequence[int]) -> str:
     """The median of counts, as a whole number when it is one."""
     middle = statistics.median(values)
@@ -252,8 +357,13 @@ def render(doc: Any, info: dict[str, Any] | None = None, wire: Sequence[WireReco
     results = [v.result for v in views if v.result is not None]
     aligned = align(results, wire) if wire else {}
     explained = explanations(aligned)
+    over_repeats = repeats_section(doc, info)
+    repeated = bool(over_repeats)
     lines = header(info, views, source)
-    lines += ["## At a glance", "", *overview_table(views), "", *shapes_table(views, aligned)]
+    if sampling := sampling_line(info, views, aligned):
+        lines[-2:-2] = sampling  # before the paragraph that says how each run reads
+    lines += ["## At a glance", "", *overview_table(views, repeated=repeated), "", *over_repeats]
+    lines += shapes_table(views, aligned)
     for runner in dict.fromkeys(v.runner for v in views):
         mine = [v for v in views if v.runner == runner]
         lines += [f"## {runner}", "", runner_summary(mine, explained), ""]
@@ -261,7 +371,7 @@ def render(doc: Any, info: dict[str, Any] | None = None, wire: Sequence[WireReco
             lines += [caps, ""]
         for view in mine:
             exchanges = aligned.get(id(view.result)) if wire else []
-            lines += run_section(view, exchanges, explained)
+            lines += run_section(view, exchanges, explained, repeated=repeated)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -21,7 +21,7 @@ from itertools import combinations
 
 from looplab.adapters.contract.result import RunResult
 from looplab.records.document import CellRecord, Document
-from looplab.records.intervals import SignCounts, repeats_to_resolve, sign_test
+from looplab.records.intervals import LEVEL, SignCounts, median_interval, repeats_to_resolve, sign_test
 
 __all__ = ["Comparison", "compare_runners", "repeats_of"]
 
@@ -53,6 +53,10 @@ class Comparison:
     #: What each runner's values over the pairs come to, first's then second's: passes for the pass rate, else the
     #: median.
     shown: tuple[float, float]
+    #: Over the pairs where the two differ, first minus second: the median difference and its 95 % interval
+    #: (`intervals.median_interval`; it leaves 0 out exactly where the sign test holds). None where fewer than 6 pairs
+    #: differ (too few for a 95 % interval), and for the pass rate, whose differences are all 1 or -1.
+    difference: tuple[float, float, float] | None = None
 
     @property
     def distinguishable(self) -> bool:
@@ -77,6 +81,14 @@ def _shown(metric: str, first: list[float], second: list[float]) -> tuple[float,
     if metric == "pass rate":
         return sum(first), sum(second)
     return statistics.median(first), statistics.median(second)
+
+
+def _difference(differences: list[float]) -> tuple[float, float, float] | None:
+    differ = [d for d in differences if d]
+    interval = median_interval(differ) if differ else None
+    if interval is None or interval.confidence < LEVEL:
+        return None
+    return statistics.median(differ), interval.low, interval.high
 
 
 def repeats_of(doc: Document) -> int:
@@ -117,7 +129,8 @@ def compare_runners(doc: Document, runners: Sequence[str] | None = None) -> list
             pairs = [(x, y) for x, y in zip(mine, theirs, strict=True) if x is not None and y is not None]
             if len(pairs) < 2:
                 continue
-            counts = SignCounts.of([x - y for x, y in pairs])
+            differences = [x - y for x, y in pairs]
+            counts = SignCounts.of(differences)
             found.append(
                 Comparison(
                     metric=metric,
@@ -127,6 +140,7 @@ def compare_runners(doc: Document, runners: Sequence[str] | None = None) -> list
                     repeats=repeats,
                     p_value=sign_test(counts.above, counts.below),
                     shown=_shown(metric, [x for x, _ in pairs], [y for _, y in pairs]),
+                    difference=None if metric == "pass rate" else _difference(differences),
                 )
             )
     return found

@@ -42,6 +42,8 @@ from looplab.views import scorecard, scorecard_rows
 from looplab.views.divergence import Behaviour, behaviour, describe_divergence, span, stop_phrase
 from looplab.views.runs import RunView, first_runs, runs_from
 
+__all__ = ["over_repeats"]
+
 
 @dataclass(frozen=True)
 class Topic:
@@ -361,6 +363,14 @@ def _medians(c: Comparison, fmt: str, higher_first: bool) -> str:
     return " and ".join(shown if higher_first else shown[::-1])
 
 
+def _by(c: Comparison, fmt: str) -> str:
+    """Where the pairs differ, by how much the higher runner is above the other: the median and its 95 % interval."""
+    if c.difference is None:
+        return ""
+    middle, low, high = c.difference if c.higher == c.first else (-x for x in (c.difference[0], *c.difference[2:0:-1]))
+    return f"; where they differ, by {fmt.format(middle)} [{fmt.format(low)} to {fmt.format(high)}]"
+
+
 def _repeats_row(metric: str, found: list[Comparison]) -> str:
     """One metric over every pair of runners: the differences that hold, named, and what the rest would need."""
     verb, fmt = _ABOVE[metric]
@@ -374,7 +384,7 @@ def _repeats_row(metric: str, found: list[Comparison]) -> str:
         what = "pass rates" if metric == "pass rate" else "medians"
         clauses.append(
             f"{c.higher} {verb} {lower} in {above} of {c.counts.pairs} paired runs, the reverse in {below} "
-            f"({test} {_p(c.p_value)}; {what} {_medians(c, fmt, c.higher == c.first)})"
+            f"({test} {_p(c.p_value)}; {what} {_medians(c, fmt, c.higher == c.first)}{_by(c, fmt)})"
         )
     if len(held) > _NAMED_PAIRS:
         clauses.append(f"{len(held) - _NAMED_PAIRS} more pairs of runners likewise")
@@ -414,6 +424,20 @@ def over_repeats(doc: Any) -> list[Topic]:
     runners = list(dict.fromkeys(c.runner for c in document.cells))
     rows = [Topic(VARIES, line, case) for case, line in _varies(runs_from(document)).items()]
     return rows + (_over_repeats(document, runners) if len(runners) > 1 else [])
+
+
+def held(doc: Any) -> list[str]:
+    """With repeats, each difference between two runners that holds at 95 %, in a few words: `langgraph spends more
+    tokens than handrolled` (the report's first line)."""
+    document = results.load(doc)
+    if repeats_of(document) < 2:
+        return []
+    found = []
+    for c in compare_runners(document):
+        if c.distinguishable and c.higher is not None:
+            lower = c.second if c.higher == c.first else c.first
+            found.append(f"{c.higher} {_ABOVE[c.metric][0]} {lower}")
+    return found
 
 
 def _over_repeats(document: Document, runners: Sequence[str]) -> list[Topic]:

@@ -145,8 +145,13 @@ class Report:
     versions: dict[str, str]
     #: Where the runs were made: one row per environment (a runner environment of `--isolate`, or this process).
     environments: list[EnvironmentView]
-    #: Each runner outside the largest group on some case, with those cases (most first): the first screen.
+    #: Each runner outside the largest group on some case, with those cases (most first): the first screen. A case
+    #: whose runs vary from repeat to repeat is left out: its first runs differ by chance.
     outliers: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: With repeats: each difference between two runners that holds at 95 % (`differences.held`), and the cases whose
+    #: runs vary from repeat to repeat; the first screen says these in place of the outliers' cases.
+    held: list[str] = field(default_factory=list)
+    varies: list[str] = field(default_factory=list)
     #: How each framework behaves, from these runs and the committed caps measurement: the report's head.
     scorecard: Scorecard | None = None
     #: How the runners differ, row for row what the closing screen of `looplab run` shows: the first screen.
@@ -301,6 +306,8 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
     caps = scorecard.load_caps()  # one reading for the scorecard and the differences, so the two agree
     summaries = results.load(doc).runner_summaries()
     repeats = max((s.repeats for s in summaries), default=1)
+    found = differences.compare(doc, caps=caps)
+    varies = [t.case for t in found.topics if t.label == differences.VARIES and t.case is not None]
     return Report(
         title=title,
         source=source,
@@ -320,9 +327,11 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
         },
         versions={row.runner: row.version for row in headline(runs)},
         environments=environment_views(results.load(doc)),
-        outliers=outliers(case_views),
+        outliers=outliers([v for v in case_views if v.id not in varies]),
+        held=differences.held(doc),
+        varies=varies,
         scorecard=_scorecard(runners, doc, caps),
-        differences=differences.compare(doc, caps=caps),
+        differences=found,
         repeats=repeats,
         over_repeats=[repeats_row(s) for s in summaries] if repeats >= 2 else [],
     )

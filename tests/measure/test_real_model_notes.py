@@ -259,14 +259,18 @@ def test_main_reads_the_run_record_beside_the_results(tmp_path: Path) -> None:
 
 # --- process helpers -----------------------------------------------------------------------------------
 
-STUB_SERVER = """
+#: What llama-cpp-python's server states of a chat request's temperature in its OpenAPI schema (abridged).
+CHAT_REQUEST = {"properties": {"temperature": {"default": 0.8}}}
+OPENAPI = {"components": {"schemas": {"CreateChatCompletionRequest": CHAT_REQUEST}}}
+
+STUB_SERVER = f"""
 import http.server, sys, time
 time.sleep(float(sys.argv[2]))
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.send_response(200 if self.path in ("/v1/models", "/openapi.json") else 404)
         self.end_headers()
-        self.wfile.write(b'{"data": []}')
+        self.wfile.write({json.dumps(OPENAPI).encode()!r} if self.path == "/openapi.json" else b'{{"data": []}}')
     def log_message(self, *args):
         pass
 print("stub listening", flush=True)
@@ -351,10 +355,33 @@ def test_run_bounded_stops_a_command_past_its_bound() -> None:
 def test_commands_bind_loopback_and_speak_chat(tmp_path: Path) -> None:
     server = local_llm.server_command(Path("/m.gguf"), 8123, 8192)
     assert server[server.index("--host") + 1] == "127.0.0.1" and "chatml-function-calling" in server
-    ev = local_llm.eval_command("http://127.0.0.1:8123/v1", ["handrolled"], ["vip-compound"], tmp_path, 2)
+    ev = local_llm.eval_command("http://127.0.0.1:8123/v1", ["handrolled"], ["vip-compound"], tmp_path, 2, 4)
     assert ev[ev.index("--api") + 1] == "chat" and ev[ev.index("--jobs") + 1] == "1"
     assert ev[ev.index("--model") + 1] == "openai:gemma-3-270m"
+    assert ev[ev.index("--repeat") + 1] == "4"
     assert local_llm.eval_bound_s([300.0, 3.0], runners=2) == 2 * 330 + 2 * 33 + local_llm.EVAL_OVERHEAD_S
+    # every repeat of every run may take its whole bound
+    assert local_llm.eval_bound_s([300.0], runners=2, repeat=3) == 3 * 2 * 330 + local_llm.EVAL_OVERHEAD_S
+
+
+def test_the_eval_repeats_every_cell_three_times_unless_told(tmp_path: Path) -> None:
+    assert local_llm._parser().parse_args([]).repeat == local_llm.DEFAULT_REPEAT == 3
+    assert local_llm._parser().parse_args(["--repeat", "5"]).repeat == 5
+    with pytest.raises(SystemExit):
+        local_llm._parser().parse_args(["--repeat", "0"])
+
+
+def test_server_default_temperature_is_read_from_the_servers_schema(tmp_path: Path) -> None:
+    port, log_path = free_port(), tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        proc = start_server(python(STUB_SERVER, port, 0), log)
+        try:
+            wait_ready(f"http://127.0.0.1:{port}/v1/models", proc, 5.0, poll_s=0.05)
+            assert local_llm.server_default_temperature(f"http://127.0.0.1:{port}", timeout_s=5) == 0.8
+        finally:
+            stop_process(proc, grace_s=2)
+    # nothing listening: no default, at once
+    assert local_llm.server_default_temperature(f"http://127.0.0.1:{free_port()}", timeout_s=2) is None
 
 
 def test_main_stops_the_server_and_writes_the_notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -375,17 +402,27 @@ def test_main_stops_the_server_and_writes_the_notes(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(local_llm, "start_server", start)
     write = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text(sys.argv[2]); sys.exit(1)"
 
-    def fake_eval(url: str, runners: list[str], cases: list[str], out: Path, retries: int) -> list[str]:
+    real_eval_command = local_llm.eval_command
+    asked: list[list[str]] = []
+
+    def fake_eval(url: str, runners: list[str], cases: list[str], out: Path, retries: int, repeat: int) -> list[str]:
+        asked.append(real_eval_command(url, runners, cases, out, retries, repeat))  # the command main builds
         return python(write, out / "results.json", results)
 
     monkeypatch.setattr(local_llm, "eval_command", fake_eval)
     out, notes = tmp_path / "out", tmp_path / "notes.md"
     argv = ["--out", str(out), "--notes", str(notes), "--runner", "handrolled", "--case", "vip-compound"]
-    assert local_llm.main(argv) == 0  # eval's exit 1 (a check failed) is a finding, not a failure
+    assert local_llm.main([*argv, "--repeat", "2"]) == 0  # eval's exit 1 (a check failed) is a finding, not a failure
     assert started and started[0].poll() is not None  # the server is gone
+    [command] = asked
+    assert command[command.index("--repeat") + 1] == "2" and command[command.index("--runner") + 1] == "handrolled"
     info = json.loads((out / "run-info.json").read_text())
     assert info["eval_exit_code"] == 1 and "ended on SIGTERM" in info["server_stop"]
-    assert "`It is fine.`" in notes.read_text()
+    assert info["repeat"] == 2
+    assert info["temperature"] == {"server_default": 0.8, "requests": {}}  # the fake eval sent no request
+    page = notes.read_text()
+    assert "`It is fine.`" in page
+    assert "samples a request that sends no `temperature` at 0.8 (it has no setting of its own for it)" in page
 
 
 # --- the wire log --------------------------------------------------------------------------------------
@@ -424,6 +461,18 @@ def test_request_shape_says_how_each_message_carries_content() -> None:
     assert shape["messages"] == ["system:str", "user:str", "assistant:null+tool_calls(1)", "tool:''"]
     assert shape["tool_choice"] == "auto" and shape["tools"] == 4
     assert local_llm.request_shape(json.dumps({"messages": []}).encode())["tool_choice"] == "absent"
+
+
+def test_the_wire_log_says_what_temperature_each_request_sent() -> None:
+    assert local_llm.request_shape(json.dumps(SENT).encode())["temperature"] == "absent"
+    assert local_llm.request_shape(json.dumps({**SENT, "temperature": 0}).encode())["temperature"] == 0
+    wire = [
+        {"shape": local_llm.request_shape(json.dumps(SENT).encode())},
+        {"shape": local_llm.request_shape(json.dumps({**SENT, "temperature": 0.0}).encode())},
+        {"shape": local_llm.request_shape(json.dumps(SENT).encode())},
+        {"shape": {"messages": []}},  # a wire log from before temperatures were recorded: not counted
+    ]
+    assert local_llm.temperatures_sent(wire) == {"0.0": 1, "absent": 2}
     assert local_llm.request_shape(b"\xff not json") == {"json": False}
 
 
@@ -532,3 +581,80 @@ def test_main_reports_a_server_that_never_comes_up(
     err = capsys.readouterr().err
     assert "exited with code 1 before it answered" in err and "failed to load model" in err
     assert not (tmp_path / "n.md").exists()
+
+
+# --- over repeats --------------------------------------------------------------------------------------
+
+
+def repeated_doc(*runners: str) -> Any:
+    """`looplab eval --repeat 3` of two runners on one case, as `results.build` writes it (its summary stored).
+
+    The runners' names are no runner's: the differences' scorecard would otherwise import their frameworks."""
+    from looplab.records import results
+    from looplab.records.outcome import RunOutcome
+    from looplab.scenarios.cases import CheckResult
+
+    outcomes = []
+    for k in (1, 2, 3):
+        steady = result("steady", "vip-compound", StopReason.FINAL_ANSWER, [call(1)], answer="fine")
+        steady.totals.wall_s = float(k)
+        varied = result("varied", "vip-compound", StopReason.FINAL_ANSWER, [call(i + 1) for i in range(k)])
+        checks = [CheckResult(name="answer_mentions", passed=k == 2, detail="")]
+        outcomes += [
+            RunOutcome("steady", "vip-compound", steady, [], repeat=k),
+            RunOutcome("varied", "vip-compound", varied, checks, repeat=k),
+        ]
+    kept = [o for o in outcomes if not runners or o.runner in runners]
+    return json.loads(results.to_json(results.build(kept, model="openai:gemma-3-270m")))
+
+
+def test_with_repeats_the_page_gives_intervals_and_compares_the_runners() -> None:
+    from looplab.views import differences
+
+    doc = repeated_doc()
+    page = real_model_notes.render(doc, {**INFO, "repeat": 3, "temperature": {"server_default": 0.8}})
+    section = page.split("## Over repeats")[1].split("\n## ")[0]
+    assert "Each cell ran 3 times (`--repeat 3`), the model sampling at temperature 0.8" in section
+    # from the stored summary: the pass rate with its Wilson interval, the medians with theirs
+    assert "| steady | 3 | 3/3 100% [44–100%] | 1 | 420 | 2.00 [1.00–3.00] | `final_answer` ×3 |" in section
+    assert "| varied | 3 | 1/3 33% [6–79%] | 2 [1–3] | 1,240 [420–2,460] | 12.50 |" in section
+    # the comparison rows, as `differences.compare` words them
+    rows = [t for t in differences.compare(doc).topics if t.label in (differences.REPEATS, differences.VARIES)]
+    assert rows and {t.label for t in rows} == {differences.REPEATS, differences.VARIES}
+    for topic in rows:
+        assert f"- **{topic.label}:** {topic.line}" in section
+    assert "- **over repeats:** pass rate: steady and varied not distinguishable yet after 3 repeats" in section
+    assert "- **varies:** vip-compound: the runs differ from repeat to repeat (varied 3 ways)" in section
+    # each run says which repeat it is
+    assert "| steady | 9.9.9 | vip-compound | 2 | final_answer | pass |" in page
+    assert "### vip-compound, repeat 3: `final_answer` (checks failed: answer_mentions)" in page
+    # a case is named once in a runner's paragraph, however often it ran
+    steady = page.split("## steady")[1]
+    assert "Answered without calling a tool on: vip-compound ×3." in steady
+    assert "Native cap: `knob(max=)` = 12 (vip-compound)." in steady
+
+
+def test_with_one_runner_the_repeats_have_nothing_to_compare() -> None:
+    section = real_model_notes.render(repeated_doc("steady")).split("## Over repeats")[1]
+    assert "Cells ran up to 3 times. Per runner" in section and "One runner: nothing to compare it with." in section
+
+
+def test_without_repeats_the_page_has_no_repeats_section(page: str) -> None:
+    assert "Over repeats" not in page and ", repeat " not in page and "| repeat |" not in page
+    assert "Sampling:" not in page  # a run record from before temperatures were recorded: nothing invented
+    assert "| runner | version | case | stop | checks |" in page and "### vip-compound: `error`" in page
+
+
+def test_the_sampling_line_names_the_runners_that_sent_their_own_temperature() -> None:
+    first = result("handrolled", "a", StopReason.FINAL_ANSWER, [call(1)], answer="x")
+    second = result("dspy", "a", StopReason.FINAL_ANSWER, [call(2)], answer="y")
+    wire = [
+        wire_record(1, 200, 1000, {"messages": [], "temperature": "absent"}),
+        wire_record(2, 200, 2000, {"messages": [], "temperature": 0.0}),
+    ]
+    info = {**INFO, "temperature": {"server_default": 0.8, "requests": {"0.0": 1, "absent": 1}}}
+    page = real_model_notes.render(eval_doc((first, {}), (second, {})), info, wire)
+    assert (
+        "Sampling: llama-cpp-python's server samples a request that sends no `temperature` at 0.8 (it has no "
+        "setting of its own for it); handrolled sent none; dspy sent 0.0 ×1." in page
+    )

@@ -44,3 +44,19 @@ def test_only_what_both_runners_ran_is_paired() -> None:
     outcomes += [run("b", "delegation", k, True) for k in (1, 2, 3)]  # a case only b ran
     pass_rate = next(c for c in compare_runners(results.build(outcomes)) if c.metric == "pass rate")
     assert pass_rate.counts == SignCounts(2, 0, 0) and pass_rate.repeats == 2
+
+
+@settings(max_examples=scaled_examples(0.5), deadline=None)
+@given(pairs=pairs_st)
+def test_the_paired_difference_leaves_zero_out_exactly_where_the_sign_test_holds(
+    pairs: list[tuple[bool, bool, int, int]],
+) -> None:
+    outcomes = []
+    for k, (_, _, a_tokens, b_tokens) in enumerate(pairs, 1):
+        outcomes += [run("a", "vip-compound", k, True, a_tokens), run("b", "vip-compound", k, True, b_tokens)]
+    tokens = next(c for c in compare_runners(results.build(outcomes)) if c.metric == "tokens")
+    if tokens.difference is None:
+        assert tokens.counts.above + tokens.counts.below < 6 and not tokens.distinguishable
+    else:
+        _, low, high = tokens.difference
+        assert (low > 0 or high < 0) == tokens.distinguishable
