@@ -6,14 +6,8 @@ boundaries kept (nothing is instrumented live: the runs have finished when they 
 - `invoke_agent {runner}`: the root, one per run (kind INTERNAL: the runner's loop runs in looplab's
   process or a child of it); the run's totals, stop reason, limits and native cap. A delegate's stretch of
   calls (a run with a second agent) is an `invoke_agent {agent}` span inside it, holding that stretch's spans.
-  With repeats (the document's summary says the runner's cells ran twice or more: `looplab eval --repeat K`), it
-  also carries the runner's numbers over all its runs with their 95 % intervals (`runner_attributes`):
-  `looplab.runner.repeats`, `.runs`, `.passed`, `.pass_rate` (a fraction) and `.pass_rate_ci95.low`/`.high`
-  (Wilson), and the medians a run `looplab.runner.model_calls_median`, `.tokens_median` (in + out),
-  `.cost_usd_median` and `.wall_s_median`, each with its `..._median_ci95.low`/`.high` (from the order
-  statistics: `looplab.records.intervals`). Every run of a runner repeats its runner's values, so a query over
-  one trace finds them; without repeats there are none. (`_ci95` is a namespace of its own, not a child of the
-  value, since an OpenTelemetry attribute name may not also be a namespace.)
+  With repeats it also carries the runner's numbers over all its runs with their 95 % intervals
+  (`looplab.views.otel_summary`).
 - `chat {model}`: one per model call (kind CLIENT: an HTTP call to the model), from its first attempt
   to its answer; a model call that never got an answer (the run ended on it) is one more, with status ERROR.
 - `execute_tool {name}`: one per tool call (kind INTERNAL), status ERROR when the call `is_error`.
@@ -55,6 +49,7 @@ from looplab.adapters.contract.runner import installed_version
 from looplab.adapters.contract.trace import Attempt, ModelCall, Step, api_of
 from looplab.records.summary import RunnerSummary
 from looplab.shared_tools.records import ToolCallRecord
+from looplab.views.otel_summary import runner_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -71,9 +66,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The loggers of the OTLP exporter, whose retries and failures become one warning line instead.
 _EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
-#: The medians a run whose intervals a runner's root spans carry, with repeats (`RunnerSummary`'s `{name}_median`
-#: and `{name}_interval`).
-RUNNER_MEDIANS = ("model_calls", "tokens", "cost_usd", "wall_s")
 #: A results document's per-runner summary (`Document.runner_summaries`).
 Summary = Iterable[RunnerSummary]
 
@@ -137,34 +129,6 @@ def record(
     by_runner = {s.runner: runner_attributes(s) for s in summary}
     for result in results:
         _Run(_encodable(result), tracer, anchor_ns, by_runner.get(result.runner, {})).emit()
-
-
-def runner_attributes(summary: RunnerSummary) -> dict[str, Any]:
-    """A runner's numbers over repeats as root-span attributes (named in the module docstring): its pass rate and
-    medians with their 95 % intervals; none when its cells ran once (`repeats` below 2)."""
-    if summary.repeats < 2:
-        return {}
-    attributes: dict[str, Any] = {
-        "looplab.runner.repeats": summary.repeats,
-        "looplab.runner.runs": summary.runs,
-        "looplab.runner.passed": summary.passed,
-        "looplab.runner.pass_rate": summary.completion_rate,
-        **_ci95("looplab.runner.pass_rate_ci95", summary.completion_interval),
-    }
-    for name in RUNNER_MEDIANS:
-        median = getattr(summary, f"{name}_median")
-        if median is not None:  # no cost median: a model without a price
-            attributes[f"looplab.runner.{name}_median"] = median
-            attributes |= _ci95(f"looplab.runner.{name}_median_ci95", getattr(summary, f"{name}_interval"))
-    return attributes
-
-
-def _ci95(prefix: str, interval: Sequence[float] | None) -> dict[str, float]:
-    """An interval's ends as `{prefix}.low` and `{prefix}.high`; none without one."""
-    if interval is None:
-        return {}
-    low, high = interval
-    return {f"{prefix}.low": low, f"{prefix}.high": high}
 
 
 def _encodable(result: RunResult) -> RunResult:
