@@ -25,7 +25,7 @@ from looplab.run import schedule
 MATRIX = ["--runner", "handrolled", "--runner", "langgraph", "--case", "vip-compound", "--case", "tight-budget"]
 MATRIX += ["--repeat", "2", "--jobs", "1"]
 #: What differs between two runs of the same cell: clocks, durations, and the scripted server's loopback port.
-TIMINGS = {"wall_s", "latency_s", "started_at", "duration_s", "url"}
+TIMINGS = {"wall_s", "latency_s", "started_at", "duration_s", "url", "wall_s_median", "wall_s_interval"}
 
 
 def eval_(*extra: str) -> int:
