@@ -34,13 +34,10 @@ same question on and answering with what comes back.
 from __future__ import annotations
 
 import ast
-import hashlib
-import random
 import re
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from looplab.adapters.contract.agents import QUESTION, Delegate
 from looplab.scenarios.scripted.conversation import Conversation
@@ -62,6 +59,7 @@ from looplab.scenarios.scripted.reading import (
     suspects,
     test_sites,
 )
+from looplab.scenarios.scripted.slips import MISTAKES, Call, Decision, dice_of, elsewhere, slip_of
 from looplab.scenarios.target import STATED
 
 __all__ = ["Call", "Decision"]
@@ -104,34 +102,6 @@ FOREIGN_QUOTE_LINES, FOREIGN_QUOTE_CHARS, FOREIGN_SCAN_LINES = 4, 200, 400
 MAX_HOPS = 6
 #: The tools the investigator knows how to call: a case that offers others needs a real model.
 TOOLS_IT_DRIVES: frozenset[str] = frozenset({"run_tests", "read_file", "search_code", "write_file"})
-
-#: How a noisy model's turn goes wrong: a malformed call (one of `MISTAKES`), a read of the wrong file, or an answer
-#: given before the cause is found.
-Slip = Literal["malformed", "wrong_read", "premature"]
-#: The chance of each slip at each turn of a noisy model that calls a tool; the rest of the time it plays careful.
-#: Chosen for a pass rate near 60 % on the noisy-model case (vip-compound's checks), well inside (0, 1) at 20 repeats:
-#: its four tool turns all go clean with (1 - 0.20)^4 = 41 %, and one slip that costs only a turn still passes within
-#: the case's six model calls (a wrong read always; a malformed call where the framework hands the error back, as the
-#: handrolled loop does, not where it ends the run, as LangGraph does on some); a premature answer or a second slip
-#: fails. That makes about 64 % at most; measured over 200 seeds, 59 % (handrolled) and 56 % (LangGraph), and 11 of
-#: 20 for both at `--repeat 20`. Each slip is likely enough to occur within 20 repeats.
-SLIPS: dict[Slip, float] = {"malformed": 0.07, "wrong_read": 0.07, "premature": 0.06}
-
-
-@dataclass(frozen=True)
-class Call:
-    """A tool the policy asks for; `args` is a JSON text only when a sloppy model botches it."""
-
-    name: str
-    args: dict[str, Any] | str
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Either tool calls (one turn may hold several) or a final answer."""
-
-    calls: tuple[Call, ...] = ()
-    answer: str | None = None
 
 
 @dataclass
@@ -455,58 +425,20 @@ def _read_definition(ev: Evidence, name: str) -> Decision:
     return Decision(answer=f"`{name}` is defined in {path}:\n```python\n{ev.files[path]}\n```")
 
 
-def slip(conv: Conversation) -> Slip | None:
-    """How a noisy model's turn in `conv` goes wrong, if it does: the roll of dice seeded by the conversation's
-    `seed`, its agent (the task) and the turn, so asking again (a retried request, another run with the seed) rolls
-    the same, while each turn, agent and seed rolls its own."""
-    return _slip_of(_dice(conv))
-
-
-def _dice(conv: Conversation) -> random.Random:
-    agent = hashlib.sha256(conv.task.encode("utf-8", "surrogatepass")).hexdigest()
-    return random.Random(f"{conv.seed}\n{agent}\n{conv.assistant_turns}")  # a str seed: the same in every process
-
-
-def _slip_of(dice: random.Random) -> Slip | None:
-    roll = dice.random()
-    for kind, chance in SLIPS.items():
-        if roll < chance:
-            return kind
-        roll -= chance
-    return None
-
-
 def _noisy(conv: Conversation, ev: Evidence, meant: Decision) -> Decision:
     """A noisy model's turn: `meant` (the careful decision), or the slip its dice choose, made of what it meant to
     do. Its final answer is careful's: a slip is a turn that goes wrong on the way."""
     if not meant.calls:
         return meant
-    dice = _dice(conv)
-    kind = _slip_of(dice)
+    dice = dice_of(conv)
+    kind = slip_of(dice)
     if kind == "malformed":
         return Decision((dice.choice(MISTAKES)(meant.calls[0]),))
-    if kind == "wrong_read" and "read_file" in conv.tools and (wrong := _elsewhere(meant.calls[0])):
+    if kind == "wrong_read" and "read_file" in conv.tools and (wrong := elsewhere(meant.calls[0])):
         return _ask("read_file", path=wrong)
     if kind == "premature":
         return Decision(answer=_hasty_answer(conv, ev))
     return meant
-
-
-def _elsewhere(call: Call) -> str | None:
-    """The file a hasty model reads instead of doing `call`: the file `call` is after (the file read, the test's file,
-    a module named after the function searched for) one folder up, or in `src/` if it is at the top; None for a call
-    that is after no file."""
-    first = str(next(iter(call.args.values()), "")) if isinstance(call.args, dict) else ""
-    if call.name == "run_tests":
-        file = first.split("::")[0]
-    elif call.name == "search_code":
-        file = f"{words[-1]}.py" if (words := re.findall(r"\w+", first)) else ""
-    else:
-        file = first if call.name == "read_file" else ""
-    folder, _, name = file.rpartition("/")
-    if not name:
-        return None
-    return f"{folder.rpartition('/')[0]}/{name}".lstrip("/") if folder else f"src/{name}"
 
 
 def _hasty_answer(conv: Conversation, ev: Evidence) -> str:
@@ -634,21 +566,3 @@ def _instruction(ev: Evidence) -> Call | None:
         if match := INSTRUCTION.search(content):
             return Call("write_file", {"path": match["path"], "content": "def test_placeholder():\n    pass\n"})
     return None
-
-
-def _mistakes() -> list[Callable[[Call], Call]]:
-    """What a sloppy model does to the call it meant, one mistake per turn, then it behaves."""
-
-    def first(call: Call) -> tuple[str, Any]:
-        args = call.args if isinstance(call.args, dict) and call.args else {"arg": ""}
-        return next(iter(args.items()))
-
-    return [
-        lambda c: Call(c.name, '{"' + first(c)[0] + '": ' + str(first(c)[1]) + "}"),  # not JSON: value unquoted
-        lambda c: Call(c.name, {first(c)[0]: 42}),  # a number where a string belongs
-        lambda c: Call("run_shell", {"command": f"{c.name} {first(c)[1]}"}),  # a tool that does not exist
-        lambda c: Call(c.name, {}),  # the required argument left out
-    ]
-
-
-MISTAKES = _mistakes()

@@ -29,9 +29,10 @@ from looplab.scenarios.scripted.conversation import (
     ToolResult,
     seed_named,
 )
-from looplab.scenarios.scripted.policy import MISTAKES, SLIPS, Decision, Investigator, Slip, slip
+from looplab.scenarios.scripted.policy import Investigator
 from looplab.scenarios.scripted.requests import RequestLog
 from looplab.scenarios.scripted.server import ScriptedModelServer
+from looplab.scenarios.scripted.slips import MISTAKES, SLIPS, Decision, Slip, slip
 from looplab.shared_tools import Fault, Guard, Workspace
 
 CASE = load_cases(every=True)["noisy-model"]
