@@ -54,8 +54,14 @@ class Topic:
     text: str
     #: The case the row is about; None when it is about every case of the document.
     case: str | None = None
-    #: Whether the row names a difference (an over-repeats row may say that none holds yet).
-    names_difference: bool = True
+    #: An over-repeats row's differences that hold at 95 %, in a few words (`langgraph spends more tokens than
+    #: handrolled`); an over-repeats row without any names no difference.
+    holds: tuple[str, ...] = ()
+
+    @property
+    def names_difference(self) -> bool:
+        """Whether the row names a difference (an over-repeats row may say that none holds yet)."""
+        return self.label != REPEATS or bool(self.holds)
 
     @property
     def line(self) -> str:
@@ -426,29 +432,22 @@ def over_repeats(doc: Any) -> list[Topic]:
     return rows + (_over_repeats(document, runners) if len(runners) > 1 else [])
 
 
-def held(doc: Any) -> list[str]:
-    """With repeats, each difference between two runners that holds at 95 %, in a few words: `langgraph spends more
-    tokens than handrolled` (the report's first line)."""
-    document = results.load(doc)
-    if repeats_of(document) < 2:
-        return []
-    found = []
-    for c in compare_runners(document):
-        if c.distinguishable and c.higher is not None:
-            lower = c.second if c.higher == c.first else c.first
-            found.append(f"{c.higher} {_ABOVE[c.metric][0]} {lower}")
-    return found
-
-
 def _over_repeats(document: Document, runners: Sequence[str]) -> list[Topic]:
     """The over-repeats rows: one a metric, runner against runner (`looplab.records.comparison`)."""
     by_metric: dict[str, list[Comparison]] = {}
     for c in compare_runners(document, runners):
         by_metric.setdefault(c.metric, []).append(c)
-    return [
-        Topic(REPEATS, _repeats_row(metric, found), names_difference=any(c.distinguishable for c in found))
-        for metric, found in by_metric.items()
-    ]
+    return [Topic(REPEATS, _repeats_row(metric, found), holds=_holds(found)) for metric, found in by_metric.items()]
+
+
+def _holds(found: list[Comparison]) -> tuple[str, ...]:
+    """Each difference of `found` that holds at 95 %, in a few words: `langgraph spends more tokens than handrolled`."""
+    said = []
+    for c in found:
+        if c.distinguishable and c.higher is not None:
+            lower = c.second if c.higher == c.first else c.first
+            said.append(f"{c.higher} {_ABOVE[c.metric][0]} {lower}")
+    return tuple(said)
 
 
 def topics(doc: Any, *, caps: CapsDoc | None = None) -> list[Topic]:

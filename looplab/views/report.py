@@ -148,8 +148,8 @@ class Report:
     #: Each runner outside the largest group on some case, with those cases (most first): the first screen. A case
     #: whose runs vary from repeat to repeat is left out: its first runs differ by chance.
     outliers: list[tuple[str, list[str]]] = field(default_factory=list)
-    #: With repeats: each difference between two runners that holds at 95 % (`differences.held`), and the cases whose
-    #: runs vary from repeat to repeat; the first screen says these in place of the outliers' cases.
+    #: With repeats: each difference between two runners that holds at 95 % (`differences.Topic.holds`), and the
+    #: cases whose runs vary from repeat to repeat; the first screen says these in place of the outliers' cases.
     held: list[str] = field(default_factory=list)
     varies: list[str] = field(default_factory=list)
     #: How each framework behaves, from these runs and the committed caps measurement: the report's head.
@@ -328,7 +328,7 @@ def build(doc: Any, *, source: str = "", title: str = "looplab report") -> Repor
         versions={row.runner: row.version for row in headline(runs)},
         environments=environment_views(results.load(doc)),
         outliers=outliers([v for v in case_views if v.id not in varies]),
-        held=differences.held(doc),
+        held=[said for t in found.topics if t.label == differences.REPEATS for said in t.holds],
         varies=varies,
         scorecard=_scorecard(runners, doc, caps),
         differences=found,
